@@ -1,0 +1,66 @@
+// @ts-check
+import js from '@eslint/js'
+import tseslint from 'typescript-eslint'
+
+// Time is injected: only shared/clock.ts may touch the ambient clock and timers.
+const ambientTime = {
+  'no-restricted-globals': [
+    'error',
+    { name: 'setTimeout', message: 'Use the injected Clock (shared/clock.ts).' },
+    { name: 'setInterval', message: 'Use the injected Clock (shared/clock.ts).' },
+    { name: 'setImmediate', message: 'Use the injected Clock (shared/clock.ts).' },
+    { name: 'performance', message: 'Use the injected Clock (shared/clock.ts).' },
+  ],
+  'no-restricted-properties': [
+    'error',
+    { object: 'Date', property: 'now', message: 'Use the injected Clock (shared/clock.ts).' },
+    { object: 'performance', property: 'now', message: 'Use the injected Clock.' },
+    { object: 'globalThis', property: 'setTimeout', message: 'Use the injected Clock.' },
+    { object: 'globalThis', property: 'setInterval', message: 'Use the injected Clock.' },
+  ],
+  'no-restricted-imports': [
+    'error',
+    {
+      paths: [
+        { name: 'node:timers', message: 'Use the injected Clock.' },
+        { name: 'node:timers/promises', message: 'Use the injected Clock.' },
+        { name: 'timers', message: 'Use the injected Clock.' },
+      ],
+    },
+  ],
+}
+
+export default tseslint.config(
+  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', 'test-results/**', '.ci/**'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommendedTypeChecked,
+  {
+    languageOptions: {
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+    },
+    rules: {
+      ...ambientTime,
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/switch-exhaustiveness-check': 'error',
+      '@typescript-eslint/consistent-type-imports': 'error',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_' }],
+      'no-restricted-syntax': [
+        'error',
+        { selector: 'TSEnumDeclaration', message: 'No enums: use `as const` objects and unions.' },
+      ],
+    },
+  },
+  {
+    // The one place that owns ambient time; benchmarks measure wall-clock time by design.
+    files: ['shared/clock.ts', 'bench/**'],
+    rules: {
+      'no-restricted-globals': 'off',
+      'no-restricted-properties': 'off',
+      'no-restricted-imports': 'off',
+    },
+  },
+  {
+    files: ['eslint.config.js'],
+    ...tseslint.configs.disableTypeChecked,
+  },
+)

@@ -1,0 +1,17 @@
+export { allocate, allocateNormalised, grantsById } from './allocate.js'
+export { allocationLimits } from './limits.js'
+export { proportionalShare } from './proportional.js'
+export { normaliseProblem } from './validate.js'
+export type { NormalisedProblem } from './validate.js'
+export { waterFill } from './water-fill.js'
+export { algorithms, surplusPolicies } from './types.js'
+export type {
+  Algorithm,
+  Allocation,
+  AllocationProblem,
+  ClientDemand,
+  ShareRule,
+  SurplusPolicy,
+  TenantSpec,
+} from './types.js'
+export { parseScenario, scenarioSchema } from './scenario.js'

@@ -1,0 +1,56 @@
+import { z } from 'zod'
+import { SluiceError } from '../../shared/index.js'
+import { algorithms, surplusPolicies, type AllocationProblem } from './types.js'
+
+/**
+ * The JSON scenario `sluice allocate` reads: the shape only. Value rules
+ * (ranges, duplicate ids, known tenants) are the engine's own, so they read
+ * the same from every entry point.
+ */
+export const scenarioSchema = z.strictObject({
+  capacity: z.number(),
+  algorithm: z.enum(algorithms).optional(),
+  surplus: z.enum(surplusPolicies).optional(),
+  tenants: z
+    .record(
+      z.string(),
+      z.strictObject({ weight: z.number().optional(), cap: z.number().optional() }),
+    )
+    .optional(),
+  clients: z.array(
+    z.strictObject({
+      id: z.string(),
+      wants: z.number(),
+      weight: z.number().optional(),
+      priority: z.number().optional(),
+      tenant: z.string().optional(),
+    }),
+  ),
+})
+
+/** Formats a zod issue as `path: message`. */
+export function describeIssue(issue: z.core.$ZodIssue): string {
+  const path =
+    issue.path.length === 0
+      ? '(root)'
+      : issue.path
+          .map((p) => (typeof p === 'number' ? `[${p}]` : `.${String(p)}`))
+          .join('')
+          .replace(/^\./, '')
+  return `${path}: ${issue.message}`
+}
+
+/** Parses a scenario from JSON text; throws SLUICE_ERR_CLI_INPUT naming the field. */
+export function parseScenario(text: string): AllocationProblem {
+  let json: unknown
+  try {
+    json = JSON.parse(text)
+  } catch (error) {
+    throw new SluiceError('SLUICE_ERR_CLI_INPUT', `stdin is not JSON (${(error as Error).message})`)
+  }
+  const result = scenarioSchema.safeParse(json)
+  if (!result.success) {
+    throw new SluiceError('SLUICE_ERR_CLI_INPUT', result.error.issues.map(describeIssue).join('; '))
+  }
+  return result.data
+}

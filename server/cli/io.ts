@@ -1,0 +1,22 @@
+/** What a command reads and writes; the real process streams, or buffers in tests. */
+export interface CommandIo {
+  readonly stdin: AsyncIterable<string | Buffer> | Iterable<string | Buffer>
+  readonly stdout: { write(text: string): unknown }
+  readonly stderr: { write(text: string): unknown }
+}
+
+/** Exit statuses of the `sluice` command. */
+export const exitCodes = Object.freeze({ ok: 0, failure: 1, usage: 2 })
+
+/** Reads all of stdin as UTF-8, refusing more than `maxBytes`. */
+export async function readAll(stdin: CommandIo['stdin'], maxBytes: number): Promise<string> {
+  const chunks: Buffer[] = []
+  let size = 0
+  for await (const chunk of stdin) {
+    const buffer = typeof chunk === 'string' ? Buffer.from(chunk) : chunk
+    size += buffer.length
+    if (size > maxBytes) throw new RangeError(`input is larger than ${maxBytes} bytes`)
+    chunks.push(buffer)
+  }
+  return Buffer.concat(chunks).toString('utf8')
+}

@@ -1,0 +1,52 @@
+import { SluiceError } from '../../shared/index.js'
+import { allocateCommand } from './allocate.js'
+import { exitCodes, type CommandIo } from './io.js'
+
+export const usage = `Usage: sluice <command> [options]
+
+Commands:
+  allocate        Read one JSON allocation scenario on stdin and print the grants:
+                  {"capacity", "algorithm"?, "surplus"?, "tenants"?, "clients": [
+                    {"id", "wants", "weight"?, "priority"?, "tenant"?}, ...]}
+                  → {"grants": {"<id>": number, ...}}
+  help            Print this help.
+
+Errors go to stderr with a SLUICE_ERR_* code; exit status 1 for bad input, 2 for bad usage.
+`
+
+type Command = (args: readonly string[], io: CommandIo) => Promise<number>
+
+const commands: Readonly<Record<string, Command>> = Object.freeze({
+  allocate: allocateCommand,
+  help: (_args: readonly string[], io: CommandIo): Promise<number> => {
+    io.stdout.write(usage)
+    return Promise.resolve(exitCodes.ok)
+  },
+})
+
+/** Runs the `sluice` command line; returns the exit status and never throws. */
+export async function runCli(argv: readonly string[], io: CommandIo): Promise<number> {
+  const [name, ...args] = argv
+  if (name === undefined || name === '--help' || name === '-h') {
+    io.stdout.write(usage)
+    return name === undefined ? exitCodes.usage : exitCodes.ok
+  }
+  const command = Object.hasOwn(commands, name) ? commands[name] : undefined
+  try {
+    if (command === undefined)
+      throw new SluiceError(
+        'SLUICE_ERR_CLI_USAGE',
+        `unknown command ${JSON.stringify(name)}; try \`sluice help\``,
+      )
+    return await command(args, io)
+  } catch (error) {
+    if (error instanceof SluiceError) {
+      io.stderr.write(`sluice ${name}: ${error.code}: ${error.message}\n`)
+      return error.code === 'SLUICE_ERR_CLI_USAGE' ? exitCodes.usage : exitCodes.failure
+    }
+    io.stderr.write(
+      `sluice ${name}: unexpected error: ${(error as Error).stack ?? String(error)}\n`,
+    )
+    return exitCodes.failure
+  }
+}

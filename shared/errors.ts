@@ -1,0 +1,92 @@
+/**
+ * The one catalogue of error codes. Every failure Sluice reports carries one
+ * of these codes; `docs/errors.md` lists the same codes (a test keeps the two
+ * equal in both directions). Wire errors also carry the WebSocket close code
+ * (4xxx) they cause. Expected outcomes ("no tokens") are return values, never
+ * errors.
+ */
+
+export interface ErrorSpec {
+  /** One-line meaning; the thrown message adds the specifics (field, rule, value). */
+  readonly message: string
+  /** Whether trying the same thing again later may succeed. */
+  readonly retryable: boolean
+  /** The WebSocket close code this error causes when it ends a connection. */
+  readonly closeCode?: number
+}
+
+export const errorCatalogue = Object.freeze({
+  // allocation engine
+  SLUICE_ERR_ALLOC_INVALID_INPUT: {
+    message: 'allocation input is malformed',
+    retryable: false,
+  },
+  SLUICE_ERR_ALLOC_INVALID_NUMBER: {
+    message: 'allocation input has a number out of range',
+    retryable: false,
+  },
+  SLUICE_ERR_ALLOC_DUPLICATE_CLIENT: {
+    message: 'two clients of one allocation share an id',
+    retryable: false,
+  },
+  SLUICE_ERR_ALLOC_UNKNOWN_ALGORITHM: {
+    message: 'unknown allocation algorithm',
+    retryable: false,
+  },
+  SLUICE_ERR_ALLOC_UNKNOWN_TENANT: {
+    message: 'a client names a tenant that is not defined',
+    retryable: false,
+  },
+  // command line
+  SLUICE_ERR_CLI_USAGE: {
+    message: 'command line is not understood',
+    retryable: false,
+  },
+  SLUICE_ERR_CLI_INPUT: {
+    message: 'command input is not valid',
+    retryable: false,
+  },
+  // options passed to a constructor or factory
+  SLUICE_ERR_OPTION_INVALID: {
+    message: 'an option is not valid',
+    retryable: false,
+  },
+} as const satisfies Record<string, ErrorSpec>)
+
+export type ErrorCode = keyof typeof errorCatalogue
+
+export function isErrorCode(value: unknown): value is ErrorCode {
+  return typeof value === 'string' && Object.hasOwn(errorCatalogue, value)
+}
+
+/** The error class for every coded failure. `message` is the catalogue line plus the detail. */
+export class SluiceError extends Error {
+  readonly code: ErrorCode
+  readonly retryable: boolean
+  readonly closeCode: number | undefined
+  readonly detail: string
+
+  constructor(code: ErrorCode, detail = '', options?: { cause?: unknown }) {
+    const spec: ErrorSpec = errorCatalogue[code]
+    super(detail === '' ? spec.message : `${spec.message}: ${detail}`, options)
+    this.name = 'SluiceError'
+    this.code = code
+    this.retryable = spec.retryable
+    this.closeCode = spec.closeCode
+    this.detail = detail
+  }
+}
+
+/** Formats a received value for an error message: short, and never throws. */
+export function describeValue(value: unknown): string {
+  if (typeof value === 'number') return Number.isNaN(value) ? 'NaN' : String(value)
+  if (typeof value === 'string')
+    return JSON.stringify(value.length > 64 ? `${value.slice(0, 64)}…` : value)
+  if (value === undefined) return 'undefined'
+  try {
+    const text = JSON.stringify(value)
+    return text.length > 64 ? `${text.slice(0, 64)}…` : text
+  } catch {
+    return Object.prototype.toString.call(value)
+  }
+}
