@@ -5,7 +5,9 @@ import { benchAllocation } from './allocation.js'
 const only = process.argv[2]
 const runs = Number(process.env.BENCH_RUNS ?? 7)
 
-console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? 'unknown CPU'}, Node ${process.version}`)
+console.log(
+  `machine: ${cpus().length} × ${cpus()[0]?.model ?? 'unknown CPU'}, Node ${process.version}`,
+)
 if (only === undefined || only === 'allocation') {
   console.log('\n## allocation (ms per allocate() call, median of runs, min, max)\n')
   console.log('| algorithm | clients | median ms | min ms | max ms |')
