@@ -37,6 +37,106 @@ export const errorCatalogue = Object.freeze({
     message: 'a client names a tenant that is not defined',
     retryable: false,
   },
+  // configuration
+  SLUICE_ERR_CONFIG_INVALID: {
+    message: 'configuration is not valid',
+    retryable: false,
+  },
+  SLUICE_ERR_CONFIG_READ: {
+    message: 'configuration file cannot be read',
+    retryable: false,
+  },
+  // wire protocol (each ends the connection with its close code)
+  SLUICE_ERR_PROTO_MALFORMED: {
+    message: 'message is not valid JSON of a known type and shape',
+    retryable: false,
+    closeCode: 4400,
+  },
+  SLUICE_ERR_PROTO_UNEXPECTED: {
+    message: 'message out of order: hello must come first, and once',
+    retryable: false,
+    closeCode: 4402,
+  },
+  SLUICE_ERR_PROTO_VERSION: {
+    message: 'protocol version not supported',
+    retryable: false,
+    closeCode: 4406,
+  },
+  SLUICE_ERR_PROTO_HELLO_TIMEOUT: {
+    message: 'no hello within the time allowed',
+    retryable: true,
+    closeCode: 4408,
+  },
+  SLUICE_ERR_PROTO_FRAME_TOO_LARGE: {
+    message: 'frame larger than the coordinator accepts',
+    retryable: false,
+    closeCode: 4413,
+  },
+  SLUICE_ERR_PROTO_RATE_LIMITED: {
+    message: 'connection sent messages faster than allowed',
+    retryable: true,
+    closeCode: 4429,
+  },
+  SLUICE_ERR_AUTH_INVALID_TOKEN: {
+    message: 'tenant token missing or not recognised',
+    retryable: false,
+    closeCode: 4401,
+  },
+  SLUICE_ERR_SESSION_REPLACED: {
+    message: 'another connection with the same client id took over',
+    retryable: false,
+    closeCode: 4409,
+  },
+  SLUICE_ERR_SESSION_DEAD: {
+    message: 'peer missed its heartbeat',
+    retryable: true,
+    closeCode: 4410,
+  },
+  SLUICE_ERR_LIMIT_CLIENTS: {
+    message: 'too many clients, in total or for this tenant',
+    retryable: true,
+    closeCode: 4503,
+  },
+  SLUICE_ERR_SERVER_SHUTDOWN: {
+    message: 'coordinator is shutting down',
+    retryable: true,
+    closeCode: 4501,
+  },
+  SLUICE_ERR_SERVER_INTERNAL: {
+    message: 'coordinator failed unexpectedly; the cause is in its log',
+    retryable: true,
+    closeCode: 4500,
+  },
+  // per-resource replies (an error message; the connection stays open)
+  SLUICE_ERR_RESOURCE_UNKNOWN: {
+    message: 'no resource template matches this id',
+    retryable: false,
+  },
+  SLUICE_ERR_RESOURCE_FORBIDDEN: {
+    message: 'this tenant may not use this resource',
+    retryable: false,
+  },
+  SLUICE_ERR_RESOURCE_INVALID: {
+    message: 'resource id or demand is not valid',
+    retryable: false,
+  },
+  SLUICE_ERR_LIMIT_RESOURCES: {
+    message: 'too many resources, for this client or for the coordinator',
+    retryable: true,
+  },
+  // HTTP API
+  SLUICE_ERR_HTTP_UNAUTHORIZED: {
+    message: 'admin token missing or wrong',
+    retryable: false,
+  },
+  SLUICE_ERR_HTTP_NOT_FOUND: {
+    message: 'no such route or resource',
+    retryable: false,
+  },
+  SLUICE_ERR_HTTP_UNREACHABLE: {
+    message: 'coordinator did not answer',
+    retryable: true,
+  },
   // command line
   SLUICE_ERR_CLI_USAGE: {
     message: 'command line is not understood',

@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { SluiceError } from '../../shared/index.js'
+import { SluiceError, describeIssues } from '../../shared/index.js'
 import { algorithms, surplusPolicies, type AllocationProblem } from './types.js'
 
 /**
@@ -28,18 +28,6 @@ export const scenarioSchema = z.strictObject({
   ),
 })
 
-/** Formats a zod issue as `path: message`. */
-export function describeIssue(issue: z.core.$ZodIssue): string {
-  const path =
-    issue.path.length === 0
-      ? '(root)'
-      : issue.path
-          .map((p) => (typeof p === 'number' ? `[${p}]` : `.${String(p)}`))
-          .join('')
-          .replace(/^\./, '')
-  return `${path}: ${issue.message}`
-}
-
 /** Parses a scenario from JSON text; throws SLUICE_ERR_CLI_INPUT naming the field. */
 export function parseScenario(text: string): AllocationProblem {
   let json: unknown
@@ -50,7 +38,7 @@ export function parseScenario(text: string): AllocationProblem {
   }
   const result = scenarioSchema.safeParse(json)
   if (!result.success) {
-    throw new SluiceError('SLUICE_ERR_CLI_INPUT', result.error.issues.map(describeIssue).join('; '))
+    throw new SluiceError('SLUICE_ERR_CLI_INPUT', describeIssues(result.error))
   }
   return result.data
 }

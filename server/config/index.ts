@@ -1,0 +1,6 @@
+export { PatternList, globToRegExp, isGlob } from './glob.js'
+export { loadConfigFile, parseConfig, parseConfigText, resolveConfig } from './load.js'
+export { CompiledConfig } from './resolve.js'
+export type { ResourceSettings } from './resolve.js'
+export { configSchema } from './schema.js'
+export type { Config, ConfigInput, Limits, ResourceTemplate, TenantConfig } from './schema.js'

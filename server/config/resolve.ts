@@ -1,0 +1,97 @@
+import type { AllocationProblem } from '../allocation/index.js'
+import { PatternList } from './glob.js'
+import type { Config, ResourceTemplate, TenantConfig } from './schema.js'
+
+/** Everything the coordinator needs to know about one resource, defaults applied. Frozen. */
+export interface ResourceSettings {
+  readonly id: string
+  readonly kind: 'rate' | 'concurrency'
+  readonly capacity: number
+  /** Tokens the whole resource may burst (rate); each lease gets its share. */
+  readonly burst: number
+  readonly algorithm: NonNullable<AllocationProblem['algorithm']>
+  readonly surplus: NonNullable<AllocationProblem['surplus']>
+  readonly leaseTtlMs: number
+  readonly refreshMs: number
+  readonly graceMs: number
+  readonly learningMs: number
+  /** Undefined: capacity / clients. */
+  readonly safeCapacity: number | undefined
+  readonly estimator: 'max' | 'ewma'
+  readonly window: number
+  /** Tenant name → { weight, cap } for this resource. */
+  readonly tenants: Readonly<Record<string, { weight: number; cap?: number }>>
+}
+
+/**
+ * A config compiled for look-ups: resource templates and tenant patterns as
+ * pattern lists, tenants by token.
+ */
+export class CompiledConfig {
+  readonly config: Config
+  readonly #templates: PatternList<ResourceTemplate>
+  readonly #tenantsByToken = new Map<string, string>()
+  readonly #tenantCaps = new Map<string, PatternList<number>>()
+  readonly #tenantResources = new Map<string, PatternList<true>>()
+
+  constructor(config: Config) {
+    this.config = config
+    this.#templates = new PatternList(config.resources.map((t) => [t.match, t] as const))
+    for (const [name, tenant] of Object.entries(config.tenants)) {
+      this.#tenantsByToken.set(tenant.token, name)
+      this.#tenantCaps.set(name, new PatternList(Object.entries(tenant.caps)))
+      if (tenant.resources !== undefined) {
+        this.#tenantResources.set(
+          name,
+          new PatternList(tenant.resources.map((p) => [p, true] as const)),
+        )
+      }
+    }
+  }
+
+  get requiresToken(): boolean {
+    return this.#tenantsByToken.size > 0
+  }
+
+  tenantByToken(token: string): string | undefined {
+    return this.#tenantsByToken.get(token)
+  }
+
+  tenant(name: string): TenantConfig | undefined {
+    return Object.hasOwn(this.config.tenants, name) ? this.config.tenants[name] : undefined
+  }
+
+  /** Whether tenant `name` may use resource `id`. */
+  allows(name: string | undefined, id: string): boolean {
+    if (name === undefined) return true
+    const list = this.#tenantResources.get(name)
+    return list === undefined || list.match(id) === true
+  }
+
+  /** Settings for resource `id`, or undefined when no template matches. */
+  settingsFor(id: string): ResourceSettings | undefined {
+    const t = this.#templates.match(id)
+    if (t === undefined) return undefined
+    const tenants: Record<string, { weight: number; cap?: number }> = {}
+    for (const [name, tenant] of Object.entries(this.config.tenants)) {
+      const cap = this.#tenantCaps.get(name)!.match(id)
+      tenants[name] = cap === undefined ? { weight: tenant.weight } : { weight: tenant.weight, cap }
+    }
+    return Object.freeze({
+      id,
+      kind: t.kind,
+      capacity: t.capacity,
+      burst: t.kind === 'rate' ? (t.burst ?? t.capacity) : t.capacity,
+      algorithm: t.algorithm,
+      surplus: t.surplus,
+      leaseTtlMs: t.leaseTtlMs,
+      refreshMs: t.refreshMs,
+      graceMs: t.graceMs,
+      learningMs: t.learningMs ?? t.leaseTtlMs + t.graceMs,
+      safeCapacity: t.safeCapacity,
+      estimator: t.demand.estimator,
+      window: t.demand.window,
+      tenants: Object.freeze(tenants),
+    })
+  }
+}

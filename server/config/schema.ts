@@ -1,0 +1,110 @@
+import { z } from 'zod'
+import { algorithms, allocationLimits, surplusPolicies } from '../allocation/index.js'
+
+const quantity = z.number().min(0).max(allocationLimits.maxQuantity)
+const weight = z.number().min(allocationLimits.minWeight).max(allocationLimits.maxWeight)
+const ms = (min: number, max: number): z.ZodNumber => z.number().int().min(min).max(max)
+
+/** Per-connection and per-process bounds. Every one has a default; see docs/configuration.md. */
+export const limitsSchema = z.strictObject({
+  /** Largest WebSocket frame accepted, bytes. */
+  maxFrameBytes: z
+    .number()
+    .int()
+    .min(1024)
+    .max(16 * 1024 * 1024)
+    .default(64 * 1024),
+  /** Most resources one client may use at once. */
+  maxResourcesPerClient: z.number().int().min(1).max(100_000).default(256),
+  /** Most messages one connection may send per second (sustained; bursts of twice that). */
+  maxMessagesPerSec: z.number().min(1).max(1_000_000).default(50),
+  /** Most clients connected or holding leases at once. */
+  maxClients: z.number().int().min(1).max(10_000_000).default(100_000),
+  /** Most distinct resources with clients at once. */
+  maxResources: z.number().int().min(1).max(10_000_000).default(100_000),
+  /** Time a new connection has to say hello. */
+  helloTimeoutMs: ms(10, 600_000).default(5_000),
+  /** Ping period; a peer that misses a whole period is closed. */
+  heartbeatMs: ms(10, 3_600_000).default(15_000),
+  /** Delay that groups the prompt rounds a burst of joins or reports would cause. */
+  roundDebounceMs: ms(0, 60_000).default(20),
+})
+
+export const serverSchema = z.strictObject({
+  host: z.string().min(1).default('127.0.0.1'),
+  port: z.number().int().min(0).max(65_535).default(7070),
+  /** Bearer token for /v1/admin routes; without it the admin routes answer 403. */
+  adminToken: z.string().min(8).optional(),
+  limits: limitsSchema.prefault({}),
+})
+
+export const tenantSchema = z.strictObject({
+  /** Bearer token the tenant's clients present. */
+  token: z.string().min(8),
+  weight: weight.default(1),
+  /** Resource pattern → most the tenant may hold of each matching resource. */
+  caps: z.record(z.string().min(1), quantity).default({}),
+  /** Resource patterns the tenant may use; absent: all. */
+  resources: z.array(z.string().min(1)).optional(),
+  /** Most clients of this tenant at once. */
+  maxClients: z.number().int().min(1).optional(),
+})
+
+export const demandSchema = z.strictObject({
+  estimator: z.enum(['max', 'ewma']).default('max'),
+  /** Reports the estimator looks back over. */
+  window: z.number().int().min(1).max(100).default(5),
+})
+
+export const resourceTemplateSchema = z
+  .strictObject({
+    match: z.string().min(1).max(1024),
+    kind: z.enum(['rate', 'concurrency']),
+    /** Tokens/s (rate) or slots (concurrency); per client with `static`. */
+    capacity: quantity,
+    /** Rate only: tokens the whole resource may burst; default one second of capacity. */
+    burst: quantity.optional(),
+    algorithm: z.enum(algorithms).default('fair-share'),
+    surplus: z.enum(surplusPolicies).default('spread'),
+    leaseTtlMs: ms(100, 3_600_000).default(10_000),
+    refreshMs: ms(10, 600_000).default(1_000),
+    graceMs: ms(0, 600_000).default(2_000),
+    /** Default leaseTtlMs + graceMs; 0 disables learning. */
+    learningMs: ms(0, 3_600_000).optional(),
+    /** Per client, when the coordinator is unreachable; default capacity / clients. */
+    safeCapacity: quantity.optional(),
+    demand: demandSchema.prefault({}),
+  })
+  .refine((t) => t.refreshMs < t.leaseTtlMs, {
+    message: 'refreshMs must be below leaseTtlMs, or leases lapse between renewals',
+    path: ['refreshMs'],
+  })
+
+export const configSchema = z
+  .strictObject({
+    server: serverSchema.prefault({}),
+    tenants: z
+      .record(z.string().min(1).max(allocationLimits.maxIdLength), tenantSchema)
+      .default({}),
+    resources: z.array(resourceTemplateSchema).min(1),
+  })
+  .superRefine((config, ctx) => {
+    const seen = new Map<string, string>()
+    for (const [name, tenant] of Object.entries(config.tenants)) {
+      const other = seen.get(tenant.token)
+      if (other !== undefined) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['tenants', name, 'token'],
+          message: `same token as tenant ${other}`,
+        })
+      }
+      seen.set(tenant.token, name)
+    }
+  })
+
+export type ConfigInput = z.input<typeof configSchema>
+export type Config = z.output<typeof configSchema>
+export type ResourceTemplate = z.output<typeof resourceTemplateSchema>
+export type TenantConfig = z.output<typeof tenantSchema>
+export type Limits = z.output<typeof limitsSchema>

@@ -1,0 +1,360 @@
+import { allocate, type ClientDemand } from '../allocation/index.js'
+import type { ResourceSettings } from '../config/index.js'
+import type { LeaseGrant } from '../../shared/index.js'
+import { ClientState, Entry, ResourceState } from './entry.js'
+
+/** A batch of leases for one client, to send as one `lease` message. */
+export interface LeaseBatch {
+  readonly clientId: string
+  readonly seq: number
+  readonly leases: LeaseGrant[]
+}
+
+export interface DemandReport {
+  readonly resource: string
+  readonly wants: number
+  readonly weight?: number | undefined
+  readonly priority?: number | undefined
+}
+
+/**
+ * Lease bookkeeping for every resource and client of one coordinator. Pure:
+ * every method takes `nowMs`; no timers, no I/O. It returns the lease
+ * batches to send, and counts each one as committed the moment it returns it
+ * (a batch lost on the way only lapses).
+ *
+ * The invariant (design brief §3): per resource, Σ committed ≤ capacity,
+ * where a client's committed capacity is the largest of its leases that is
+ * neither replaced (a newer one acknowledged) nor lapsed (ttl + grace after
+ * sending). Decreases are sent at once but free capacity only on ack or
+ * lapse; increases come only out of free capacity. After a capacity cut the
+ * sum may stand above the new capacity until the decreases are acknowledged
+ * or lapse; no increase is granted until it is back under.
+ */
+export class Pool {
+  readonly #clients = new Map<string, ClientState>()
+  readonly #resources = new Map<string, ResourceState>()
+  readonly #startMs: number
+  #batches = new Map<ClientState, LeaseBatch>()
+  // One sequence for all batches of this pool: a client id that is forgotten and comes back
+  // never sees a sequence number reused, so a late ack can never match a newer batch.
+  #lastSeq = 0
+
+  constructor(startMs: number) {
+    this.#startMs = startMs
+  }
+
+  get clientCount(): number {
+    return this.#clients.size
+  }
+
+  get resourceCount(): number {
+    return this.#resources.size
+  }
+
+  clients(): IterableIterator<ClientState> {
+    return this.#clients.values()
+  }
+
+  resources(): IterableIterator<[string, ResourceState]> {
+    return this.#resources.entries()
+  }
+
+  resource(id: string): ResourceState | undefined {
+    return this.#resources.get(id)
+  }
+
+  client(id: string): ClientState | undefined {
+    return this.#clients.get(id)
+  }
+
+  /** Clients of a tenant known to the pool (connected, or disconnected with leases). */
+  tenantClientCount(tenant: string): number {
+    let n = 0
+    for (const c of this.#clients.values()) if (c.tenant === tenant) n++
+    return n
+  }
+
+  isLearning(resourceId: string, nowMs: number): boolean {
+    const r = this.#resources.get(resourceId)
+    return r !== undefined && nowMs < r.learningUntilMs
+  }
+
+  /** A client (re)connects. A known id keeps its leases and sequence. */
+  connect(clientId: string, tenant: string | undefined): ClientState {
+    let client = this.#clients.get(clientId)
+    if (client === undefined || client.tenant !== tenant) {
+      if (client !== undefined) this.#forget(client)
+      client = new ClientState(clientId, tenant)
+      this.#clients.set(clientId, client)
+    }
+    client.connected = true
+    return client
+  }
+
+  /**
+   * Holdings a client reports in its hello. A resource in learning mode
+   * accepts them (never beyond its free capacity) and confirms them with a
+   * lease; otherwise they are ignored, since the pool's own records rule.
+   */
+  learnHoldings(
+    clientId: string,
+    holdings: ReadonlyArray<{ resource: string; capacity: number }>,
+    settingsFor: (id: string) => ResourceSettings | undefined,
+    nowMs: number,
+  ): LeaseBatch[] {
+    const client = this.#clients.get(clientId)
+    if (client === undefined) return []
+    for (const h of holdings) {
+      const settings = settingsFor(h.resource)
+      if (settings === undefined) continue
+      const entry = this.#subscribe(client, h.resource, settings)
+      const r = entry.resource
+      if (nowMs >= r.learningUntilMs || entry.leases.length > 0) continue
+      const free = Math.max(0, r.settings.capacity - r.committedSum)
+      const accepted = Math.min(h.capacity, free)
+      entry.target = accepted
+      this.#send(entry, accepted, nowMs)
+    }
+    return this.#flush()
+  }
+
+  /**
+   * A demand report: records each resource's demand (subscribing the client
+   * to resources it has not used before) and renews the client's leases on
+   * the reported resources. Returns the renewal batch and the resources that
+   * deserve a prompt round (new subscriptions).
+   */
+  reportDemand(
+    clientId: string,
+    reports: readonly DemandReport[],
+    settingsFor: (id: string) => ResourceSettings | undefined,
+    nowMs: number,
+  ): { batches: LeaseBatch[]; newResources: string[] } {
+    const client = this.#clients.get(clientId)
+    if (client === undefined) return { batches: [], newResources: [] }
+    const newResources: string[] = []
+    for (const report of reports) {
+      let entry = client.entries.get(report.resource)
+      if (entry === undefined) {
+        const settings = settingsFor(report.resource)
+        if (settings === undefined) continue
+        entry = this.#subscribe(client, report.resource, settings)
+        newResources.push(report.resource)
+      }
+      entry.history.record(report.wants)
+      if (report.weight !== undefined) entry.weight = report.weight
+      if (report.priority !== undefined) entry.priority = report.priority
+      entry.refresh(nowMs)
+      if (entry.leases.length > 0) this.#send(entry, entry.newest, nowMs)
+    }
+    return { batches: this.#flush(), newResources }
+  }
+
+  /** The client put batch `seq` in force. Frees replaced leases and grants what now fits. */
+  acknowledge(clientId: string, seq: number, nowMs: number): LeaseBatch[] {
+    const client = this.#clients.get(clientId)
+    if (client === undefined) return []
+    // An ack can only cover batches that were sent.
+    const upTo = Math.min(seq, client.lastSentSeq)
+    if (upTo <= client.ackedSeq) return []
+    client.ackedSeq = upTo
+    const touched: ResourceState[] = []
+    for (const entry of client.entries.values()) {
+      const before = entry.committed
+      entry.acknowledge(upTo)
+      if (entry.committed < before) touched.push(entry.resource)
+    }
+    for (const r of touched) this.#grantIncreases(r, nowMs)
+    return this.#flush()
+  }
+
+  /** The client gives resources up: it promises not to use them, so their leases stop counting. */
+  release(clientId: string, resourceIds: readonly string[], nowMs: number): LeaseBatch[] {
+    const client = this.#clients.get(clientId)
+    if (client === undefined) return []
+    const touched: ResourceState[] = []
+    for (const id of resourceIds) {
+      const entry = client.entries.get(id)
+      if (entry === undefined) continue
+      entry.clear()
+      this.#unsubscribe(entry)
+      touched.push(entry.resource)
+    }
+    for (const r of touched) this.#grantIncreases(r, nowMs)
+    return this.#flush()
+  }
+
+  /**
+   * The connection is gone. The leases stay committed until they lapse (the
+   * process may still be running); its demand drops out of the next round.
+   */
+  disconnect(clientId: string): string[] {
+    const client = this.#clients.get(clientId)
+    if (client === undefined) return []
+    client.connected = false
+    return [...client.entries.keys()]
+  }
+
+  /** New settings for a resource (config reload). Leases follow at the next round. */
+  updateSettings(resourceId: string, settings: ResourceSettings): void {
+    const r = this.#resources.get(resourceId)
+    if (r !== undefined) r.settings = settings
+  }
+
+  /**
+   * One round for a resource: drop lapsed leases, allocate targets over
+   * estimated demand (unless learning), push decreases, then grant
+   * increases out of free capacity. Returns the batches to send.
+   */
+  round(resourceId: string, nowMs: number): LeaseBatch[] {
+    const r = this.#resources.get(resourceId)
+    if (r === undefined) return []
+    this.#sweep(r, nowMs)
+    if (r.entries.size === 0) {
+      this.#resources.delete(resourceId)
+      return []
+    }
+    r.rounds++
+    if (nowMs < r.learningUntilMs) return this.#flush()
+
+    const entries = [...r.entries.values()]
+    const clients: ClientDemand[] = entries.map((e) => ({
+      id: e.client.id,
+      wants: e.client.connected ? e.history.estimate() : 0,
+      weight: e.weight,
+      priority: e.priority,
+      tenant:
+        e.client.tenant !== undefined && Object.hasOwn(r.settings.tenants, e.client.tenant)
+          ? e.client.tenant
+          : undefined,
+    }))
+    const result = allocate({
+      capacity: r.settings.capacity,
+      algorithm: r.settings.algorithm,
+      surplus: r.settings.surplus,
+      tenants: r.settings.tenants,
+      clients,
+    })
+    for (let i = 0; i < entries.length; i++) entries[i]!.target = result.grants[i]!
+
+    // Decreases first: pushed at once, freeing capacity only on ack or lapse.
+    const eps = r.epsilon
+    for (const e of entries) {
+      if (e.client.connected && e.target < e.newest - eps) this.#send(e, e.target, nowMs)
+    }
+    r.starved.clear()
+    for (const e of entries) if (e.client.connected && e.target > e.newest + eps) r.starved.add(e)
+    // A client that has never had a lease learns its (zero) share too.
+    for (const e of entries)
+      if (e.client.connected && e.leases.length === 0 && !r.starved.has(e)) this.#send(e, 0, nowMs)
+    this.#grantIncreases(r, nowMs)
+    return this.#flush()
+  }
+
+  /** Drops lapsed leases everywhere, and forgets what nothing holds any more. */
+  sweep(nowMs: number): void {
+    for (const r of this.#resources.values()) this.#sweep(r, nowMs)
+  }
+
+  /** Σ committed of a resource right now (recomputed exactly). */
+  committedTotal(resourceId: string, nowMs: number): number {
+    const r = this.#resources.get(resourceId)
+    if (r === undefined) return 0
+    let sum = 0
+    for (const e of r.entries.values()) {
+      e.refresh(nowMs)
+      sum += e.committed
+    }
+    r.committedSum = sum
+    return sum
+  }
+
+  #grantIncreases(r: ResourceState, nowMs: number): void {
+    if (r.starved.size === 0) return
+    const eps = r.epsilon
+    let free = r.settings.capacity - r.committedSum
+    for (const e of r.starved) {
+      if (!e.client.connected || e.target <= e.newest + eps) {
+        r.starved.delete(e)
+        continue
+      }
+      if (free <= eps) break
+      // The new lease may raise this client's committed from e.committed to at most e.committed + free.
+      const grant = Math.min(e.target, e.committed + free)
+      if (grant <= e.newest + eps) continue
+      const before = e.committed
+      this.#send(e, grant, nowMs)
+      free -= e.committed - before
+      if (grant >= e.target - eps) r.starved.delete(e)
+    }
+  }
+
+  #sweep(r: ResourceState, nowMs: number): void {
+    let sum = 0
+    for (const e of r.entries.values()) {
+      e.refresh(nowMs)
+      sum += e.committed
+      if (!e.client.connected && e.leases.length === 0) this.#unsubscribe(e)
+    }
+    r.committedSum = sum
+  }
+
+  #subscribe(client: ClientState, resourceId: string, settings: ResourceSettings): Entry {
+    let entry = client.entries.get(resourceId)
+    if (entry !== undefined) return entry
+    let r = this.#resources.get(resourceId)
+    if (r === undefined) {
+      // Learning runs for learningMs after the coordinator starts, whenever the resource first appears.
+      r = new ResourceState(settings, this.#startMs + settings.learningMs)
+      this.#resources.set(resourceId, r)
+    }
+    entry = new Entry(client, r)
+    client.entries.set(resourceId, entry)
+    r.entries.set(client.id, entry)
+    return entry
+  }
+
+  #unsubscribe(entry: Entry): void {
+    const { client, resource } = entry
+    client.entries.delete(resource.settings.id)
+    resource.entries.delete(client.id)
+    resource.starved.delete(entry)
+    resource.committedSum -= entry.committed
+    if (client.entries.size === 0 && !client.connected) this.#clients.delete(client.id)
+  }
+
+  #forget(client: ClientState): void {
+    for (const entry of [...client.entries.values()]) this.#unsubscribe(entry)
+    this.#clients.delete(client.id)
+  }
+
+  #send(entry: Entry, capacity: number, nowMs: number): void {
+    const client = entry.client
+    let batch = this.#batches.get(client)
+    if (batch === undefined) {
+      batch = { clientId: client.id, seq: ++this.#lastSeq, leases: [] }
+      client.lastSentSeq = batch.seq
+      this.#batches.set(client, batch)
+    }
+    const s = entry.resource.settings
+    entry.record(batch.seq, capacity, nowMs)
+    const share = s.capacity > 0 ? capacity / s.capacity : 0
+    batch.leases.push({
+      resource: s.id,
+      kind: s.kind,
+      capacity,
+      burst: s.kind === 'rate' ? s.burst * share : capacity,
+      ttlMs: s.leaseTtlMs,
+      refreshMs: s.refreshMs,
+      safeCapacity: s.safeCapacity ?? s.capacity / Math.max(1, entry.resource.entries.size),
+    })
+  }
+
+  #flush(): LeaseBatch[] {
+    if (this.#batches.size === 0) return []
+    const out = [...this.#batches.values()]
+    this.#batches = new Map()
+    return out
+  }
+}

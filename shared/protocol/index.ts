@@ -1,0 +1,3 @@
+export { decodeClientMessage, decodeServerMessage, encodeMessage } from './codec.js'
+export type { Decoded } from './codec.js'
+export * from './messages.js'

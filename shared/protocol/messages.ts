@@ -1,0 +1,152 @@
+import { z } from 'zod'
+
+/** Protocol version spoken by this build. */
+export const protocolVersion = 1
+
+/** WebSocket path of the coordinator. */
+export const connectPath = '/v1/connect'
+
+/** Hard bounds of the protocol itself; coordinators configure tighter ones (docs/protocol.md). */
+export const protocolLimits = Object.freeze({
+  maxIdLength: 1024,
+  maxClientIdLength: 256,
+  maxTokenLength: 4096,
+  maxEntries: 10_000,
+  maxQuantity: 1e15,
+  maxWeight: 1e6,
+  minWeight: 1e-6,
+  maxPriority: 1_000_000,
+})
+
+const L = protocolLimits
+
+// Control characters (C0, DEL, C1) are what "printable" excludes.
+// eslint-disable-next-line no-control-regex
+const printable = /^[^\u0000-\u001f\u007f-\u009f]+$/u
+
+/** A resource id: 1–1024 printable characters, `/` included; no control characters. */
+export const resourceId = z
+  .string()
+  .min(1)
+  .max(L.maxIdLength)
+  .regex(printable, 'must hold printable characters only')
+
+const quantity = z.number().min(0).max(L.maxQuantity)
+const weight = z.number().min(L.minWeight).max(L.maxWeight)
+const priority = z.number().int().min(-L.maxPriority).max(L.maxPriority)
+
+// ---- client → coordinator ----
+
+export const helloMessage = z.strictObject({
+  type: z.literal('hello'),
+  v: z.number().int(),
+  clientId: z
+    .string()
+    .min(1)
+    .max(L.maxClientIdLength)
+    .regex(printable, 'must hold printable characters only'),
+  token: z.string().max(L.maxTokenLength).optional(),
+  /** What the client holds now, so a coordinator in learning mode can rebuild its state. */
+  holdings: z
+    .array(z.strictObject({ resource: resourceId, capacity: quantity }))
+    .max(L.maxEntries)
+    .optional(),
+})
+
+export const demandEntry = z.strictObject({
+  resource: resourceId,
+  /** Tokens/s or slots wanted now. */
+  wants: quantity,
+  weight: weight.optional(),
+  priority: priority.optional(),
+})
+
+export const demandMessage = z.strictObject({
+  type: z.literal('demand'),
+  resources: z.array(demandEntry).max(L.maxEntries),
+  /** Sent ahead of the refresh period because the client is throttled well below its demand. */
+  early: z.boolean().optional(),
+})
+
+export const ackMessage = z.strictObject({
+  type: z.literal('ack'),
+  /** The newest lease batch the client has put in force. */
+  seq: z.number().int().min(1),
+})
+
+export const releaseMessage = z.strictObject({
+  type: z.literal('release'),
+  resources: z.array(resourceId).max(L.maxEntries),
+})
+
+export const clientMessage = z.discriminatedUnion('type', [
+  helloMessage,
+  demandMessage,
+  ackMessage,
+  releaseMessage,
+])
+
+// ---- coordinator → client ----
+
+export const leaseGrant = z.strictObject({
+  resource: resourceId,
+  kind: z.enum(['rate', 'concurrency']),
+  /** Tokens/s (rate) or slots (concurrency) this client may use. */
+  capacity: quantity,
+  /** Rate: bucket size in tokens. Concurrency: equal to capacity. */
+  burst: quantity,
+  /** Life of the lease from receipt. */
+  ttlMs: z.number().int().min(0),
+  /** How often to report demand. */
+  refreshMs: z.number().int().min(1),
+  /** What to use if the lease lapses unrenewed, in `safe` failure mode. */
+  safeCapacity: quantity,
+})
+
+export const welcomeMessage = z.strictObject({
+  type: z.literal('welcome'),
+  v: z.number().int(),
+  clientId: z.string(),
+  tenant: z.string().optional(),
+  /** Time left in learning mode; 0 when not learning. */
+  learningMs: z.number().int().min(0),
+  heartbeatMs: z.number().int().min(1),
+})
+
+export const leaseMessage = z.strictObject({
+  type: z.literal('lease'),
+  seq: z.number().int().min(1),
+  leases: z.array(leaseGrant),
+})
+
+export const errorMessage = z.strictObject({
+  type: z.literal('error'),
+  code: z.string(),
+  message: z.string(),
+  resource: z.string().optional(),
+})
+
+export const redirectMessage = z.strictObject({
+  type: z.literal('redirect'),
+  url: z.string(),
+})
+
+export const serverMessage = z.discriminatedUnion('type', [
+  welcomeMessage,
+  leaseMessage,
+  errorMessage,
+  redirectMessage,
+])
+
+export type HelloMessage = z.output<typeof helloMessage>
+export type DemandEntry = z.output<typeof demandEntry>
+export type DemandMessage = z.output<typeof demandMessage>
+export type AckMessage = z.output<typeof ackMessage>
+export type ReleaseMessage = z.output<typeof releaseMessage>
+export type ClientMessage = z.output<typeof clientMessage>
+export type LeaseGrant = z.output<typeof leaseGrant>
+export type WelcomeMessage = z.output<typeof welcomeMessage>
+export type LeaseMessage = z.output<typeof leaseMessage>
+export type ErrorMessage = z.output<typeof errorMessage>
+export type RedirectMessage = z.output<typeof redirectMessage>
+export type ServerMessage = z.output<typeof serverMessage>

@@ -1,0 +1,22 @@
+import type { ResourceSettings } from '../../server/config/index.js'
+
+/** Resource settings for pool tests, with short periods. */
+export function resourceSettings(overrides: Partial<ResourceSettings> = {}): ResourceSettings {
+  return Object.freeze({
+    id: 'r',
+    kind: 'rate',
+    capacity: 100,
+    burst: 100,
+    algorithm: 'fair-share',
+    surplus: 'hold',
+    leaseTtlMs: 1000,
+    refreshMs: 250,
+    graceMs: 200,
+    learningMs: 0,
+    safeCapacity: undefined,
+    estimator: 'max',
+    window: 1,
+    tenants: {},
+    ...overrides,
+  })
+}
