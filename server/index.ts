@@ -15,3 +15,7 @@ export type {
   TenantSpec,
 } from './allocation/index.js'
 export { runCli } from './cli/main.js'
+export { createCoordinator } from './create.js'
+export type { CoordinatorOptions, RunningCoordinator } from './create.js'
+export { loadConfigFile, parseConfig, parseConfigText } from './config/index.js'
+export type { Config, ConfigInput } from './config/index.js'

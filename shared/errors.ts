@@ -133,6 +133,10 @@ export const errorCatalogue = Object.freeze({
     message: 'no such route or resource',
     retryable: false,
   },
+  SLUICE_ERR_HTTP_BAD_REQUEST: {
+    message: 'request is not valid',
+    retryable: false,
+  },
   SLUICE_ERR_HTTP_UNREACHABLE: {
     message: 'coordinator did not answer',
     retryable: true,

@@ -245,10 +245,11 @@ export class Pool {
     }
     r.starved.clear()
     for (const e of entries) if (e.client.connected && e.target > e.newest + eps) r.starved.add(e)
-    // A client that has never had a lease learns its (zero) share too.
-    for (const e of entries)
-      if (e.client.connected && e.leases.length === 0 && !r.starved.has(e)) this.#send(e, 0, nowMs)
     this.#grantIncreases(r, nowMs)
+    // A client with no lease yet learns where it stands at once, even at 0 while it waits for
+    // free capacity: it gets the lease's parameters (safe capacity, refresh) instead of guessing.
+    for (const e of entries)
+      if (e.client.connected && e.leases.length === 0) this.#send(e, 0, nowMs)
     return this.#flush()
   }
 

@@ -1,0 +1,3 @@
+export { Coordinator } from './coordinator.js'
+export { CoordinatorMetrics } from './metrics.js'
+export type { SessionPort } from './session.js'

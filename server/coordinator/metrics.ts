@@ -1,0 +1,100 @@
+import { Counter, Gauge, Histogram, Registry } from 'prom-client'
+
+/** Prometheus metrics of one coordinator, on a registry of its own (several may share a process). */
+export class CoordinatorMetrics {
+  readonly registry = new Registry()
+  readonly rounds: Counter<'resource'>
+  readonly roundSeconds: Histogram
+  readonly pushes: Counter
+  readonly acks: Counter
+  readonly errors: Counter<'code'>
+  readonly connections: Gauge
+  readonly reloads: Counter<'outcome'>
+
+  constructor(collectResources: (set: ResourceGaugeSetter) => void) {
+    const registers = [this.registry]
+    this.rounds = new Counter({
+      name: 'sluice_rounds_total',
+      help: 'Allocation rounds run',
+      labelNames: ['resource'],
+      registers,
+    })
+    this.roundSeconds = new Histogram({
+      name: 'sluice_round_duration_seconds',
+      help: 'Time one round takes (allocation and lease planning)',
+      buckets: [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1],
+      registers,
+    })
+    this.pushes = new Counter({
+      name: 'sluice_lease_messages_total',
+      help: 'Lease batches sent to clients',
+      registers,
+    })
+    this.acks = new Counter({
+      name: 'sluice_acks_total',
+      help: 'Lease acknowledgements received',
+      registers,
+    })
+    this.errors = new Counter({
+      name: 'sluice_errors_total',
+      help: 'Errors sent or closes caused, by code',
+      labelNames: ['code'],
+      registers,
+    })
+    this.connections = new Gauge({
+      name: 'sluice_connections',
+      help: 'Open client connections',
+      registers,
+    })
+    this.reloads = new Counter({
+      name: 'sluice_config_reloads_total',
+      help: 'Config reloads by outcome',
+      labelNames: ['outcome'],
+      registers,
+    })
+
+    const perResource = (name: string, help: string): Gauge<'resource'> =>
+      new Gauge({ name, help, labelNames: ['resource'], registers })
+    const gauges = {
+      capacity: perResource('sluice_resource_capacity', 'Configured capacity'),
+      committed: perResource(
+        'sluice_resource_committed',
+        'Capacity committed to leases (Σ committed ≤ capacity)',
+      ),
+      free: perResource('sluice_resource_free', 'Capacity not committed'),
+      demand: perResource('sluice_resource_demand', 'Total estimated demand'),
+      grant: perResource('sluice_resource_grant', 'Total target grants of the last round'),
+      clients: perResource('sluice_resource_clients', 'Clients using the resource'),
+      learning: perResource('sluice_resource_learning', '1 while the resource is in learning mode'),
+    }
+    // Per-resource gauges are read at scrape time, so a round costs nothing extra.
+    new Gauge({
+      name: 'sluice_resources',
+      help: 'Resources with clients',
+      registers,
+      collect() {
+        for (const g of Object.values(gauges)) g.reset()
+        let count = 0
+        collectResources((resource, values) => {
+          count++
+          for (const [key, value] of Object.entries(values))
+            gauges[key as keyof typeof gauges].set({ resource }, value)
+        })
+        this.set(count)
+      },
+    })
+  }
+}
+
+export type ResourceGaugeSetter = (
+  resource: string,
+  values: {
+    capacity: number
+    committed: number
+    free: number
+    demand: number
+    grant: number
+    clients: number
+    learning: number
+  },
+) => void

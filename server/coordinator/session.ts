@@ -1,0 +1,14 @@
+import type { ErrorCode } from '../../shared/index.js'
+import type { ServerMessage } from '../../shared/index.js'
+
+/** What the coordinator needs of one client connection, whatever carries it. */
+export interface SessionPort {
+  /** Set once the hello is accepted. */
+  clientId: string | undefined
+  tenant: string | undefined
+  /** Token from the upgrade's `Authorization: Bearer`, if any. */
+  readonly upgradeToken: string | undefined
+  send(message: ServerMessage): void
+  /** Ends the connection with the error's close code. */
+  fail(code: ErrorCode, detail: string): void
+}

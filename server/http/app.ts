@@ -1,0 +1,119 @@
+import { timingSafeEqual } from 'node:crypto'
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
+import type { Logger } from 'pino'
+import { SluiceError, errorCatalogue, type Clock, type ErrorCode } from '../../shared/index.js'
+import type { Coordinator } from '../coordinator/index.js'
+import { resourceDetail, resourceSummaries } from './status.js'
+
+export interface HttpOptions {
+  coordinator: Coordinator
+  clock: Clock
+  logger: Logger
+  /** Reloads the config (from its file, or from the body when given); resolves to a summary. */
+  reload: (body: unknown) => Promise<{ resources: number; tenants: number }>
+  /** False while starting or closing. */
+  ready: () => boolean
+}
+
+function errorBody(
+  code: ErrorCode,
+  detail = '',
+): { error: { code: ErrorCode; message: string; retryable: boolean } } {
+  const spec = errorCatalogue[code]
+  return {
+    error: {
+      code,
+      message: detail === '' ? spec.message : `${spec.message}: ${detail}`,
+      retryable: spec.retryable,
+    },
+  }
+}
+
+function sameToken(given: string, expected: string): boolean {
+  const a = Buffer.from(given)
+  const b = Buffer.from(expected)
+  return a.length === b.length && timingSafeEqual(a, b)
+}
+
+/**
+ * The coordinator's HTTP API on the same port as its WebSocket endpoint:
+ * health, readiness, Prometheus metrics, JSON status, and admin routes
+ * behind the admin token.
+ */
+export function buildHttpApp(options: HttpOptions): FastifyInstance {
+  const { coordinator, clock } = options
+  // Fastify's per-request logging would put a line per scrape in the log; we log what matters ourselves.
+  const app = Fastify({ logger: false, bodyLimit: 1024 * 1024 })
+
+  app.get('/healthz', async () => ({ status: 'ok' }))
+
+  app.get('/readyz', async (_req, reply) => {
+    const ready = options.ready()
+    const learning = resourceSummaries(coordinator, clock.now())
+      .filter((r) => r.learning)
+      .map((r) => r.id)
+    return reply.code(ready ? 200 : 503).send({ ready, role: 'leader', learning })
+  })
+
+  app.get('/metrics', async (_req, reply) => {
+    const registry = coordinator.metrics.registry
+    return reply.type(registry.contentType).send(await registry.metrics())
+  })
+
+  app.get('/v1/resources', async () => ({ resources: resourceSummaries(coordinator, clock.now()) }))
+
+  // A wildcard, so ids with `/` work with or without percent-encoding.
+  app.get('/v1/resources/*', async (req: FastifyRequest<{ Params: { '*': string } }>, reply) => {
+    const id = req.params['*']
+    const detail = resourceDetail(coordinator, id, clock.now())
+    if (detail === undefined)
+      return reply
+        .code(404)
+        .send(
+          errorBody('SLUICE_ERR_HTTP_NOT_FOUND', `no clients use resource ${JSON.stringify(id)}`),
+        )
+    return detail
+  })
+
+  const requireAdmin = async (req: FastifyRequest, reply: FastifyReply): Promise<void> => {
+    const expected = coordinator.config.server.adminToken
+    const header = req.headers.authorization ?? ''
+    const token = /^Bearer\s+(.+)$/i.exec(header)?.[1]
+    if (expected === undefined) {
+      await reply
+        .code(403)
+        .send(errorBody('SLUICE_ERR_HTTP_UNAUTHORIZED', 'no server.adminToken is configured'))
+    } else if (token === undefined || !sameToken(token, expected)) {
+      await reply.code(401).send(errorBody('SLUICE_ERR_HTTP_UNAUTHORIZED'))
+    }
+  }
+
+  app.post('/v1/admin/reload', { preHandler: requireAdmin }, async (req, reply) => {
+    try {
+      const summary = await options.reload(req.body)
+      return { reloaded: true, ...summary }
+    } catch (error) {
+      if (error instanceof SluiceError)
+        return reply.code(400).send(errorBody(error.code, error.detail))
+      throw error
+    }
+  })
+
+  app.setNotFoundHandler(async (req, reply) =>
+    reply.code(404).send(errorBody('SLUICE_ERR_HTTP_NOT_FOUND', `${req.method} ${req.url}`)),
+  )
+
+  app.setErrorHandler(async (error: Error & { statusCode?: number }, req, reply) => {
+    const status = error.statusCode ?? 500
+    if (status >= 500) options.logger.error({ err: error, url: req.url }, 'HTTP handler failed')
+    return reply.code(status).send({
+      error: {
+        code: status >= 500 ? 'SLUICE_ERR_SERVER_INTERNAL' : 'SLUICE_ERR_HTTP_BAD_REQUEST',
+        message: error.message,
+        retryable: status >= 500,
+      },
+    })
+  })
+
+  return app
+}

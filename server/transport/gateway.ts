@@ -1,0 +1,64 @@
+import type { IncomingMessage, Server } from 'node:http'
+import type { Duplex } from 'node:stream'
+import type { Logger } from 'pino'
+import { WebSocketServer } from 'ws'
+import { connectPath, type Clock, type Timer } from '../../shared/index.js'
+import type { Coordinator } from '../coordinator/index.js'
+import { WsSession } from './ws-session.js'
+
+/**
+ * The WebSocket side of the coordinator's HTTP server: upgrades requests
+ * for /v1/connect, one session each, and pings every session on one shared
+ * heartbeat timer.
+ */
+export class Gateway {
+  readonly #wss: WebSocketServer
+  readonly #sessions = new Set<WsSession>()
+  readonly #heartbeat: Timer
+  readonly #onUpgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) => void
+  readonly #server: Server
+
+  constructor(server: Server, coordinator: Coordinator, clock: Clock, log: Logger) {
+    this.#server = server
+    // Frames up to twice the limit reach the session, which closes with 4413;
+    // beyond that ws itself cuts the connection (1009) without buffering more.
+    this.#wss = new WebSocketServer({
+      noServer: true,
+      maxPayload: coordinator.limits.maxFrameBytes * 2,
+    })
+    this.#onUpgrade = (req, socket, head) => {
+      const path = (req.url ?? '').split('?')[0]
+      if (path !== connectPath || coordinator.closed) {
+        socket.end(
+          `HTTP/1.1 ${coordinator.closed ? '503 Service Unavailable' : '404 Not Found'}\r\nConnection: close\r\n\r\n`,
+        )
+        return
+      }
+      this.#wss.handleUpgrade(req, socket, head, (ws) => {
+        const session = new WsSession(ws, req, coordinator, clock, log)
+        this.#sessions.add(session)
+        ws.on('close', () => this.#sessions.delete(session))
+      })
+    }
+    server.on('upgrade', this.#onUpgrade)
+    this.#heartbeat = clock
+      .setInterval(() => {
+        for (const session of this.#sessions) {
+          if (!session.alive) session.terminate()
+          else session.ping()
+        }
+      }, coordinator.limits.heartbeatMs)
+      .unref()
+  }
+
+  get sessionCount(): number {
+    return this.#sessions.size
+  }
+
+  close(): void {
+    this.#heartbeat.cancel()
+    this.#server.off('upgrade', this.#onUpgrade)
+    for (const client of this.#wss.clients) client.terminate()
+    this.#wss.close()
+  }
+}

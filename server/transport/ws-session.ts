@@ -1,0 +1,158 @@
+import type { IncomingMessage } from 'node:http'
+import type { Logger } from 'pino'
+import WebSocket from 'ws'
+import {
+  decodeClientMessage,
+  encodeMessage,
+  errorCatalogue,
+  type Clock,
+  type ErrorCode,
+  type ServerMessage,
+  type Timer,
+} from '../../shared/index.js'
+import type { Coordinator, SessionPort } from '../coordinator/index.js'
+import { MessageBudget } from './message-budget.js'
+
+function bearer(req: IncomingMessage): string | undefined {
+  const header = req.headers.authorization
+  if (header === undefined) return undefined
+  const match = /^Bearer\s+(.+)$/i.exec(header)
+  return match?.[1]
+}
+
+/**
+ * One client connection over WebSocket: bounds the frames and message rate,
+ * decodes every frame through the one gate, enforces hello-first, and hands
+ * messages to the coordinator. Anything thrown inside is logged with its
+ * cause and ends only this connection.
+ */
+export class WsSession implements SessionPort {
+  clientId: string | undefined = undefined
+  tenant: string | undefined = undefined
+  readonly upgradeToken: string | undefined
+  /** Set on every pong; the heartbeat closes a session that stays silent for a whole period. */
+  alive = true
+  readonly #ws: WebSocket
+  readonly #coordinator: Coordinator
+  readonly #clock: Clock
+  readonly #log: Logger
+  readonly #budget: MessageBudget
+  #helloTimer: Timer | undefined
+  #closing = false
+
+  constructor(
+    ws: WebSocket,
+    req: IncomingMessage,
+    coordinator: Coordinator,
+    clock: Clock,
+    log: Logger,
+  ) {
+    this.#ws = ws
+    this.#coordinator = coordinator
+    this.#clock = clock
+    this.#log = log
+    this.upgradeToken = bearer(req)
+    const limits = coordinator.limits
+    this.#budget = new MessageBudget(
+      limits.maxMessagesPerSec,
+      limits.maxMessagesPerSec * 2,
+      clock.now(),
+    )
+    this.#helloTimer = clock.setTimeout(() => {
+      this.#helloTimer = undefined
+      if (this.clientId === undefined)
+        this.fail('SLUICE_ERR_PROTO_HELLO_TIMEOUT', `no hello within ${limits.helloTimeoutMs} ms`)
+    }, limits.helloTimeoutMs)
+
+    ws.on('message', (data: Buffer, isBinary: boolean) => this.#onFrame(data, isBinary))
+    ws.on('pong', () => (this.alive = true))
+    ws.on('close', () => this.#onClose())
+    ws.on('error', (error) =>
+      this.#log.debug({ err: error, clientId: this.clientId }, 'socket error'),
+    )
+  }
+
+  send(message: ServerMessage): void {
+    if (this.#ws.readyState === WebSocket.OPEN) this.#ws.send(encodeMessage(message))
+  }
+
+  fail(code: ErrorCode, detail: string): void {
+    if (this.#closing) return
+    this.#closing = true
+    const closeCode = (errorCatalogue[code] as { closeCode?: number }).closeCode ?? 4500
+    this.send({ type: 'error', code, message: `${errorCatalogue[code].message}: ${detail}` })
+    // The close reason carries only the code (reasons are limited to 123 bytes).
+    this.#ws.close(closeCode, code)
+    this.#log.info({ clientId: this.clientId, code, detail }, 'connection closed by coordinator')
+  }
+
+  /** Ends a peer that missed its heartbeat. */
+  terminate(): void {
+    if (this.#closing) return
+    this.fail('SLUICE_ERR_SESSION_DEAD', 'no pong within a heartbeat period')
+    this.#ws.terminate()
+  }
+
+  ping(): void {
+    this.alive = false
+    if (this.#ws.readyState === WebSocket.OPEN) this.#ws.ping()
+  }
+
+  #onFrame(data: Buffer, isBinary: boolean): void {
+    if (this.#closing) return
+    const limits = this.#coordinator.limits
+    if (data.length > limits.maxFrameBytes) {
+      return this.fail(
+        'SLUICE_ERR_PROTO_FRAME_TOO_LARGE',
+        `${data.length} bytes; limits.maxFrameBytes is ${limits.maxFrameBytes}`,
+      )
+    }
+    if (!this.#budget.take(this.#clock.now())) {
+      return this.fail(
+        'SLUICE_ERR_PROTO_RATE_LIMITED',
+        `limits.maxMessagesPerSec is ${limits.maxMessagesPerSec}`,
+      )
+    }
+    if (isBinary)
+      return this.fail('SLUICE_ERR_PROTO_MALFORMED', 'binary frames are not part of the protocol')
+    const decoded = decodeClientMessage(data.toString('utf8'))
+    if (!decoded.ok) return this.fail(decoded.code, decoded.detail)
+    const msg = decoded.message
+    try {
+      if (msg.type === 'hello') {
+        if (this.clientId !== undefined)
+          return this.fail('SLUICE_ERR_PROTO_UNEXPECTED', 'second hello')
+        this.#helloTimer?.cancel()
+        this.#helloTimer = undefined
+        return this.#coordinator.hello(this, msg)
+      }
+      if (this.clientId === undefined)
+        return this.fail('SLUICE_ERR_PROTO_UNEXPECTED', `${msg.type} before hello`)
+      switch (msg.type) {
+        case 'demand':
+          return this.#coordinator.demand(this, msg)
+        case 'ack':
+          return this.#coordinator.ack(this, msg)
+        case 'release':
+          return this.#coordinator.release(this, msg)
+      }
+    } catch (error) {
+      this.#log.error(
+        { err: error, clientId: this.clientId, type: msg.type },
+        'failed handling a message',
+      )
+      this.fail('SLUICE_ERR_SERVER_INTERNAL', 'see coordinator log')
+    }
+  }
+
+  #onClose(): void {
+    this.#closing = true
+    this.#helloTimer?.cancel()
+    this.#helloTimer = undefined
+    try {
+      this.#coordinator.disconnected(this)
+    } catch (error) {
+      this.#log.error({ err: error, clientId: this.clientId }, 'failed handling a disconnect')
+    }
+  }
+}

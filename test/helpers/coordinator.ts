@@ -1,0 +1,45 @@
+import { pino } from 'pino'
+import { createCoordinator, type RunningCoordinator } from '../../server/index.js'
+import type { ConfigInput } from '../../server/config/index.js'
+import { ManualClock } from '../../shared/index.js'
+
+export const silentLogger = pino({ level: 'silent' })
+
+/** A real coordinator on 127.0.0.1:0 driven by a manual clock. */
+export async function startCoordinator(
+  config: ConfigInput | string,
+  clock = new ManualClock(),
+): Promise<{ server: RunningCoordinator; clock: ManualClock }> {
+  const server = await createCoordinator({
+    config,
+    host: '127.0.0.1',
+    port: 0,
+    clock,
+    logger: silentLogger,
+  })
+  return { server, clock }
+}
+
+/** A one-resource config with short periods and no learning. */
+export function simpleConfig(
+  overrides: Record<string, unknown> = {},
+  server: Record<string, unknown> = {},
+): ConfigInput {
+  return {
+    server: { limits: { roundDebounceMs: 0 }, ...server },
+    resources: [
+      {
+        match: 'api',
+        kind: 'rate',
+        capacity: 300,
+        leaseTtlMs: 1000,
+        refreshMs: 100,
+        graceMs: 200,
+        learningMs: 0,
+        surplus: 'hold',
+        demand: { window: 1 },
+        ...overrides,
+      },
+    ],
+  }
+}
