@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events'
 import { watch, type FSWatcher } from 'node:fs'
+import type { FastifyInstance } from 'fastify'
 import { pino, type Logger } from 'pino'
 import { SluiceError, connectPath, systemClock, type Clock, type Timer } from '../shared/index.js'
 import {
@@ -41,6 +42,8 @@ export interface RunningCoordinator {
    * 'config-file-changed' when the watcher sees the file change (it reloads 200 ms later, on the clock).
    */
   readonly events: EventEmitter
+  /** The fastify instance serving the HTTP API (`inject` for tests, hooks for embedding). */
+  readonly http: FastifyInstance
   /** Reloads from the config file, or applies `config` when given. An invalid config is refused; the old one stays. */
   reload(config?: unknown): Promise<{ resources: number; tenants: number }>
   close(): Promise<void>
@@ -124,6 +127,7 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
     port,
     coordinator,
     events,
+    http: app,
     reload,
     async close() {
       ready = false

@@ -3,6 +3,8 @@ export interface CommandIo {
   readonly stdin: AsyncIterable<string | Buffer> | Iterable<string | Buffer>
   readonly stdout: { write(text: string): unknown }
   readonly stderr: { write(text: string): unknown }
+  /** Where `serve` listens for SIGHUP (reload), SIGINT and SIGTERM (stop); default `process`. */
+  readonly signals?: Pick<NodeJS.EventEmitter, 'on' | 'off'>
 }
 
 /** Exit statuses of the `sluice` command. */

@@ -1,10 +1,20 @@
 import { SluiceError } from '../../shared/index.js'
 import { allocateCommand } from './allocate.js'
+import { serveCommand } from './serve.js'
+import { statusCommand } from './status.js'
+import { validateCommand } from './validate.js'
 import { exitCodes, type CommandIo } from './io.js'
 
 export const usage = `Usage: sluice <command> [options]
 
 Commands:
+  serve --config FILE [--host H] [--port P]
+                  Run a coordinator. SIGHUP reloads the config (so does a change to
+                  the file, and POST /v1/admin/reload); SIGINT/SIGTERM stop it.
+  validate FILE   Check a config file; exit 0, or 1 naming each bad field.
+  status [--url U]
+                  Print a table of resources from a coordinator's HTTP API
+                  (default http://127.0.0.1:7070).
   allocate        Read one JSON allocation scenario on stdin and print the grants:
                   {"capacity", "algorithm"?, "surplus"?, "tenants"?, "clients": [
                     {"id", "wants", "weight"?, "priority"?, "tenant"?}, ...]}
@@ -18,6 +28,9 @@ type Command = (args: readonly string[], io: CommandIo) => Promise<number>
 
 const commands: Readonly<Record<string, Command>> = Object.freeze({
   allocate: allocateCommand,
+  serve: serveCommand,
+  status: statusCommand,
+  validate: validateCommand,
   help: (_args: readonly string[], io: CommandIo): Promise<number> => {
     io.stdout.write(usage)
     return Promise.resolve(exitCodes.ok)

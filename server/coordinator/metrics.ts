@@ -13,6 +13,38 @@ export class CoordinatorMetrics {
 
   constructor(collectResources: (set: ResourceGaugeSetter) => void) {
     const registers = [this.registry]
+    const perResource = (name: string, help: string): Gauge<'resource'> =>
+      new Gauge({ name, help, labelNames: ['resource'], registers: [] })
+    const gauges = {
+      capacity: perResource('sluice_resource_capacity', 'Configured capacity'),
+      committed: perResource(
+        'sluice_resource_committed',
+        'Capacity committed to leases (Σ committed ≤ capacity)',
+      ),
+      free: perResource('sluice_resource_free', 'Capacity not committed'),
+      demand: perResource('sluice_resource_demand', 'Total estimated demand'),
+      grant: perResource('sluice_resource_grant', 'Total target grants of the last round'),
+      clients: perResource('sluice_resource_clients', 'Clients using the resource'),
+      learning: perResource('sluice_resource_learning', '1 while the resource is in learning mode'),
+    }
+    // Per-resource gauges are read at scrape time, so a round costs nothing extra. Registered
+    // first: the registry collects in order, and this collect fills the gauges below it.
+    new Gauge({
+      name: 'sluice_resources',
+      help: 'Resources with clients',
+      registers,
+      collect() {
+        for (const g of Object.values(gauges)) g.reset()
+        let count = 0
+        collectResources((resource, values) => {
+          count++
+          for (const [key, value] of Object.entries(values))
+            gauges[key as keyof typeof gauges].set({ resource }, value)
+        })
+        this.set(count)
+      },
+    })
+    for (const g of Object.values(gauges)) this.registry.registerMetric(g)
     this.rounds = new Counter({
       name: 'sluice_rounds_total',
       help: 'Allocation rounds run',
@@ -51,37 +83,6 @@ export class CoordinatorMetrics {
       help: 'Config reloads by outcome',
       labelNames: ['outcome'],
       registers,
-    })
-
-    const perResource = (name: string, help: string): Gauge<'resource'> =>
-      new Gauge({ name, help, labelNames: ['resource'], registers })
-    const gauges = {
-      capacity: perResource('sluice_resource_capacity', 'Configured capacity'),
-      committed: perResource(
-        'sluice_resource_committed',
-        'Capacity committed to leases (Σ committed ≤ capacity)',
-      ),
-      free: perResource('sluice_resource_free', 'Capacity not committed'),
-      demand: perResource('sluice_resource_demand', 'Total estimated demand'),
-      grant: perResource('sluice_resource_grant', 'Total target grants of the last round'),
-      clients: perResource('sluice_resource_clients', 'Clients using the resource'),
-      learning: perResource('sluice_resource_learning', '1 while the resource is in learning mode'),
-    }
-    // Per-resource gauges are read at scrape time, so a round costs nothing extra.
-    new Gauge({
-      name: 'sluice_resources',
-      help: 'Resources with clients',
-      registers,
-      collect() {
-        for (const g of Object.values(gauges)) g.reset()
-        let count = 0
-        collectResources((resource, values) => {
-          count++
-          for (const [key, value] of Object.entries(values))
-            gauges[key as keyof typeof gauges].set({ resource }, value)
-        })
-        this.set(count)
-      },
     })
   }
 }

@@ -88,10 +88,14 @@ export class TestClient {
 
   /** Round trip: resolves once the coordinator has handled everything sent before (it answers a ping after them). */
   async flush(): Promise<void> {
-    await new Promise<void>((resolve) => {
-      this.ws.once('pong', () => resolve())
-      this.ws.ping()
-    })
+    if (this.closeCode !== undefined || this.ws.readyState !== this.ws.OPEN) return
+    await Promise.race([
+      new Promise<void>((resolve) => {
+        this.ws.once('pong', () => resolve())
+        this.ws.ping()
+      }),
+      this.closed.then(() => undefined),
+    ])
   }
 
   close(): Promise<number> {

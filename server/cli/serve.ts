@@ -1,0 +1,52 @@
+import { pino } from 'pino'
+import { SluiceError } from '../../shared/index.js'
+import { createCoordinator } from '../create.js'
+import { parseCommandArgs, portOption } from './args.js'
+import { exitCodes, type CommandIo } from './io.js'
+
+/** `sluice serve --config FILE [--host H] [--port P]`: runs until SIGINT or SIGTERM; SIGHUP reloads. */
+export async function serveCommand(args: readonly string[], io: CommandIo): Promise<number> {
+  const { values } = parseCommandArgs(
+    'serve',
+    args,
+    {
+      config: { type: 'string', short: 'c' },
+      host: { type: 'string' },
+      port: { type: 'string', short: 'p' },
+    },
+    { min: 0, max: 0 },
+  )
+  if (values.config === undefined) {
+    throw new SluiceError(
+      'SLUICE_ERR_CLI_USAGE',
+      'serve needs --config FILE (see examples/default.yaml)',
+    )
+  }
+  const logger = pino({ level: process.env.SLUICE_LOG_LEVEL ?? 'info' })
+  const server = await createCoordinator({
+    config: values.config,
+    host: values.host,
+    port: portOption(values.port),
+    logger,
+  })
+  io.stdout.write(
+    `sluice coordinator listening on ${server.url} (clients connect to ${server.wsUrl})\n`,
+  )
+
+  const signals = io.signals ?? process
+  return new Promise<number>((resolve) => {
+    const onHup = (): void => void server.reload().catch(() => undefined)
+    const onStop = (): void => {
+      signals.off('SIGHUP', onHup)
+      signals.off('SIGINT', onStop)
+      signals.off('SIGTERM', onStop)
+      server.close().then(
+        () => resolve(exitCodes.ok),
+        () => resolve(exitCodes.failure),
+      )
+    }
+    signals.on('SIGHUP', onHup)
+    signals.on('SIGINT', onStop)
+    signals.on('SIGTERM', onStop)
+  })
+}

@@ -1,0 +1,69 @@
+import { SluiceError, systemClock } from '../../shared/index.js'
+import type { ResourceSummary } from '../http/status.js'
+import { parseCommandArgs } from './args.js'
+import { exitCodes, type CommandIo } from './io.js'
+
+const requestTimeoutMs = 5_000
+
+function formatNumber(n: number): string {
+  return Number.isInteger(n) ? String(n) : n.toFixed(2)
+}
+
+/** Renders resources as an aligned text table. */
+export function formatStatusTable(resources: readonly ResourceSummary[]): string {
+  if (resources.length === 0) return 'no resource has clients\n'
+  const header = [
+    'RESOURCE',
+    'KIND',
+    'CAPACITY',
+    'COMMITTED',
+    'FREE',
+    'DEMAND',
+    'CLIENTS',
+    'LEARNING',
+  ]
+  const rows = resources.map((r) => [
+    r.id,
+    r.kind,
+    formatNumber(r.capacity),
+    formatNumber(r.committed),
+    formatNumber(r.free),
+    formatNumber(r.demand),
+    String(r.clients),
+    r.learning ? 'yes' : 'no',
+  ])
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)))
+  const line = (cells: string[]): string =>
+    cells
+      .map((c, i) => c.padEnd(widths[i]!))
+      .join('  ')
+      .trimEnd()
+  return [line(header), ...rows.map(line)].join('\n') + '\n'
+}
+
+/** `sluice status [--url U]`: a table of resources from the coordinator's HTTP API. */
+export async function statusCommand(args: readonly string[], io: CommandIo): Promise<number> {
+  const { values } = parseCommandArgs(
+    'status',
+    args,
+    { url: { type: 'string', short: 'u' } },
+    { min: 0, max: 0 },
+  )
+  const base = (values.url ?? 'http://127.0.0.1:7070').replace(/\/+$/, '')
+  const abort = new AbortController()
+  const timer = systemClock.setTimeout(() => abort.abort(), requestTimeoutMs)
+  let body: { resources: ResourceSummary[] }
+  try {
+    const res = await fetch(`${base}/v1/resources`, { signal: abort.signal })
+    if (!res.ok) throw new Error(`HTTP ${res.status}`)
+    body = (await res.json()) as { resources: ResourceSummary[] }
+  } catch (error) {
+    throw new SluiceError('SLUICE_ERR_HTTP_UNREACHABLE', `${base}: ${(error as Error).message}`, {
+      cause: error,
+    })
+  } finally {
+    timer.cancel()
+  }
+  io.stdout.write(formatStatusTable(body.resources))
+  return exitCodes.ok
+}

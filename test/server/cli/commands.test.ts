@@ -1,0 +1,123 @@
+import { EventEmitter, once } from 'node:events'
+import { mkdtemp, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { runCli } from '../../../server/cli/main.js'
+import { simpleConfig, startCoordinator } from '../../helpers/coordinator.js'
+import { TestClient } from '../../helpers/ws-client.js'
+
+function io(signals?: EventEmitter) {
+  const out = { stdout: '', stderr: '', writes: new EventEmitter() }
+  return {
+    out,
+    io: {
+      stdin: [] as string[],
+      stdout: {
+        write: (text: string) => {
+          out.stdout += text
+          out.writes.emit('write')
+        },
+      },
+      stderr: { write: (text: string) => (out.stderr += text) },
+      ...(signals === undefined ? {} : { signals }),
+    },
+  }
+}
+
+async function tempFile(name: string, text: string): Promise<string> {
+  const file = join(await mkdtemp(join(tmpdir(), 'sluice-cli-')), name)
+  await writeFile(file, text)
+  return file
+}
+
+const cleanup: Array<() => Promise<unknown>> = []
+afterEach(async () => {
+  for (const c of cleanup.splice(0)) await c()
+})
+
+describe('sluice validate', () => {
+  it('exits 0 with a summary for a valid file', async () => {
+    const { io: cliIo, out } = io()
+    expect(await runCli(['validate', 'examples/default.yaml'], cliIo)).toBe(0)
+    expect(out.stdout).toContain('valid (3 resource template(s), 0 tenant(s)')
+  })
+
+  it('exits 1 naming the field for an invalid file', async () => {
+    const file = await tempFile(
+      'bad.yaml',
+      'resources:\n  - { match: x, kind: rate, capacity: -1 }\n',
+    )
+    const { io: cliIo, out } = io()
+    expect(await runCli(['validate', file], cliIo)).toBe(1)
+    expect(out.stderr).toContain('SLUICE_ERR_CONFIG_INVALID')
+    expect(out.stderr).toContain('resources[0].capacity')
+  })
+
+  it('exits 1 when the file is missing, and 2 without an argument', async () => {
+    expect(await runCli(['validate', '/nonexistent/sluice.yaml'], io().io)).toBe(1)
+    expect(await runCli(['validate'], io().io)).toBe(2)
+  })
+})
+
+describe('sluice status', () => {
+  it('prints a table of resources from a running coordinator', async () => {
+    const { server, clock } = await startCoordinator(simpleConfig())
+    cleanup.push(() => server.close())
+    const c = await TestClient.connect(server.wsUrl)
+    cleanup.push(async () => c.ws.terminate())
+    await c.hello('a')
+    c.send({ type: 'demand', resources: [{ resource: 'api', wants: 120 }] })
+    await c.flush()
+    clock.advance(0)
+    await c.nextLease('api')
+    const { io: cliIo, out } = io()
+    expect(await runCli(['status', '--url', server.url], cliIo)).toBe(0)
+    const lines = out.stdout.trim().split('\n')
+    expect(lines[0]).toMatch(
+      /^RESOURCE\s+KIND\s+CAPACITY\s+COMMITTED\s+FREE\s+DEMAND\s+CLIENTS\s+LEARNING$/,
+    )
+    expect(lines[1]).toMatch(/^api\s+rate\s+300\s+120\s+180\s+120\s+1\s+no$/)
+  })
+
+  it('exits 1 with SLUICE_ERR_HTTP_UNREACHABLE when nothing answers', async () => {
+    const { io: cliIo, out } = io()
+    expect(await runCli(['status', '--url', 'http://127.0.0.1:9'], cliIo)).toBe(1)
+    expect(out.stderr).toContain('SLUICE_ERR_HTTP_UNREACHABLE')
+  })
+})
+
+describe('sluice serve', () => {
+  it('serves on the given port, reloads on SIGHUP and stops on SIGTERM', async () => {
+    process.env.SLUICE_LOG_LEVEL = 'silent'
+    const file = await tempFile(
+      'sluice.yaml',
+      'resources:\n  - { match: api, kind: rate, capacity: 300 }\n',
+    )
+    const signals = new EventEmitter()
+    const { io: cliIo, out } = io(signals)
+    const exit = runCli(['serve', '--config', file, '--port', '0'], cliIo)
+    // serve prints its URL once listening; wait for that output, not for time.
+    let match = /listening on (http:\/\/\S+)/.exec(out.stdout)
+    while (match === null) {
+      await once(out.writes, 'write')
+      match = /listening on (http:\/\/\S+)/.exec(out.stdout)
+    }
+    const url = match[1]!
+    expect(await (await fetch(`${url}/healthz`)).json()).toEqual({ status: 'ok' })
+    await writeFile(
+      file,
+      'resources:\n  - { match: api, kind: rate, capacity: 300 }\n  - { match: other, kind: rate, capacity: 5 }\n',
+    )
+    signals.emit('SIGHUP')
+    signals.emit('SIGTERM')
+    expect(await exit).toBe(0)
+    await expect(fetch(`${url}/healthz`)).rejects.toThrow()
+  })
+
+  it('exits 2 without --config', async () => {
+    const { io: cliIo, out } = io()
+    expect(await runCli(['serve'], cliIo)).toBe(2)
+    expect(out.stderr).toContain('--config')
+  })
+})

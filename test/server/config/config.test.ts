@@ -1,0 +1,142 @@
+import { describe, expect, it } from 'vitest'
+import {
+  CompiledConfig,
+  PatternList,
+  globToRegExp,
+  parseConfig,
+  parseConfigText,
+} from '../../../server/config/index.js'
+import { SluiceError } from '../../../shared/index.js'
+
+function refusal(input: unknown): SluiceError {
+  try {
+    parseConfig(input)
+  } catch (error) {
+    expect(error).toBeInstanceOf(SluiceError)
+    return error as SluiceError
+  }
+  throw new Error('config accepted')
+}
+
+describe('config', () => {
+  it('fills defaults for everything but match, kind and capacity', () => {
+    const config = parseConfig({ resources: [{ match: 'api', kind: 'rate', capacity: 1000 }] })
+    expect(config.server).toMatchObject({ host: '127.0.0.1', port: 7070 })
+    expect(config.server.limits).toMatchObject({
+      maxFrameBytes: 65536,
+      maxResourcesPerClient: 256,
+      maxMessagesPerSec: 50,
+    })
+    expect(config.resources[0]).toMatchObject({
+      algorithm: 'fair-share',
+      surplus: 'spread',
+      leaseTtlMs: 10000,
+      refreshMs: 1000,
+      graceMs: 2000,
+      demand: { estimator: 'max', window: 5 },
+    })
+    const settings = new CompiledConfig(config).settingsFor('api')!
+    expect(settings).toMatchObject({ burst: 1000, learningMs: 12000, safeCapacity: undefined })
+  })
+
+  it('is frozen once parsed', () => {
+    const config = parseConfig({ resources: [{ match: 'api', kind: 'rate', capacity: 1 }] })
+    expect(Object.isFrozen(config)).toBe(true)
+    expect(Object.isFrozen(config.resources[0])).toBe(true)
+  })
+
+  it.each([
+    [{ resources: [{ match: 'a', kind: 'rate', capacity: -1 }] }, 'resources[0].capacity'],
+    [{ resources: [{ match: 'a', kind: 'speed', capacity: 1 }] }, 'resources[0].kind'],
+    [{ resources: [{ match: 'a', kind: 'rate', capacity: 1, extra: true }] }, 'extra'],
+    [
+      { resources: [{ match: 'a', kind: 'rate', capacity: 1, refreshMs: 5000, leaseTtlMs: 1000 }] },
+      'resources[0].refreshMs',
+    ],
+    [{ resources: [] }, 'resources'],
+    [
+      { server: { port: 70000 }, resources: [{ match: 'a', kind: 'rate', capacity: 1 }] },
+      'server.port',
+    ],
+    [
+      {
+        tenants: { a: { token: 'same-token-1' }, b: { token: 'same-token-1' } },
+        resources: [{ match: 'a', kind: 'rate', capacity: 1 }],
+      },
+      'tenants.b.token',
+    ],
+  ])('refuses %j naming %s', (input, field) => {
+    const error = refusal(input)
+    expect(error.code).toBe('SLUICE_ERR_CONFIG_INVALID')
+    expect(error.message).toContain(field)
+  })
+
+  it('reads YAML and JSON text', () => {
+    expect(
+      parseConfigText('resources:\n  - match: "x/*"\n    kind: concurrency\n    capacity: 20\n')
+        .resources[0]!.kind,
+    ).toBe('concurrency')
+    expect(
+      parseConfigText('{"resources":[{"match":"x","kind":"rate","capacity":2}]}').resources[0]!
+        .capacity,
+    ).toBe(2)
+    expect(() => parseConfigText(': : :')).toThrow(SluiceError)
+  })
+
+  it('applies tenant weights, caps by pattern and resource allow lists', () => {
+    const compiled = new CompiledConfig(
+      parseConfig({
+        tenants: {
+          checkout: {
+            token: 'checkout-token',
+            weight: 3,
+            caps: { 'payments-*': 400 },
+            resources: ['payments-*', 'search'],
+          },
+        },
+        resources: [{ match: '*', kind: 'rate', capacity: 1000 }],
+      }),
+    )
+    expect(compiled.tenantByToken('checkout-token')).toBe('checkout')
+    expect(compiled.settingsFor('payments-api')!.tenants).toEqual({
+      checkout: { weight: 3, cap: 400 },
+    })
+    expect(compiled.settingsFor('search')!.tenants).toEqual({ checkout: { weight: 3 } })
+    expect(compiled.allows('checkout', 'payments-eu')).toBe(true)
+    expect(compiled.allows('checkout', 'search')).toBe(true)
+    expect(compiled.allows('checkout', 'admin')).toBe(false)
+    expect(compiled.allows(undefined, 'admin')).toBe(true)
+  })
+})
+
+describe('templates', () => {
+  it('matches exact ids first, then globs in order', () => {
+    const list = new PatternList([
+      ['a*', 'glob-a'],
+      ['*', 'any'],
+      ['abc', 'exact'],
+    ])
+    expect(list.match('abc')).toBe('exact')
+    expect(list.match('abd')).toBe('glob-a')
+    expect(list.match('zzz')).toBe('any')
+  })
+
+  it('lets * and ? match any character, / included, and supports classes', () => {
+    expect(globToRegExp('tenant/*').test('tenant/a/b/c')).toBe(true)
+    expect(globToRegExp('a?c').test('a/c')).toBe(true)
+    expect(globToRegExp('db-[0-9]').test('db-7')).toBe(true)
+    expect(globToRegExp('db-[!0-9]').test('db-7')).toBe(false)
+    expect(globToRegExp('db-[!0-9]').test('db-x')).toBe(true)
+    expect(globToRegExp('a.b+(c)').test('a.b+(c)')).toBe(true)
+    expect(globToRegExp('a.b').test('axb')).toBe(false)
+    expect(globToRegExp('[unclosed').test('[unclosed')).toBe(true)
+  })
+
+  it('answers undefined when nothing matches', () => {
+    expect(
+      new CompiledConfig(
+        parseConfig({ resources: [{ match: 'only', kind: 'rate', capacity: 1 }] }),
+      ).settingsFor('other'),
+    ).toBeUndefined()
+  })
+})
