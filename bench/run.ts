@@ -1,5 +1,6 @@
 import { cpus } from 'node:os'
 import { benchAllocation } from './allocation.js'
+import { benchCoordinatorRows } from './coordinator.js'
 
 // `npm run bench`: runs every benchmark and prints markdown rows for docs/benchmarks.md.
 const only = process.argv[2]
@@ -13,4 +14,17 @@ if (only === undefined || only === 'allocation') {
   console.log('| algorithm | clients | median ms | min ms | max ms |')
   console.log('| --- | --- | --- | --- | --- |')
   for (const row of benchAllocation([1_000, 10_000, 100_000, 1_000_000], runs)) console.log(row)
+}
+
+if (only === undefined || only === 'coordinator') {
+  const measureMs = Number(process.env.BENCH_MEASURE_MS ?? 10_000)
+  const coordinatorRuns = Number(process.env.BENCH_COORDINATOR_RUNS ?? 5)
+  console.log(
+    `\n## coordinator (${coordinatorRuns} runs of ${measureMs / 1000} s after a 3 s warm-up; median (min–max))\n`,
+  )
+  console.log(
+    '| clients | resources | reports measured (1st run) | p50 report→lease ms | p99 report→lease ms | coordinator CPU % | coordinator RSS MB |',
+  )
+  console.log('| --- | --- | --- | --- | --- | --- | --- |')
+  for (const row of await benchCoordinatorRows(coordinatorRuns, measureMs)) console.log(row)
 }

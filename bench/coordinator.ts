@@ -1,0 +1,181 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import WebSocket from 'ws'
+import { summarise } from './stats.js'
+
+/**
+ * Coordinator load: `clients` simulated clients over real WebSockets on
+ * loopback, spread over `resources` resources, each reporting demand every
+ * second (staggered across the second). Measures report→lease latency (the
+ * renewal the coordinator sends in reply to each report), and the
+ * coordinator process's CPU and RSS, read from /proc.
+ */
+export interface CoordinatorBenchResult {
+  clients: number
+  resources: number
+  reports: number
+  p50Ms: number
+  p99Ms: number
+  maxMs: number
+  cpuPercent: number
+  rssMb: number
+}
+
+function procStats(pid: number): Promise<{ cpuTicks: number; rssMb: number }> {
+  return Promise.all([
+    readFile(`/proc/${pid}/stat`, 'utf8'),
+    readFile(`/proc/${pid}/status`, 'utf8'),
+  ]).then(([stat, status]) => {
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    const cpuTicks = Number(fields[11]) + Number(fields[12]) // utime + stime (fields 14 and 15)
+    const rssKb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0)
+    return { cpuTicks, rssMb: rssKb / 1024 }
+  })
+}
+
+async function startServer(resources: number): Promise<{ child: ChildProcess; wsUrl: string }> {
+  const dir = await mkdtemp(join(tmpdir(), 'sluice-bench-'))
+  const file = join(dir, 'bench.yaml')
+  const templates = Array.from(
+    { length: resources },
+    (_, i) => `  - { match: "r${i}", kind: rate, capacity: 100000, learningMs: 0 }`,
+  )
+  await writeFile(
+    file,
+    `server:\n  limits: { maxClients: 50000 }\nresources:\n${templates.join('\n')}\n`,
+  )
+  const child = spawn(
+    process.execPath,
+    ['dist/server/cli.js', 'serve', '--config', file, '--port', '0'],
+    {
+      env: { ...process.env, SLUICE_LOG_LEVEL: 'warn' },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  )
+  const wsUrl = await new Promise<string>((resolve, reject) => {
+    let out = ''
+    child.stdout!.on('data', (chunk: Buffer) => {
+      out += chunk.toString()
+      const match = /clients connect to (ws:\/\/\S+)\)/.exec(out)
+      if (match) resolve(match[1]!)
+    })
+    child.once('exit', (code) => reject(new Error(`coordinator exited with ${code}`)))
+  })
+  return { child, wsUrl }
+}
+
+export async function benchCoordinator(
+  clients: number,
+  resources: number,
+  measureMs: number,
+): Promise<CoordinatorBenchResult> {
+  const { child, wsUrl } = await startServer(resources)
+  const sockets: WebSocket[] = []
+  const sentAt = new Float64Array(clients)
+  const latencies: number[] = []
+  let measuring = false
+  try {
+    // Connect in batches of 500 so the accept queue is never flooded.
+    for (let start = 0; start < clients; start += 500) {
+      const batch: Promise<void>[] = []
+      for (let i = start; i < Math.min(clients, start + 500); i++) {
+        const ws = new WebSocket(wsUrl)
+        sockets.push(ws)
+        const resource = `r${i % resources}`
+        batch.push(
+          new Promise((resolve, reject) => {
+            ws.once('error', reject)
+            ws.on('message', (data: Buffer) => {
+              const msg = JSON.parse(data.toString()) as { type: string; seq?: number }
+              if (msg.type === 'welcome') resolve()
+              if (msg.type === 'lease') {
+                if (sentAt[i]! > 0 && measuring) latencies.push(performance.now() - sentAt[i]!)
+                sentAt[i] = 0
+                ws.send(JSON.stringify({ type: 'ack', seq: msg.seq }))
+              }
+            })
+            ws.once('open', () =>
+              ws.send(JSON.stringify({ type: 'hello', v: 1, clientId: `bench-${i}` })),
+            )
+          }),
+        )
+        void resource
+      }
+      await Promise.all(batch)
+    }
+
+    // Each client reports once a second, at its own offset within the second.
+    const report = (i: number): void => {
+      const ws = sockets[i]!
+      if (ws.readyState !== WebSocket.OPEN) return
+      sentAt[i] = performance.now()
+      ws.send(
+        JSON.stringify({
+          type: 'demand',
+          resources: [{ resource: `r${i % resources}`, wants: 5 + (i % 20) }],
+        }),
+      )
+    }
+    const slots = 100
+    let slot = 0
+    const tick = setInterval(() => {
+      for (let i = slot; i < clients; i += slots) report(i)
+      slot = (slot + 1) % slots
+    }, 1000 / slots)
+
+    await new Promise((resolve) => setTimeout(resolve, 3000)) // warm-up: leases settle
+    measuring = true
+    const before = await procStats(child.pid!)
+    const startMs = performance.now()
+    await new Promise((resolve) => setTimeout(resolve, measureMs))
+    const after = await procStats(child.pid!)
+    const elapsedMs = performance.now() - startMs
+    measuring = false
+    clearInterval(tick)
+
+    const sorted = latencies.slice().sort((a, b) => a - b)
+    const at = (q: number): number =>
+      sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? NaN
+    const ticksPerSec = 100 // Linux USER_HZ
+    return {
+      clients,
+      resources,
+      reports: latencies.length,
+      p50Ms: at(0.5),
+      p99Ms: at(0.99),
+      maxMs: sorted.at(-1) ?? NaN,
+      cpuPercent: ((after.cpuTicks - before.cpuTicks) / ticksPerSec / (elapsedMs / 1000)) * 100,
+      rssMb: after.rssMb,
+    }
+  } finally {
+    for (const ws of sockets) ws.terminate()
+    child.kill('SIGTERM')
+    await new Promise((resolve) => child.once('exit', resolve))
+  }
+}
+
+export async function benchCoordinatorRows(runs: number, measureMs: number): Promise<string[]> {
+  const rows: string[] = []
+  for (const [clients, resources] of [
+    [1_000, 1],
+    [1_000, 10],
+    [10_000, 1],
+    [10_000, 10],
+  ] as const) {
+    const results: CoordinatorBenchResult[] = []
+    for (let r = 0; r < runs; r++)
+      results.push(await benchCoordinator(clients, resources, measureMs))
+    const p50 = summarise(results.map((x) => x.p50Ms))
+    const p99 = summarise(results.map((x) => x.p99Ms))
+    const cpu = summarise(results.map((x) => x.cpuPercent))
+    const rss = summarise(results.map((x) => x.rssMb))
+    const f = (s: { median: number; min: number; max: number }, d = 1): string =>
+      `${s.median.toFixed(d)} (${s.min.toFixed(d)}–${s.max.toFixed(d)})`
+    rows.push(
+      `| ${clients.toLocaleString('en-US')} | ${resources} | ${results[0]!.reports.toLocaleString('en-US')} | ${f(p50, 2)} | ${f(p99, 2)} | ${f(cpu)} | ${f(rss)} |`,
+    )
+  }
+  return rows
+}
