@@ -56,7 +56,7 @@ async function startServer(resources: number): Promise<{ child: ChildProcess; ws
   )
   const wsUrl = await new Promise<string>((resolve, reject) => {
     let out = ''
-    child.stdout!.on('data', (chunk: Buffer) => {
+    child.stdout.on('data', (chunk: Buffer) => {
       out += chunk.toString()
       const match = /clients connect to (ws:\/\/\S+)\)/.exec(out)
       if (match) resolve(match[1]!)
@@ -83,7 +83,6 @@ export async function benchCoordinator(
       for (let i = start; i < Math.min(clients, start + 500); i++) {
         const ws = new WebSocket(wsUrl)
         sockets.push(ws)
-        const resource = `r${i % resources}`
         batch.push(
           new Promise((resolve, reject) => {
             ws.once('error', reject)
@@ -101,7 +100,6 @@ export async function benchCoordinator(
             )
           }),
         )
-        void resource
       }
       await Promise.all(batch)
     }
