@@ -21,6 +21,8 @@ export interface CoordinatorBenchResult {
   maxMs: number
   cpuPercent: number
   rssMb: number
+  /** The coordinator's own event-loop lag p99 (prom-client's nodejs_eventloop_lag_p99_seconds), ms. */
+  coordinatorLoopLagP99Ms: number
 }
 
 function procStats(pid: number): Promise<{ cpuTicks: number; rssMb: number }> {
@@ -33,6 +35,12 @@ function procStats(pid: number): Promise<{ cpuTicks: number; rssMb: number }> {
     const rssKb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0)
     return { cpuTicks, rssMb: rssKb / 1024 }
   })
+}
+
+async function loopLagP99Ms(wsUrl: string): Promise<number> {
+  const res = await fetch(`${wsUrl.replace(/^ws/, 'http').replace(/\/v1\/connect$/, '')}/metrics`)
+  const text = await res.text()
+  return Number(/^sluice_nodejs_eventloop_lag_p99_seconds (\S+)$/m.exec(text)?.[1] ?? NaN) * 1000
 }
 
 async function startServer(resources: number): Promise<{ child: ChildProcess; wsUrl: string }> {
@@ -66,12 +74,23 @@ async function startServer(resources: number): Promise<{ child: ChildProcess; ws
   return { child, wsUrl }
 }
 
+export async function benchCoordinatorOnce(
+  clients: number,
+  resources: number,
+  measureMs: number,
+): Promise<void> {
+  console.log(JSON.stringify(await benchCoordinator(clients, resources, measureMs)))
+}
+
 export async function benchCoordinator(
   clients: number,
   resources: number,
   measureMs: number,
 ): Promise<CoordinatorBenchResult> {
-  const { child, wsUrl } = await startServer(resources)
+  // BENCH_URL: load an already running coordinator (e.g. one started under a profiler) instead.
+  const external = process.env.BENCH_URL
+  const { child, wsUrl } =
+    external === undefined ? await startServer(resources) : { child: undefined, wsUrl: external }
   const sockets: WebSocket[] = []
   const sentAt = new Float64Array(clients)
   const latencies: number[] = []
@@ -125,11 +144,13 @@ export async function benchCoordinator(
 
     await new Promise((resolve) => setTimeout(resolve, 3000)) // warm-up: leases settle
     measuring = true
-    const before = await procStats(child.pid!)
+    const pid = child?.pid ?? Number(process.env.BENCH_PID)
+    const before = await procStats(pid)
     const startMs = performance.now()
     await new Promise((resolve) => setTimeout(resolve, measureMs))
-    const after = await procStats(child.pid!)
+    const after = await procStats(pid)
     const elapsedMs = performance.now() - startMs
+    const coordinatorLoopLagP99Ms = await loopLagP99Ms(wsUrl)
     measuring = false
     clearInterval(tick)
 
@@ -146,11 +167,14 @@ export async function benchCoordinator(
       maxMs: sorted.at(-1) ?? NaN,
       cpuPercent: ((after.cpuTicks - before.cpuTicks) / ticksPerSec / (elapsedMs / 1000)) * 100,
       rssMb: after.rssMb,
+      coordinatorLoopLagP99Ms,
     }
   } finally {
     for (const ws of sockets) ws.terminate()
-    child.kill('SIGTERM')
-    await new Promise((resolve) => child.once('exit', resolve))
+    if (child !== undefined) {
+      child.kill('SIGTERM')
+      await new Promise((resolve) => child.once('exit', resolve))
+    }
   }
 }
 

@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client'
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
 
 /** Prometheus metrics of one coordinator, on a registry of its own (several may share a process). */
 export class CoordinatorMetrics {
@@ -13,6 +13,8 @@ export class CoordinatorMetrics {
 
   constructor(collectResources: (set: ResourceGaugeSetter) => void) {
     const registers = [this.registry]
+    // Process metrics (CPU, memory, event-loop lag, GC): what an operator checks first.
+    collectDefaultMetrics({ register: this.registry, prefix: 'sluice_' })
     const perResource = (name: string, help: string): Gauge<'resource'> =>
       new Gauge({ name, help, labelNames: ['resource'], registers: [] })
     const gauges = {

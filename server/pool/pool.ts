@@ -122,7 +122,7 @@ export class Pool {
   /**
    * A demand report: records each resource's demand (subscribing the client
    * to resources it has not used before) and renews the client's leases on
-   * the reported resources. Returns the renewal batch and the resources that
+   * the reported resources once a third of their life has passed. Returns the renewal batch and the resources that
    * deserve a prompt round (new subscriptions).
    */
   reportDemand(
@@ -146,7 +146,14 @@ export class Pool {
       if (report.weight !== undefined) entry.weight = report.weight
       if (report.priority !== undefined) entry.priority = report.priority
       entry.refresh(nowMs)
-      if (entry.leases.length > 0) this.#send(entry, entry.newest, nowMs)
+      // Renew once a third of the lease's life has passed: the client keeps two thirds in hand
+      // against lost messages, and a report a second costs a reply only every few seconds.
+      if (
+        entry.leases.length > 0 &&
+        nowMs - entry.lastSentMs >= entry.resource.settings.leaseTtlMs / 3
+      ) {
+        this.#send(entry, entry.newest, nowMs)
+      }
     }
     return { batches: this.#flush(), newResources }
   }

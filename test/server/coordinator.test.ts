@@ -90,11 +90,16 @@ describe('coordinator over WebSocket', () => {
     expect(capacityOf(grown)).toBeCloseTo(150)
   })
 
-  it('renews leases in reply to each demand report', async () => {
+  it('renews a lease in reply to a report once a third of its life has passed, not before', async () => {
     const { clock, join } = await start()
     const a = await join('a', 100)
     clock.advance(0)
     const first = await a.nextLease('api')
+    clock.advance(300) // a third of the 1000 ms ttl is 333 ms
+    a.send({ type: 'demand', resources: [{ resource: 'api', wants: 100 }] })
+    await a.flush()
+    expect(a.received.filter((m) => m.type === 'lease')).toEqual([])
+    clock.advance(40)
     a.send({ type: 'demand', resources: [{ resource: 'api', wants: 100 }] })
     const renewal = await a.nextLease('api')
     expect(renewal.seq).toBeGreaterThan(first.seq)
