@@ -1,5 +1,6 @@
 import { cpus } from 'node:os'
 import { benchAllocation } from './allocation.js'
+import { benchClient } from './client.js'
 import { benchCoordinatorRows } from './coordinator.js'
 
 // `npm run bench`: runs every benchmark and prints markdown rows for docs/benchmarks.md.
@@ -27,4 +28,13 @@ if (only === undefined || only === 'coordinator') {
   )
   console.log('| --- | --- | --- | --- | --- | --- | --- |')
   for (const row of await benchCoordinatorRows(coordinatorRuns, measureMs)) console.log(row)
+}
+
+if (only === undefined || only === 'client') {
+  console.log(
+    `\n## client hot path (checks/s on the allow path, median of ${runs} runs (min–max))\n`,
+  )
+  console.log('| what | checks/s | Sluice ÷ this |')
+  console.log('| --- | --- | --- |')
+  for (const row of await benchClient(runs)) console.log(row)
 }

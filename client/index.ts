@@ -1,3 +1,13 @@
-// The client library lands with its own issue; until then it offers the shared clock.
-export type { Clock, Timer } from '../shared/index.js'
-export { ManualClock, systemClock } from '../shared/index.js'
+export { SluiceClient, createClient } from './client.js'
+export type { ClientOptions } from './options.js'
+export { Resource } from './resource.js'
+export type {
+  AcquireOptions,
+  FailureMode,
+  Permit,
+  ResourceMode,
+  ResourceOptions,
+} from './resource.js'
+export { TokenBucket } from './limiters/token-bucket.js'
+export type { Clock, LeaseGrant, Timer } from '../shared/index.js'
+export { ManualClock, SluiceError, systemClock } from '../shared/index.js'

@@ -141,6 +141,23 @@ export const errorCatalogue = Object.freeze({
     message: 'coordinator did not answer',
     retryable: true,
   },
+  // client library
+  SLUICE_ERR_CLIENT_CLOSED: {
+    message: 'client or resource is closed',
+    retryable: false,
+  },
+  SLUICE_ERR_CLIENT_ABORTED: {
+    message: 'acquire was aborted by its signal',
+    retryable: false,
+  },
+  SLUICE_ERR_CLIENT_TIMEOUT: {
+    message: 'acquire waited longer than maxWaitMs',
+    retryable: true,
+  },
+  SLUICE_ERR_CLIENT_QUEUE_FULL: {
+    message: 'too many callers already wait in acquire',
+    retryable: true,
+  },
   // command line
   SLUICE_ERR_CLI_USAGE: {
     message: 'command line is not understood',

@@ -1,0 +1,53 @@
+import { randomUUID } from 'node:crypto'
+import type { Logger } from 'pino'
+import { z } from 'zod'
+import { SluiceError, describeIssues, systemClock, type Clock } from '../shared/index.js'
+
+const optionsSchema = z.strictObject({
+  /** One coordinator URL or several (tried in turn): ws://host:port/v1/connect */
+  url: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]),
+  clientId: z.string().min(1).max(256).optional(),
+  token: z.string().min(1).optional(),
+  /** Reconnect backoff: first delay and cap, ms (full jitter: a random delay in [0, min(cap, base·2^n)]). */
+  backoffBaseMs: z.number().int().min(1).default(100),
+  backoffCapMs: z.number().int().min(1).default(10_000),
+  /** Demand report period until a lease says otherwise, ms. */
+  refreshMs: z.number().int().min(10).default(1_000),
+  /** Early reports allowed per refresh period when throttled. */
+  maxEarlyReportsPerRefresh: z.number().int().min(0).max(10).default(4),
+})
+
+export interface ClientOptions extends z.input<typeof optionsSchema> {
+  clock?: Clock | undefined
+  logger?: Logger | undefined
+  /** Uniform [0, 1) for backoff jitter; default Math.random. */
+  random?: (() => number) | undefined
+}
+
+export interface ResolvedClientOptions extends z.output<typeof optionsSchema> {
+  readonly urls: readonly string[]
+  readonly clientId: string
+  readonly clock: Clock
+  readonly logger: Logger | undefined
+  readonly random: () => number
+}
+
+/** Parses client options once and freezes them; errors name the option, the rule and the value. */
+export function resolveClientOptions(options: ClientOptions): ResolvedClientOptions {
+  const { clock, logger, random, ...rest } = options
+  const result = optionsSchema.safeParse(rest)
+  if (!result.success)
+    throw new SluiceError(
+      'SLUICE_ERR_OPTION_INVALID',
+      `createClient: ${describeIssues(result.error)}`,
+    )
+  const parsed = result.data
+  return Object.freeze({
+    ...parsed,
+    urls: Object.freeze(Array.isArray(parsed.url) ? [...parsed.url] : [parsed.url]),
+    clientId: parsed.clientId ?? `sluice-${randomUUID()}`,
+    clock: clock ?? systemClock,
+    logger,
+    random: random ?? Math.random,
+  })
+}

@@ -1,0 +1,93 @@
+import { createClient, type Resource, type SluiceClient } from '../../client/index.js'
+import type { ConfigInput } from '../../server/config/index.js'
+import { createCoordinator, type RunningCoordinator } from '../../server/index.js'
+import { ManualClock } from '../../shared/index.js'
+import { silentLogger } from './coordinator.js'
+
+/**
+ * A real coordinator and real clients on one manual clock. `step(ms)` moves
+ * time, then lets every client exchange what that caused with the
+ * coordinator (two round trips: reports in, rounds and leases out, acks in).
+ */
+export class Cluster {
+  readonly clock = new ManualClock()
+  server!: RunningCoordinator
+  readonly clients: SluiceClient[] = []
+  port = 0
+
+  async start(config: ConfigInput, port = 0): Promise<void> {
+    this.server = await createCoordinator({
+      config,
+      host: '127.0.0.1',
+      port,
+      clock: this.clock,
+      logger: silentLogger,
+    })
+    this.port = this.server.port
+  }
+
+  async stop(): Promise<void> {
+    await this.server.close()
+  }
+
+  async client(id: string): Promise<SluiceClient> {
+    const client = createClient({
+      url: `ws://127.0.0.1:${this.port}/v1/connect`,
+      clientId: id,
+      clock: this.clock,
+      random: () => 0.5,
+      backoffBaseMs: 50,
+      backoffCapMs: 200,
+    })
+    this.clients.push(client)
+    await new Promise<void>((resolve) => client.once('connect', () => resolve()))
+    return client
+  }
+
+  async settle(): Promise<void> {
+    for (let i = 0; i < 3; i++) await Promise.all(this.clients.map((c) => c.roundTrip()))
+    // One real request through the loopback as well, so connection attempts of clients that are
+    // not connected (which roundTrip skips) make progress between steps.
+    if (this.clients.some((c) => !c.connected))
+      await fetch(`${this.server.url}/healthz`).catch(() => undefined)
+  }
+
+  /** Steps the clock until every client is connected again. */
+  async reconnected(stepMs = 10, maxSteps = 1000): Promise<void> {
+    for (let i = 0; i < maxSteps && this.clients.some((c) => !c.connected); i++)
+      await this.step(stepMs)
+    if (this.clients.some((c) => !c.connected)) throw new Error('clients did not reconnect')
+  }
+
+  async step(ms: number): Promise<void> {
+    this.clock.advance(ms)
+    await this.settle()
+  }
+
+  committed(resource: string): number {
+    return this.server.coordinator.pool.committedTotal(resource, this.clock.now())
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.clients.map((c) => c.close()))
+    await this.server.close()
+  }
+}
+
+/** Calls tryAcquire at `ratePerSec` on the manual clock, counting admissions. */
+export class Load {
+  admitted = 0
+  #owed = 0
+  constructor(
+    readonly resource: Resource,
+    public ratePerSec: number,
+  ) {}
+
+  tick(ms: number): void {
+    this.#owed += (this.ratePerSec * ms) / 1000
+    while (this.#owed >= 1) {
+      this.#owed -= 1
+      if (this.resource.tryAcquire()) this.admitted++
+    }
+  }
+}
