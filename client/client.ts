@@ -8,6 +8,7 @@ import {
   type LeaseMessage,
   type Timer,
 } from '../shared/index.js'
+import { backoffDelayMs } from './backoff.js'
 import { resolveClientOptions, type ClientOptions, type ResolvedClientOptions } from './options.js'
 import { Resource, type ResourceOptions, type ResourceOwner } from './resource.js'
 
@@ -24,6 +25,8 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
   #ws: WebSocket | undefined
   #urlIndex = 0
   #redirectUrl: string | undefined
+  /** Redirects followed since the last welcome; past a few, they wait a backoff like any retry. */
+  #redirects = 0
   #attempt = 0
   #reconnectTimer: Timer | undefined
   #reportTimer: Timer | undefined
@@ -175,12 +178,19 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
     if (this.#closed) return
     // Another connection with our id took over: that one is the live one.
     if (code === errorCatalogue.SLUICE_ERR_SESSION_REPLACED.closeCode) return
-    this.#urlIndex++
-    const ceiling = Math.min(
+    // A redirect is followed at once, a few times in a row; a loop of them falls back to the jittered backoff.
+    if (this.#redirectUrl !== undefined && this.#redirects < 3) {
+      this.#redirects++
+      this.#connect()
+      return
+    }
+    if (this.#redirectUrl === undefined) this.#urlIndex++
+    const delayMs = backoffDelayMs(
+      this.#attempt,
+      this.options.backoffBaseMs,
       this.options.backoffCapMs,
-      this.options.backoffBaseMs * 2 ** Math.min(this.#attempt, 30),
+      this.options.random,
     )
-    const delayMs = this.options.random() * ceiling
     this.#attempt++
     this.options.logger?.info(
       { code, delayMs: Math.round(delayMs) },
@@ -206,6 +216,7 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
       case 'welcome':
         this.#connected = true
         this.#attempt = 0
+        this.#redirects = 0
         for (const r of this.#resources.values()) r.setLearning(msg.learningMs > 0)
         this.emit('connect')
         this.#report(false)

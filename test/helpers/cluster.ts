@@ -26,8 +26,13 @@ export class Cluster {
     this.port = this.server.port
   }
 
+  /** Stops the coordinator and waits until every connected client has seen its connection close. */
   async stop(): Promise<void> {
+    const gone = this.clients
+      .filter((c) => c.connected)
+      .map((c) => new Promise((resolve) => c.once('disconnect', resolve)))
     await this.server.close()
+    await Promise.all(gone)
   }
 
   async client(id: string): Promise<SluiceClient> {
