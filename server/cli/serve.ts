@@ -32,6 +32,14 @@ export async function serveCommand(args: readonly string[], io: CommandIo): Prom
   io.stdout.write(
     `sluice coordinator listening on ${server.url} (clients connect to ${server.wsUrl})\n`,
   )
+  server.events.on('config-applied', (summary: { resources: number; tenants: number }) =>
+    io.stdout.write(
+      `config reloaded: ${summary.resources} resource template(s), ${summary.tenants} tenant(s)\n`,
+    ),
+  )
+  server.events.on('config-rejected', (error: Error) =>
+    io.stderr.write(`config reload refused, old config stays: ${error.message}\n`),
+  )
 
   const signals = io.signals ?? process
   return new Promise<number>((resolve) => {

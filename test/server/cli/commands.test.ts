@@ -110,6 +110,8 @@ describe('sluice serve', () => {
       'resources:\n  - { match: api, kind: rate, capacity: 300 }\n  - { match: other, kind: rate, capacity: 5 }\n',
     )
     signals.emit('SIGHUP')
+    while (!out.stdout.includes('config reloaded')) await once(out.writes, 'write')
+    expect(out.stdout).toContain('config reloaded: 2 resource template(s), 0 tenant(s)')
     signals.emit('SIGTERM')
     expect(await exit).toBe(0)
     await expect(fetch(`${url}/healthz`)).rejects.toThrow()
