@@ -1,3 +1,4 @@
+import { shareTrivially } from './trivial.js'
 import type { ShareRule } from './types.js'
 
 /**
@@ -8,24 +9,10 @@ import type { ShareRule } from './types.js'
  * demand takes more of the leftover than a max-min level would give it.
  */
 export const proportionalShare: ShareRule = (demand, weight, members, count, capacity, out) => {
-  let sumDemand = 0
+  const trivial = shareTrivially(demand, members, count, capacity, out)
+  if (trivial >= 0) return trivial
   let sumWeight = 0
-  for (let k = 0; k < count; k++) {
-    const i = members[k]!
-    sumDemand += demand[i]!
-    sumWeight += weight[i]!
-  }
-  if (sumDemand <= capacity) {
-    for (let k = 0; k < count; k++) {
-      const i = members[k]!
-      out[i] = demand[i]!
-    }
-    return sumDemand
-  }
-  if (capacity <= 0) {
-    for (let k = 0; k < count; k++) out[members[k]!] = 0
-    return 0
-  }
+  for (let k = 0; k < count; k++) sumWeight += weight[members[k]!]!
 
   let given = 0
   let unmet = 0

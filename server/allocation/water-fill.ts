@@ -1,3 +1,4 @@
+import { shareTrivially } from './trivial.js'
 import type { ShareRule } from './types.js'
 
 /**
@@ -21,19 +22,8 @@ import type { ShareRule } from './types.js'
  * claimant nor strands capacity.
  */
 export const waterFill: ShareRule = (demand, weight, members, count, capacity, out) => {
-  let sumDemand = 0
-  for (let k = 0; k < count; k++) sumDemand += demand[members[k]!]!
-  if (sumDemand <= capacity) {
-    for (let k = 0; k < count; k++) {
-      const i = members[k]!
-      out[i] = demand[i]!
-    }
-    return sumDemand
-  }
-  if (capacity <= 0) {
-    for (let k = 0; k < count; k++) out[members[k]!] = 0
-    return 0
-  }
+  const trivial = shareTrivially(demand, members, count, capacity, out)
+  if (trivial >= 0) return trivial
 
   const level = waterLevel(demand, weight, members, count, capacity)
   let total = 0
