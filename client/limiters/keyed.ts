@@ -1,0 +1,76 @@
+import { systemClock, type Clock } from '../../shared/index.js'
+import { positiveOption, type Limiter, type LimiterAcquireOptions } from './base.js'
+
+export interface KeyedOptions {
+  /** Most keys held; the least recently used goes first. Default 10 000. */
+  readonly maxKeys?: number | undefined
+  /** A key unused this long is forgotten (it starts fresh if it comes back). Default 10 minutes. */
+  readonly idleMs?: number | undefined
+  readonly clock?: Clock | undefined
+}
+
+interface Slot {
+  readonly limiter: Limiter
+  lastUsedMs: number
+}
+
+/**
+ * One limiter per key (per IP, per user, per route) from a factory, with
+ * memory bounded by `maxKeys` (least recently used evicted) and idle keys
+ * forgotten after `idleMs`.
+ */
+export class KeyedLimiter<K = string> {
+  readonly #factory: (key: K) => Limiter
+  readonly #maxKeys: number
+  readonly #idleMs: number
+  readonly #clock: Clock
+  // Map iteration order is insertion order: re-inserting on use keeps it least-recently-used first.
+  readonly #slots = new Map<K, Slot>()
+
+  constructor(factory: (key: K) => Limiter, options: KeyedOptions = {}) {
+    this.#factory = factory
+    this.#maxKeys = Math.floor(positiveOption('KeyedLimiter', 'maxKeys', options.maxKeys ?? 10_000))
+    this.#idleMs = positiveOption('KeyedLimiter', 'idleMs', options.idleMs ?? 600_000)
+    this.#clock = options.clock ?? systemClock
+  }
+
+  /** Keys held now. */
+  get size(): number {
+    return this.#slots.size
+  }
+
+  tryAcquire(key: K, cost = 1): boolean {
+    return this.#slot(key).tryAcquire(cost)
+  }
+
+  acquire(key: K, cost = 1, options?: LimiterAcquireOptions): Promise<void> {
+    return this.#slot(key).acquire(cost, options)
+  }
+
+  msUntil(key: K, cost = 1): number {
+    return this.#slot(key).msUntil(cost)
+  }
+
+  #slot(key: K): Limiter {
+    const now = this.#clock.now()
+    let slot = this.#slots.get(key)
+    if (slot !== undefined && now - slot.lastUsedMs >= this.#idleMs) {
+      this.#slots.delete(key)
+      slot = undefined
+    }
+    if (slot === undefined) {
+      slot = { limiter: this.#factory(key), lastUsedMs: now }
+    } else {
+      this.#slots.delete(key)
+      slot.lastUsedMs = now
+    }
+    this.#slots.set(key, slot)
+    // Evict idle keys from the old end, then the least recently used beyond the bound.
+    for (const [k, s] of this.#slots) {
+      if (this.#slots.size <= this.#maxKeys && now - s.lastUsedMs < this.#idleMs) break
+      if (k === key) break
+      this.#slots.delete(k)
+    }
+    return slot.limiter
+  }
+}

@@ -1,0 +1,96 @@
+import { systemClock, type Clock } from '../../shared/index.js'
+import { BaseLimiter, positiveOption } from './base.js'
+import { TokenBucket } from './token-bucket.js'
+
+export interface RateOptions {
+  /** Sustained rate, tokens per second. */
+  readonly ratePerSec: number
+  /** Most tokens at once; default one second of rate. */
+  readonly burst?: number | undefined
+  readonly clock?: Clock | undefined
+}
+
+/** Token bucket: refills at `ratePerSec`, holds at most `burst`; starts full. */
+export class TokenBucketLimiter extends BaseLimiter {
+  readonly #bucket: TokenBucket
+  constructor(options: RateOptions) {
+    super(options.clock ?? systemClock)
+    const rate = positiveOption('TokenBucketLimiter', 'ratePerSec', options.ratePerSec)
+    const burst = positiveOption('TokenBucketLimiter', 'burst', options.burst ?? rate)
+    this.#bucket = new TokenBucket(this.clock, rate, burst)
+  }
+  protected take(cost: number): boolean {
+    return this.#bucket.tryTake(cost)
+  }
+  msUntil(cost = 1): number {
+    return this.#bucket.msUntil(cost)
+  }
+}
+
+/**
+ * GCRA (generic cell rate algorithm): one number of state, the theoretical
+ * arrival time. Admits exactly what a token bucket of the same rate and
+ * burst admits.
+ */
+export class Gcra extends BaseLimiter {
+  readonly #intervalMs: number
+  readonly #toleranceMs: number
+  #tatMs: number
+  constructor(options: RateOptions) {
+    super(options.clock ?? systemClock)
+    const rate = positiveOption('Gcra', 'ratePerSec', options.ratePerSec)
+    const burst = positiveOption('Gcra', 'burst', options.burst ?? rate)
+    this.#intervalMs = 1000 / rate
+    this.#toleranceMs = burst * this.#intervalMs
+    this.#tatMs = this.clock.now()
+  }
+  protected take(cost: number): boolean {
+    const now = this.clock.now()
+    const tat = (this.#tatMs > now ? this.#tatMs : now) + cost * this.#intervalMs
+    if (tat - now > this.#toleranceMs) return false
+    this.#tatMs = tat
+    return true
+  }
+  msUntil(cost = 1): number {
+    if (cost * this.#intervalMs > this.#toleranceMs) return Infinity
+    const now = this.clock.now()
+    const tat = (this.#tatMs > now ? this.#tatMs : now) + cost * this.#intervalMs
+    return Math.max(0, tat - now - this.#toleranceMs)
+  }
+}
+
+/**
+ * Leaky bucket as a meter: a level that drains at `ratePerSec` and may not
+ * exceed `burst`; each admission pours `cost` in. Polices like a token
+ * bucket seen from the other side.
+ */
+export class LeakyBucket extends BaseLimiter {
+  readonly #drainPerMs: number
+  readonly #capacity: number
+  #level = 0
+  #lastMs: number
+  constructor(options: RateOptions) {
+    super(options.clock ?? systemClock)
+    this.#drainPerMs = positiveOption('LeakyBucket', 'ratePerSec', options.ratePerSec) / 1000
+    this.#capacity = positiveOption('LeakyBucket', 'burst', options.burst ?? options.ratePerSec)
+    this.#lastMs = this.clock.now()
+  }
+  #drain(): void {
+    const now = this.clock.now()
+    if (now > this.#lastMs) {
+      this.#level = Math.max(0, this.#level - (now - this.#lastMs) * this.#drainPerMs)
+      this.#lastMs = now
+    }
+  }
+  protected take(cost: number): boolean {
+    this.#drain()
+    if (this.#level + cost > this.#capacity) return false
+    this.#level += cost
+    return true
+  }
+  msUntil(cost = 1): number {
+    if (cost > this.#capacity) return Infinity
+    this.#drain()
+    return Math.max(0, (this.#level + cost - this.#capacity) / this.#drainPerMs)
+  }
+}
