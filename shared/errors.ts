@@ -158,6 +158,10 @@ export const errorCatalogue = Object.freeze({
     message: 'too many callers already wait in acquire',
     retryable: true,
   },
+  SLUICE_ERR_CLIENT_THROTTLED: {
+    message: 'request rejected locally by adaptive throttling',
+    retryable: true,
+  },
   SLUICE_ERR_LIMITER_COST_TOO_HIGH: {
     message: 'cost can never be admitted by this limiter (above its burst or limit)',
     retryable: false,

@@ -55,10 +55,18 @@ export function positiveOption(
 export abstract class BaseLimiter implements Limiter {
   protected readonly clock: Clock
   readonly #waiters = new Fifo<Waiter>()
+  readonly #maxWaiters: number
   #timer: Timer | undefined
 
-  constructor(clock: Clock) {
+  /** `maxWaiters`: most callers waiting in `acquire` at once (SLUICE_ERR_CLIENT_QUEUE_FULL beyond). */
+  constructor(clock: Clock, maxWaiters = 10_000) {
     this.clock = clock
+    this.#maxWaiters = maxWaiters
+  }
+
+  /** Callers waiting in `acquire`. */
+  get waiting(): number {
+    return this.#waiters.length
   }
 
   /** Takes `cost` if allowed now; no side effect when not. */
@@ -81,6 +89,11 @@ export abstract class BaseLimiter implements Limiter {
     }
     if (options.signal?.aborted === true)
       return Promise.reject(new SluiceError('SLUICE_ERR_CLIENT_ABORTED', 'acquire'))
+    if (this.#waiters.length >= this.#maxWaiters) {
+      return Promise.reject(
+        new SluiceError('SLUICE_ERR_CLIENT_QUEUE_FULL', `${this.#maxWaiters} callers already wait`),
+      )
+    }
     return new Promise<void>((resolve, reject) => {
       const waiter: Waiter = {
         cost,

@@ -1,0 +1,207 @@
+import { SluiceError, systemClock, type Clock, type Timer } from '../../shared/index.js'
+import { Fifo } from '../fifo.js'
+import { positiveOption, type LimiterAcquireOptions } from './base.js'
+
+/** What `acquire` hands out: call `release()` once the work is done (idempotent). */
+export interface SlotRelease {
+  release(): void
+}
+
+interface Waiter {
+  readonly cost: number
+  readonly resolve: (r: SlotRelease) => void
+  readonly reject: (e: SluiceError) => void
+  timer: Timer | undefined
+  signal: AbortSignal | undefined
+  onAbort: (() => void) | undefined
+}
+
+/**
+ * A concurrency limit: at most `limit` slots in use. `acquire` waits in FIFO
+ * order and resolves to a release handle; `tryAcquire` must be paired with
+ * `release(cost)`. `msUntil` is 0 when slots are free and Infinity
+ * otherwise: the wait depends on releases, not on time.
+ */
+export class Semaphore {
+  #limit: number
+  #inUse = 0
+  readonly #waiters = new Fifo<Waiter>()
+  readonly #clock: Clock
+  readonly #maxWaiters: number
+
+  constructor(options: {
+    limit: number
+    maxWaiters?: number | undefined
+    clock?: Clock | undefined
+  }) {
+    this.#limit = Math.floor(positiveOption('Semaphore', 'limit', options.limit, true))
+    this.#maxWaiters = options.maxWaiters ?? 10_000
+    this.#clock = options.clock ?? systemClock
+  }
+
+  get limit(): number {
+    return this.#limit
+  }
+  get inUse(): number {
+    return this.#inUse
+  }
+  get waiting(): number {
+    return this.#waiters.length
+  }
+
+  /** Changes the limit; waiters are served if it grew. In-use slots above a lower limit drain as they are released. */
+  setLimit(limit: number): void {
+    this.#limit = Math.max(0, Math.floor(limit))
+    this.#serve()
+  }
+
+  tryAcquire(cost = 1): boolean {
+    if (this.#waiters.length > 0 || this.#inUse + cost > this.#limit) return false
+    this.#inUse += cost
+    return true
+  }
+
+  release(cost = 1): void {
+    this.#inUse = Math.max(0, this.#inUse - cost)
+    this.#serve()
+  }
+
+  msUntil(cost = 1): number {
+    return this.#waiters.length === 0 && this.#inUse + cost <= this.#limit ? 0 : Infinity
+  }
+
+  acquire(cost = 1, options: LimiterAcquireOptions = {}): Promise<SlotRelease> {
+    if (this.tryAcquire(cost)) return Promise.resolve(this.#handle(cost))
+    if (options.signal?.aborted === true)
+      return Promise.reject(new SluiceError('SLUICE_ERR_CLIENT_ABORTED', 'acquire'))
+    if (this.#waiters.length >= this.#maxWaiters) {
+      return Promise.reject(
+        new SluiceError('SLUICE_ERR_CLIENT_QUEUE_FULL', `${this.#maxWaiters} callers already wait`),
+      )
+    }
+    return new Promise<SlotRelease>((resolve, reject) => {
+      const waiter: Waiter = {
+        cost,
+        resolve,
+        reject,
+        timer: undefined,
+        signal: options.signal,
+        onAbort: undefined,
+      }
+      if (options.maxWaitMs !== undefined) {
+        waiter.timer = this.#clock.setTimeout(
+          () => this.#drop(waiter, 'SLUICE_ERR_CLIENT_TIMEOUT'),
+          options.maxWaitMs,
+        )
+      }
+      if (options.signal !== undefined) {
+        waiter.onAbort = () => this.#drop(waiter, 'SLUICE_ERR_CLIENT_ABORTED')
+        options.signal.addEventListener('abort', waiter.onAbort, { once: true })
+      }
+      this.#waiters.push(waiter)
+    })
+  }
+
+  #handle(cost: number): SlotRelease {
+    let released = false
+    return {
+      release: () => {
+        if (released) return
+        released = true
+        this.release(cost)
+      },
+    }
+  }
+
+  #serve(): void {
+    for (
+      let head = this.#waiters.peek();
+      head !== undefined && this.#inUse + head.cost <= this.#limit;
+      head = this.#waiters.peek()
+    ) {
+      this.#waiters.shift()
+      this.#inUse += head.cost
+      this.#cleanup(head)
+      head.resolve(this.#handle(head.cost))
+    }
+  }
+
+  #drop(waiter: Waiter, code: 'SLUICE_ERR_CLIENT_TIMEOUT' | 'SLUICE_ERR_CLIENT_ABORTED'): void {
+    if (!this.#waiters.remove(waiter)) return
+    this.#cleanup(waiter)
+    waiter.reject(new SluiceError(code, 'acquire'))
+    this.#serve()
+  }
+
+  #cleanup(waiter: Waiter): void {
+    waiter.timer?.cancel()
+    if (waiter.onAbort !== undefined) waiter.signal?.removeEventListener('abort', waiter.onAbort)
+  }
+}
+
+export interface AimdOptions {
+  /** Starting limit; default 10. */
+  readonly initialLimit?: number | undefined
+  readonly minLimit?: number | undefined
+  readonly maxLimit?: number | undefined
+  /** A completion slower than this counts as a congestion signal, like an error; default none. */
+  readonly latencyThresholdMs?: number | undefined
+  /** Multiplicative decrease; default 0.5. */
+  readonly backoffRatio?: number | undefined
+  readonly clock?: Clock | undefined
+}
+
+/**
+ * A concurrency limit that finds its own level (TCP-style AIMD): each
+ * healthy completion adds 1/limit (so +1 per limit's worth of completions),
+ * each error or too-slow completion multiplies it by `backoffRatio`.
+ */
+export class AimdConcurrencyLimit {
+  readonly #semaphore: Semaphore
+  #limit: number
+  readonly #min: number
+  readonly #max: number
+  readonly #latencyThresholdMs: number
+  readonly #ratio: number
+
+  constructor(options: AimdOptions = {}) {
+    this.#min = Math.max(1, Math.floor(options.minLimit ?? 1))
+    this.#max = Math.floor(options.maxLimit ?? 1000)
+    this.#limit = Math.min(this.#max, Math.max(this.#min, options.initialLimit ?? 10))
+    this.#latencyThresholdMs = options.latencyThresholdMs ?? Infinity
+    this.#ratio = options.backoffRatio ?? 0.5
+    if (!(this.#ratio > 0 && this.#ratio < 1)) {
+      throw new SluiceError(
+        'SLUICE_ERR_OPTION_INVALID',
+        `AimdConcurrencyLimit: backoffRatio must be in (0, 1), received ${this.#ratio}`,
+      )
+    }
+    this.#semaphore = new Semaphore({ limit: Math.floor(this.#limit), clock: options.clock })
+  }
+
+  /** The current limit (fractional while it grows). */
+  get limit(): number {
+    return this.#limit
+  }
+  get inUse(): number {
+    return this.#semaphore.inUse
+  }
+
+  tryAcquire(): boolean {
+    return this.#semaphore.tryAcquire(1)
+  }
+
+  acquire(options?: LimiterAcquireOptions): Promise<SlotRelease> {
+    return this.#semaphore.acquire(1, options)
+  }
+
+  /** Reports how a slot's work went and gives the slot back. */
+  complete(outcome: { ok: boolean; latencyMs?: number | undefined }): void {
+    const congested = !outcome.ok || (outcome.latencyMs ?? 0) > this.#latencyThresholdMs
+    this.#limit = congested
+      ? Math.max(this.#min, this.#limit * this.#ratio)
+      : Math.min(this.#max, this.#limit + 1 / this.#limit)
+    this.#semaphore.setLimit(Math.floor(this.#limit))
+    this.#semaphore.release(1)
+  }
+}
