@@ -223,6 +223,19 @@ export class Resource extends EventEmitter {
     })
   }
 
+  /** Milliseconds until `cost` would be admitted: 0 now, Infinity while nothing refills (or slots are all taken). */
+  msUntil(cost = 1): number {
+    if (this.kind === 'rate') return this.#bucket.msUntil(cost)
+    return this.#inFlight + cost <= this.#slotLimit ? 0 : Infinity
+  }
+
+  /** Whole tokens (rate) or slots (concurrency) available now. */
+  remaining(): number {
+    return this.kind === 'rate'
+      ? Math.floor(this.#bucket.tokens)
+      : Math.max(0, this.#slotLimit - this.#inFlight)
+  }
+
   /** Gives back concurrency slots taken by `tryAcquire`. */
   releaseSlots(cost = 1): void {
     this.#inFlight = Math.max(0, this.#inFlight - cost)

@@ -137,6 +137,10 @@ export const errorCatalogue = Object.freeze({
     message: 'request is not valid',
     retryable: false,
   },
+  SLUICE_ERR_HTTP_RATE_LIMITED: {
+    message: 'rate limit exceeded',
+    retryable: true,
+  },
   SLUICE_ERR_HTTP_UNREACHABLE: {
     message: 'coordinator did not answer',
     retryable: true,

@@ -15,6 +15,8 @@ export interface Limiter {
   acquire(cost?: number, options?: LimiterAcquireOptions): Promise<void>
   /** Milliseconds until `cost` would be allowed: 0 now, Infinity never. */
   msUntil(cost?: number): number
+  /** Whole tokens that could be taken now, where the limiter can tell cheaply. */
+  remaining?(): number
 }
 
 interface Waiter {

@@ -51,6 +51,11 @@ export class KeyedLimiter<K = string> {
     return this.#slot(key).msUntil(cost)
   }
 
+  /** Whole tokens the key's limiter could take now, where it can tell. */
+  remaining(key: K): number | undefined {
+    return this.#slot(key).remaining?.()
+  }
+
   #slot(key: K): Limiter {
     const now = this.#clock.now()
     let slot = this.#slots.get(key)

@@ -25,6 +25,9 @@ export class TokenBucketLimiter extends BaseLimiter {
   msUntil(cost = 1): number {
     return this.#bucket.msUntil(cost)
   }
+  remaining(): number {
+    return Math.floor(this.#bucket.tokens)
+  }
 }
 
 /**

@@ -34,6 +34,10 @@ export class FixedWindow extends BaseLimiter {
     this.#used += cost
     return true
   }
+  remaining(): number {
+    this.#roll()
+    return Math.max(0, Math.floor(this.#limit - this.#used))
+  }
   msUntil(cost = 1): number {
     if (cost > this.#limit) return Infinity
     const now = this.#roll()

@@ -1,0 +1,7 @@
+export { RateLimitCore } from './core.js'
+export type { Decision, KeySource, RateLimitOptions, RequestInfo } from './core.js'
+export { fastifyRateLimit } from './fastify.js'
+export { policyHeader, rateLimitHeader, retryAfterSeconds } from './headers.js'
+export type { RateLimitPolicy } from './headers.js'
+export { createRateLimitMiddleware } from './middleware.js'
+export type { Middleware } from './middleware.js'

@@ -1,0 +1,218 @@
+import { createServer, type Server } from 'node:http'
+import Fastify from 'fastify'
+import { afterEach, describe, expect, it } from 'vitest'
+import {
+  createRateLimitMiddleware,
+  fastifyRateLimit,
+  policyHeader,
+  rateLimitHeader,
+} from '../../../client/http/index.js'
+import { TokenBucketLimiter } from '../../../client/limiters/index.js'
+import { ManualClock } from '../../../shared/index.js'
+import { Cluster } from '../../helpers/cluster.js'
+
+const cleanup: Array<() => Promise<unknown>> = []
+afterEach(async () => {
+  for (const c of cleanup.splice(0)) await c()
+})
+
+function appWith(clock: ManualClock, extra: Record<string, unknown> = {}) {
+  const app = Fastify()
+  cleanup.push(() => app.close())
+  void app.register(fastifyRateLimit, {
+    limiter: () => new TokenBucketLimiter({ ratePerSec: 1, burst: 2, clock }),
+    policy: { quota: 2, windowSec: 2 },
+    clock,
+    ...extra,
+  })
+  app.get('/hello', async () => ({ hello: 'world' }))
+  app.get('/free', { config: { rateLimit: false } }, async () => 'free')
+  app.get(
+    '/strict',
+    {
+      config: {
+        rateLimit: {
+          limiter: () => new TokenBucketLimiter({ ratePerSec: 1, burst: 1, clock }),
+          policy: { name: 'strict', quota: 1, windowSec: 1 },
+          clock,
+        },
+      },
+    },
+    async () => 'strict',
+  )
+  return app
+}
+
+describe('IETF RateLimit header fields', () => {
+  it('formats policy and state as structured fields', () => {
+    expect(policyHeader({ name: 'per-ip', quota: 100, windowSec: 60 })).toBe('"per-ip";q=100;w=60')
+    expect(rateLimitHeader({ quota: 100, windowSec: 60 }, 42.7, 2.1)).toBe('"default";r=42;t=3')
+  })
+})
+
+describe('fastifyRateLimit', () => {
+  it('lets requests through under the limit with RateLimit-Policy and RateLimit headers', async () => {
+    const app = appWith(new ManualClock())
+    const res = await app.inject('/hello')
+    expect(res.statusCode).toBe(200)
+    expect(res.headers['ratelimit-policy']).toBe('"default";q=2;w=2')
+    expect(res.headers.ratelimit).toBe('"default";r=1;t=0')
+  })
+
+  it('answers 429 with Retry-After and a coded JSON body once over the limit, and lets through again later', async () => {
+    const clock = new ManualClock()
+    const app = appWith(clock)
+    await app.inject('/hello')
+    await app.inject('/hello')
+    const refused = await app.inject('/hello')
+    expect(refused.statusCode).toBe(429)
+    expect(refused.headers['retry-after']).toBe('1')
+    expect(refused.headers.ratelimit).toBe('"default";r=0;t=1')
+    expect(refused.json()).toEqual({
+      error: {
+        code: 'SLUICE_ERR_HTTP_RATE_LIMITED',
+        message: 'rate limit exceeded',
+        retryable: true,
+      },
+    })
+    clock.advance(1000)
+    expect((await app.inject('/hello')).statusCode).toBe(200)
+  })
+
+  it('keys by IP by default, or by a header', async () => {
+    const clock = new ManualClock()
+    const byIp = appWith(clock)
+    for (let i = 0; i < 2; i++) await byIp.inject({ url: '/hello', remoteAddress: '10.0.0.1' })
+    expect((await byIp.inject({ url: '/hello', remoteAddress: '10.0.0.1' })).statusCode).toBe(429)
+    expect((await byIp.inject({ url: '/hello', remoteAddress: '10.0.0.2' })).statusCode).toBe(200)
+
+    const byHeader = appWith(clock, { key: { header: 'x-api-key' } })
+    for (let i = 0; i < 2; i++)
+      await byHeader.inject({ url: '/hello', headers: { 'x-api-key': 'a' } })
+    expect(
+      (await byHeader.inject({ url: '/hello', headers: { 'x-api-key': 'a' } })).statusCode,
+    ).toBe(429)
+    expect(
+      (await byHeader.inject({ url: '/hello', headers: { 'x-api-key': 'b' } })).statusCode,
+    ).toBe(200)
+  })
+
+  it('honours per-route config: off, or a route’s own limiter and policy', async () => {
+    const app = appWith(new ManualClock())
+    for (let i = 0; i < 5; i++) expect((await app.inject('/free')).statusCode).toBe(200)
+    expect((await app.inject('/strict')).headers['ratelimit-policy']).toBe('"strict";q=1;w=1')
+    expect((await app.inject('/strict')).statusCode).toBe(429)
+  })
+
+  it('never limits allow-listed keys or skipped requests', async () => {
+    const app = appWith(new ManualClock(), { allowList: ['10.9.9.9'] })
+    for (let i = 0; i < 5; i++)
+      expect((await app.inject({ url: '/hello', remoteAddress: '10.9.9.9' })).statusCode).toBe(200)
+    const skipping = appWith(new ManualClock(), { skip: () => true })
+    for (let i = 0; i < 5; i++) expect((await skipping.inject('/hello')).statusCode).toBe(200)
+  })
+
+  it('shapes: delays a request up to maxDelayMs instead of refusing it', async () => {
+    const clock = new ManualClock()
+    const limiter = new TokenBucketLimiter({ ratePerSec: 1, burst: 1, clock })
+    const app = appWith(clock, {
+      limiter: () => limiter,
+      mode: 'shape',
+      maxDelayMs: 2000,
+      policy: { quota: 1, windowSec: 1 },
+    })
+    expect((await app.inject('/hello')).statusCode).toBe(200)
+    const delayed = app.inject('/hello')
+    while (limiter.waiting === 0) await new Promise((resolve) => process.nextTick(resolve))
+    clock.advance(1000)
+    expect((await delayed).statusCode).toBe(200)
+  })
+
+  it('refuses a bad option set at registration, naming the problem', async () => {
+    const app = Fastify()
+    cleanup.push(() => app.close())
+    await expect(
+      app.register(fastifyRateLimit, { limiter: () => new TokenBucketLimiter({ ratePerSec: 1 }) }),
+    ).rejects.toThrow(/policy/)
+  })
+})
+
+describe('createRateLimitMiddleware on plain node:http', () => {
+  it('answers 429 with the headers from a real server on 127.0.0.1:0', async () => {
+    const clock = new ManualClock()
+    const limit = createRateLimitMiddleware({
+      limiter: () => new TokenBucketLimiter({ ratePerSec: 1, burst: 1, clock }),
+      policy: { quota: 1, windowSec: 1 },
+      clock,
+    })
+    const server: Server = createServer((req, res) => {
+      void limit(req, res).then((ok) => {
+        if (ok) res.end('ok')
+      })
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    cleanup.push(() => new Promise((resolve) => server.close(resolve)))
+    const { port } = server.address() as { port: number }
+    const first = await fetch(`http://127.0.0.1:${port}/x`)
+    expect(first.status).toBe(200)
+    expect(await first.text()).toBe('ok')
+    const second = await fetch(`http://127.0.0.1:${port}/x`)
+    expect(second.status).toBe(429)
+    expect(second.headers.get('retry-after')).toBe('1')
+    expect(second.headers.get('ratelimit-policy')).toBe('"default";q=1;w=1')
+    expect(((await second.json()) as { error: { code: string } }).error.code).toBe(
+      'SLUICE_ERR_HTTP_RATE_LIMITED',
+    )
+  })
+
+  it('calls next() Express-style when the request may go on', async () => {
+    const mw = createRateLimitMiddleware({
+      limiter: () => new TokenBucketLimiter({ ratePerSec: 1 }),
+      policy: { quota: 1, windowSec: 1 },
+    })
+    let called = 0
+    const res = { setHeader: () => undefined } as never
+    await mw(
+      { headers: {}, url: '/', socket: { remoteAddress: '1.2.3.4' } } as never,
+      res,
+      () => called++,
+    )
+    expect(called).toBe(1)
+  })
+})
+
+describe('a cluster-wide limit at the edge', () => {
+  it('limits a route through a coordinated resource leased from a real coordinator', async () => {
+    const cluster = new Cluster()
+    cleanup.push(() => cluster.close())
+    await cluster.start({
+      server: { limits: { roundDebounceMs: 0 } },
+      resources: [
+        {
+          match: 'search',
+          kind: 'rate',
+          capacity: 10,
+          burst: 10,
+          leaseTtlMs: 1000,
+          refreshMs: 100,
+          graceMs: 200,
+          learningMs: 0,
+        },
+      ],
+    })
+    const client = await cluster.client('gateway')
+    const search = client.resource('search', { wants: 10 })
+    for (let i = 0; i < 3; i++) await cluster.step(100)
+    expect(search.lease?.capacity).toBe(10)
+    await cluster.step(1000) // fill the bucket to its burst
+    const app = Fastify()
+    cleanup.push(() => app.close())
+    await app.register(fastifyRateLimit, { resource: search })
+    app.get('/search', async () => 'results')
+    const codes: number[] = []
+    for (let i = 0; i < 12; i++) codes.push((await app.inject('/search')).statusCode)
+    expect(codes.filter((c) => c === 200)).toHaveLength(10)
+    expect(codes.filter((c) => c === 429)).toHaveLength(2)
+    expect((await app.inject('/search')).headers['ratelimit-policy']).toBe('"search";q=10;w=1')
+  })
+})
