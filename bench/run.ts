@@ -2,6 +2,7 @@ import { cpus } from 'node:os'
 import { benchAllocation } from './allocation.js'
 import { benchClient } from './client.js'
 import { benchCoordinatorRows } from './coordinator.js'
+import { benchHttp } from './http.js'
 
 // `npm run bench`: runs every benchmark and prints markdown rows for docs/benchmarks.md.
 const only = process.argv[2]
@@ -37,6 +38,16 @@ if (only === undefined || only === 'client') {
   console.log('| what | checks/s | Sluice ÷ this |')
   console.log('| --- | --- | --- |')
   for (const row of await benchClient(runs)) console.log(row)
+}
+
+if (only === undefined || only === 'http') {
+  const durationSec = Number(process.env.BENCH_HTTP_SECONDS ?? 5)
+  console.log(
+    `\n## HTTP edge (requests/s under autocannon, 50 connections, ${durationSec} s per run; median of ${runs} runs (min–max))\n`,
+  )
+  console.log('| what | requests/s | overhead |')
+  console.log('| --- | --- | --- |')
+  for (const row of await benchHttp(runs, durationSec)) console.log(row)
 }
 
 // rate-limiter-flexible's memory store keeps per-key expiry timers alive; the figures are printed, so stop.

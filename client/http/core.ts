@@ -81,6 +81,8 @@ export class RateLimitCore {
   readonly #keyed: KeyedLimiter | undefined
   readonly #allow: ReadonlySet<string>
   readonly #maxDelayMs: number
+  /** Formatted once when the policy is fixed. */
+  readonly #policyHeader: string | undefined
 
   constructor(options: RateLimitOptions) {
     if ((options.limiter === undefined) === (options.resource === undefined))
@@ -105,6 +107,7 @@ export class RateLimitCore {
     this.#options = Object.freeze({ ...options })
     this.#maxDelayMs = maxDelayMs
     this.#allow = new Set(options.allowList ?? [])
+    this.#policyHeader = options.policy === undefined ? undefined : policyHeader(options.policy)
     this.#keyed =
       options.limiter === undefined
         ? undefined
@@ -123,28 +126,35 @@ export class RateLimitCore {
     return Array.isArray(value) ? (value[0] ?? '') : (value ?? '')
   }
 
-  async decide(req: RequestInfo): Promise<Decision | undefined> {
+  /**
+   * The decision for a request: synchronous, except when shaping has to
+   * wait (then a promise), so the allow path costs no promise.
+   */
+  decide(req: RequestInfo): Decision | undefined | Promise<Decision | undefined> {
     const o = this.#options
     if (o.skip?.(req) === true) return undefined
     const key = this.keyOf(req)
     if (this.#allow.has(key)) return undefined
     const cost = typeof o.cost === 'function' ? o.cost(req) : (o.cost ?? 1)
     const target = this.#target(key)
-    let allowed = target.tryAcquire(cost)
-    if (!allowed && o.mode === 'shape' && target.msUntil(cost) <= this.#maxDelayMs) {
-      try {
-        await target.acquire(cost, { maxWaitMs: this.#maxDelayMs })
-        allowed = true
-      } catch {
-        allowed = false
-      }
+    if (target.tryAcquire(cost)) return this.#answer(key, target, true, cost)
+    if (o.mode === 'shape' && target.msUntil(cost) <= this.#maxDelayMs) {
+      return target.acquire(cost, { maxWaitMs: this.#maxDelayMs }).then(
+        () => this.#answer(key, target, true, cost),
+        () => this.#answer(key, target, false, cost),
+      )
     }
+    return this.#answer(key, target, false, cost)
+  }
+
+  #answer(key: string, target: Target, allowed: boolean, cost: number): Decision {
+    const o = this.#options
     const policy = o.policy ?? this.#resourcePolicy(key)
     const waitMs = allowed ? target.msUntil(1) : target.msUntil(cost)
     const remaining = target.remaining?.() ?? (target.msUntil(1) === 0 ? 1 : 0)
     const resetSec = Number.isFinite(waitMs) ? waitMs / 1000 : policy.windowSec
     const headers: Record<string, string> = {
-      'ratelimit-policy': policyHeader(policy),
+      'ratelimit-policy': this.#policyHeader ?? policyHeader(policy),
       ratelimit: rateLimitHeader(policy, remaining, resetSec),
     }
     if (allowed) return { allowed, headers, body: undefined }
@@ -166,15 +176,8 @@ export class RateLimitCore {
 
   #target(key: string): Target {
     const o = this.#options
-    if (this.#keyed !== undefined) {
-      const keyed = this.#keyed
-      return {
-        tryAcquire: (cost) => keyed.tryAcquire(key, cost),
-        acquire: (cost, options) => keyed.acquire(key, cost, options),
-        msUntil: (cost) => keyed.msUntil(key, cost),
-        remaining: () => keyed.remaining(key) ?? (keyed.msUntil(key, 1) === 0 ? 1 : 0),
-      }
-    }
+    // One look-up per request: the key's limiter is the target.
+    if (this.#keyed !== undefined) return this.#keyed.get(key)
     const resource = typeof o.resource === 'function' ? o.resource(key) : o.resource!
     return resource
   }

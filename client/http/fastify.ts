@@ -1,5 +1,5 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
-import { RateLimitCore, type RateLimitOptions, type RequestInfo } from './core.js'
+import { RateLimitCore, type Decision, type RateLimitOptions, type RequestInfo } from './core.js'
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -22,18 +22,24 @@ const plugin: FastifyPluginAsync<RateLimitOptions> = async (app, options) => {
   const global = new RateLimitCore(options)
   // One core per route config object, made on first use.
   const perRoute = new WeakMap<RateLimitOptions, RateLimitCore>()
-  app.addHook('onRequest', async (req, reply) => {
+  // A callback hook, not an async one: the allow path then costs no promise.
+  app.addHook('onRequest', (req, reply, done) => {
     const config = req.routeOptions.config.rateLimit
-    if (config === false) return
+    if (config === false) return done()
     let core = global
     if (config !== undefined) {
       core = perRoute.get(config) ?? new RateLimitCore(config)
       perRoute.set(config, core)
     }
-    const decision = await core.decide(info(req))
-    if (decision === undefined) return
-    void reply.headers(decision.headers)
-    if (!decision.allowed) return reply.code(429).send(decision.body)
+    const apply = (decision: Decision | undefined): void => {
+      if (decision === undefined) return done()
+      void reply.headers(decision.headers)
+      if (decision.allowed) return done()
+      void reply.code(429).send(decision.body)
+    }
+    const decision = core.decide(info(req))
+    if (decision instanceof Promise) decision.then(apply, done)
+    else apply(decision)
   })
 }
 // Applies to the whole app, not only to routes registered inside the plugin (what fastify-plugin does).

@@ -39,6 +39,11 @@ export class KeyedLimiter<K = string> {
     return this.#slots.size
   }
 
+  /** The key's limiter (made if new), marked as just used. */
+  get(key: K): Limiter {
+    return this.#slot(key)
+  }
+
   tryAcquire(key: K, cost = 1): boolean {
     return this.#slot(key).tryAcquire(cost)
   }
