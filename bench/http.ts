@@ -16,7 +16,7 @@ async function serve(
   })
   const port = await new Promise<number>((resolve, reject) => {
     let out = ''
-    child.stdout!.on('data', (chunk: Buffer) => {
+    child.stdout.on('data', (chunk: Buffer) => {
       out += chunk.toString()
       const match = /port (\d+)/.exec(out)
       if (match) resolve(Number(match[1]))
