@@ -1,7 +1,7 @@
 /**
  * A client process sharing `payments-api` with others: start a coordinator
  * (`npm start`), then run this in two or three terminals
- * (`npm run build && node dist/examples/client.js`) and watch the leases
+ * (`npm run example:client`) and watch the leases
  * settle at fair shares in `npx sluice status`.
  */
 import { createClient } from '../client/index.js'

@@ -2,7 +2,7 @@
  * A small fastify API whose /search route is limited cluster-wide through
  * the coordinator, and every route per IP locally. With `npm start` running:
  *
- *   npm run build && node dist/examples/http-gateway.js
+ *   npm run example:gateway
  *   curl -i localhost:8080/search
  *
  * Run two gateways (PORT=8081 for the second) and they share /search's
