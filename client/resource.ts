@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events'
 import { SluiceError, type Clock, type LeaseGrant, type Timer } from '../shared/index.js'
 import { DemandMeter } from './demand-meter.js'
-import { Fifo } from './fifo.js'
+import { WaitQueue } from './wait-queue.js'
 import { TokenBucket } from './limiters/token-bucket.js'
 
 /** What a resource does before its first lease and after its lease lapses unrenewed. */
@@ -54,15 +54,6 @@ class SlotPermit implements Permit {
   }
 }
 
-interface Waiter {
-  readonly cost: number
-  readonly resolve: (permit: Permit) => void
-  readonly reject: (error: SluiceError) => void
-  timer: Timer | undefined
-  signal: AbortSignal | undefined
-  onAbort: (() => void) | undefined
-}
-
 /** What the resource needs of the client that owns it. */
 export interface ResourceOwner {
   /** A throttled resource asks for a demand report ahead of the period. */
@@ -94,8 +85,11 @@ export class Resource extends EventEmitter {
   readonly #owner: ResourceOwner
   readonly #bucket: TokenBucket
   readonly #meter: DemandMeter
-  readonly #waiters = new Fifo<Waiter>()
-  readonly #maxWaiters: number
+  readonly #waiters: WaitQueue<Permit>
+  readonly #admit = (cost: number): boolean =>
+    this.kind === 'rate' ? this.#bucket.tryTake(cost) : this.#takeSlots(cost)
+  readonly #permit = (cost: number): Permit =>
+    this.kind === 'rate' ? ratePermit : new SlotPermit(this, cost)
   #inFlight = 0
   #slotLimit = 0
   #wakeTimer: Timer | undefined = undefined
@@ -115,7 +109,7 @@ export class Resource extends EventEmitter {
     this.priority = options.priority
     this.failureMode = options.failureMode ?? 'safe'
     this.#wants = options.wants
-    this.#maxWaiters = options.maxWaiters ?? 10_000
+    this.#waiters = new WaitQueue<Permit>(clock, options.maxWaiters ?? 10_000, () => this.#serve())
     this.#lastSafeCapacity = options.safeCapacity ?? 0
     this.#meter = new DemandMeter(clock.now())
     this.#bucket = new TokenBucket(clock, 0, 0, 0)
@@ -186,41 +180,12 @@ export class Resource extends EventEmitter {
         return Promise.resolve(this.kind === 'rate' ? ratePermit : new SlotPermit(this, cost))
       }
     }
-    if (options.signal?.aborted === true)
-      return Promise.reject(new SluiceError('SLUICE_ERR_CLIENT_ABORTED', this.id))
-    if (this.#waiters.length >= this.#maxWaiters) {
-      return Promise.reject(
-        new SluiceError(
-          'SLUICE_ERR_CLIENT_QUEUE_FULL',
-          `${this.id}: ${this.#maxWaiters} callers already wait`,
-        ),
-      )
-    }
     if (this.kind === 'concurrency')
       this.#meter.observe(this.#inFlight + cost + this.#waiters.length)
-    return new Promise<Permit>((resolve, reject) => {
-      const waiter: Waiter = {
-        cost,
-        resolve,
-        reject,
-        timer: undefined,
-        signal: options.signal,
-        onAbort: undefined,
-      }
-      if (options.maxWaitMs !== undefined) {
-        waiter.timer = this.#clock.setTimeout(
-          () => this.#drop(waiter, 'SLUICE_ERR_CLIENT_TIMEOUT', `waited ${options.maxWaitMs} ms`),
-          options.maxWaitMs,
-        )
-      }
-      if (options.signal !== undefined) {
-        waiter.onAbort = () => this.#drop(waiter, 'SLUICE_ERR_CLIENT_ABORTED', this.id)
-        options.signal.addEventListener('abort', waiter.onAbort, { once: true })
-      }
-      this.#waiters.push(waiter)
-      this.#owner.requestEarlyReport()
-      this.#serve()
-    })
+    const waiting = this.#waiters.enqueue(cost, options, this.id)
+    this.#owner.requestEarlyReport()
+    this.#serve()
+    return waiting
   }
 
   /** Milliseconds until `cost` would be admitted: 0 now, Infinity while nothing refills (or slots are all taken). */
@@ -261,7 +226,7 @@ export class Resource extends EventEmitter {
     const measured = this.#meter.take(
       this.#clock.now(),
       this.kind,
-      this.#inFlight + this.#waitingCost(),
+      this.#inFlight + this.#waiters.totalCost(),
     )
     this.#lastReported = this.#wants ?? measured
     if (this.mode === 'optimistic') this.#applyCapacity()
@@ -282,7 +247,8 @@ export class Resource extends EventEmitter {
     this.lease = grant
     this.#lastSafeCapacity = grant.safeCapacity
     this.#expiryTimer?.cancel()
-    this.#expiryTimer = this.#clock.setTimeout(() => this.#lapse(), grant.ttlMs)
+    // A lease running out is no reason to keep the process alive.
+    this.#expiryTimer = this.#clock.setTimeout(() => this.#lapse(), grant.ttlMs).unref()
     this.#setMode('leased')
     this.#applyCapacity()
     this.emit('lease', grant)
@@ -304,10 +270,7 @@ export class Resource extends EventEmitter {
     this.#closed = true
     this.#expiryTimer?.cancel()
     this.#wakeTimer?.cancel()
-    for (let w = this.#waiters.shift(); w !== undefined; w = this.#waiters.shift()) {
-      this.#cleanup(w)
-      w.reject(new SluiceError('SLUICE_ERR_CLIENT_CLOSED', this.id))
-    }
+    this.#waiters.rejectAll('SLUICE_ERR_CLIENT_CLOSED', this.id)
   }
 
   // ---- internals ----
@@ -343,46 +306,17 @@ export class Resource extends EventEmitter {
     return true
   }
 
-  #waitingCost(): number {
-    let sum = 0
-    for (const w of this.#waiters) sum += w.cost
-    return sum
-  }
-
   /** Admits waiters in order while capacity allows; arms one wake timer for the head otherwise. */
   #serve(): void {
-    for (let head = this.#waiters.peek(); head !== undefined; head = this.#waiters.peek()) {
-      const admitted =
-        this.kind === 'rate' ? this.#bucket.tryTake(head.cost) : this.#takeSlots(head.cost)
-      if (!admitted) break
-      this.#waiters.shift()
-      this.#cleanup(head)
-      head.resolve(this.kind === 'rate' ? ratePermit : new SlotPermit(this, head.cost))
-    }
+    this.#waiters.serve(this.#admit, this.#permit)
     this.#wakeTimer?.cancel()
     this.#wakeTimer = undefined
-    const head = this.#waiters.peek()
-    if (head !== undefined && this.kind === 'rate') {
-      const waitMs = this.#bucket.msUntil(head.cost)
+    const cost = this.#waiters.headCost()
+    if (cost !== undefined && this.kind === 'rate') {
+      const waitMs = this.#bucket.msUntil(cost)
       // At rate 0 nothing refills: a new lease or mode change calls #serve again.
       if (Number.isFinite(waitMs))
         this.#wakeTimer = this.#clock.setTimeout(() => this.#serve(), Math.ceil(waitMs))
     }
-  }
-
-  #drop(
-    waiter: Waiter,
-    code: 'SLUICE_ERR_CLIENT_TIMEOUT' | 'SLUICE_ERR_CLIENT_ABORTED',
-    detail: string,
-  ): void {
-    if (!this.#waiters.remove(waiter)) return
-    this.#cleanup(waiter)
-    waiter.reject(new SluiceError(code, detail))
-    this.#serve()
-  }
-
-  #cleanup(waiter: Waiter): void {
-    waiter.timer?.cancel()
-    if (waiter.onAbort !== undefined) waiter.signal?.removeEventListener('abort', waiter.onAbort)
   }
 }

@@ -1,5 +1,5 @@
 import { SluiceError, describeValue, type Clock, type Timer } from '../../shared/index.js'
-import { Fifo } from '../fifo.js'
+import { WaitQueue } from '../wait-queue.js'
 
 export interface LimiterAcquireOptions {
   readonly signal?: AbortSignal | undefined
@@ -17,15 +17,6 @@ export interface Limiter {
   msUntil(cost?: number): number
   /** Whole tokens that could be taken now, where the limiter can tell cheaply. */
   remaining?(): number
-}
-
-interface Waiter {
-  readonly cost: number
-  readonly resolve: () => void
-  readonly reject: (e: SluiceError) => void
-  timer: Timer | undefined
-  signal: AbortSignal | undefined
-  onAbort: (() => void) | undefined
 }
 
 /** Checks a numeric option once, naming it, the rule and the value. */
@@ -56,14 +47,15 @@ export function positiveOption(
  */
 export abstract class BaseLimiter implements Limiter {
   protected readonly clock: Clock
-  readonly #waiters = new Fifo<Waiter>()
-  readonly #maxWaiters: number
+  readonly #waiters: WaitQueue<void>
   #timer: Timer | undefined
+  readonly #take = (cost: number): boolean => this.take(cost)
+  readonly #nothing = (): void => undefined
 
   /** `maxWaiters`: most callers waiting in `acquire` at once (SLUICE_ERR_CLIENT_QUEUE_FULL beyond). */
   constructor(clock: Clock, maxWaiters = 10_000) {
     this.clock = clock
-    this.#maxWaiters = maxWaiters
+    this.#waiters = new WaitQueue<void>(clock, maxWaiters, () => this.serve())
   }
 
   /** Callers waiting in `acquire`. */
@@ -89,66 +81,20 @@ export abstract class BaseLimiter implements Limiter {
         ),
       )
     }
-    if (options.signal?.aborted === true)
-      return Promise.reject(new SluiceError('SLUICE_ERR_CLIENT_ABORTED', 'acquire'))
-    if (this.#waiters.length >= this.#maxWaiters) {
-      return Promise.reject(
-        new SluiceError('SLUICE_ERR_CLIENT_QUEUE_FULL', `${this.#maxWaiters} callers already wait`),
-      )
-    }
-    return new Promise<void>((resolve, reject) => {
-      const waiter: Waiter = {
-        cost,
-        resolve,
-        reject,
-        timer: undefined,
-        signal: options.signal,
-        onAbort: undefined,
-      }
-      if (options.maxWaitMs !== undefined) {
-        waiter.timer = this.clock.setTimeout(
-          () => this.#drop(waiter, 'SLUICE_ERR_CLIENT_TIMEOUT'),
-          options.maxWaitMs,
-        )
-      }
-      if (options.signal !== undefined) {
-        waiter.onAbort = () => this.#drop(waiter, 'SLUICE_ERR_CLIENT_ABORTED')
-        options.signal.addEventListener('abort', waiter.onAbort, { once: true })
-      }
-      this.#waiters.push(waiter)
-      this.serve()
-    })
+    const waiting = this.#waiters.enqueue(cost, options, 'acquire')
+    this.serve()
+    return waiting
   }
 
   /** Admits waiters in order while allowed; arms one timer for the head otherwise. */
   protected serve(): void {
-    for (
-      let head = this.#waiters.peek();
-      head !== undefined && this.take(head.cost);
-      head = this.#waiters.peek()
-    ) {
-      this.#waiters.shift()
-      this.#cleanup(head)
-      head.resolve()
-    }
+    this.#waiters.serve(this.#take, this.#nothing)
     this.#timer?.cancel()
     this.#timer = undefined
-    const head = this.#waiters.peek()
-    if (head === undefined) return
-    const waitMs = this.msUntil(head.cost)
+    const cost = this.#waiters.headCost()
+    if (cost === undefined) return
+    const waitMs = this.msUntil(cost)
     if (Number.isFinite(waitMs))
       this.#timer = this.clock.setTimeout(() => this.serve(), Math.max(1, Math.ceil(waitMs)))
-  }
-
-  #drop(waiter: Waiter, code: 'SLUICE_ERR_CLIENT_TIMEOUT' | 'SLUICE_ERR_CLIENT_ABORTED'): void {
-    if (!this.#waiters.remove(waiter)) return
-    this.#cleanup(waiter)
-    waiter.reject(new SluiceError(code, 'acquire'))
-    this.serve()
-  }
-
-  #cleanup(waiter: Waiter): void {
-    waiter.timer?.cancel()
-    if (waiter.onAbort !== undefined) waiter.signal?.removeEventListener('abort', waiter.onAbort)
   }
 }

@@ -1,19 +1,10 @@
-import { SluiceError, systemClock, type Clock, type Timer } from '../../shared/index.js'
-import { Fifo } from '../fifo.js'
+import { SluiceError, systemClock, type Clock } from '../../shared/index.js'
+import { WaitQueue } from '../wait-queue.js'
 import { positiveOption, type LimiterAcquireOptions } from './base.js'
 
 /** What `acquire` hands out: call `release()` once the work is done (idempotent). */
 export interface SlotRelease {
   release(): void
-}
-
-interface Waiter {
-  readonly cost: number
-  readonly resolve: (r: SlotRelease) => void
-  readonly reject: (e: SluiceError) => void
-  timer: Timer | undefined
-  signal: AbortSignal | undefined
-  onAbort: (() => void) | undefined
 }
 
 /**
@@ -25,9 +16,22 @@ interface Waiter {
 export class Semaphore {
   #limit: number
   #inUse = 0
-  readonly #waiters = new Fifo<Waiter>()
-  readonly #clock: Clock
-  readonly #maxWaiters: number
+  readonly #waiters: WaitQueue<SlotRelease>
+  readonly #admit = (cost: number): boolean => {
+    if (this.#inUse + cost > this.#limit) return false
+    this.#inUse += cost
+    return true
+  }
+  readonly #handle = (cost: number): SlotRelease => {
+    let released = false
+    return {
+      release: () => {
+        if (released) return
+        released = true
+        this.release(cost)
+      },
+    }
+  }
 
   constructor(options: {
     limit: number
@@ -35,8 +39,11 @@ export class Semaphore {
     clock?: Clock | undefined
   }) {
     this.#limit = Math.floor(positiveOption('Semaphore', 'limit', options.limit, true))
-    this.#maxWaiters = options.maxWaiters ?? 10_000
-    this.#clock = options.clock ?? systemClock
+    this.#waiters = new WaitQueue<SlotRelease>(
+      options.clock ?? systemClock,
+      options.maxWaiters ?? 10_000,
+      () => this.#serve(),
+    )
   }
 
   get limit(): number {
@@ -56,9 +63,7 @@ export class Semaphore {
   }
 
   tryAcquire(cost = 1): boolean {
-    if (this.#waiters.length > 0 || this.#inUse + cost > this.#limit) return false
-    this.#inUse += cost
-    return true
+    return this.#waiters.length === 0 && this.#admit(cost)
   }
 
   release(cost = 1): void {
@@ -72,70 +77,11 @@ export class Semaphore {
 
   acquire(cost = 1, options: LimiterAcquireOptions = {}): Promise<SlotRelease> {
     if (this.tryAcquire(cost)) return Promise.resolve(this.#handle(cost))
-    if (options.signal?.aborted === true)
-      return Promise.reject(new SluiceError('SLUICE_ERR_CLIENT_ABORTED', 'acquire'))
-    if (this.#waiters.length >= this.#maxWaiters) {
-      return Promise.reject(
-        new SluiceError('SLUICE_ERR_CLIENT_QUEUE_FULL', `${this.#maxWaiters} callers already wait`),
-      )
-    }
-    return new Promise<SlotRelease>((resolve, reject) => {
-      const waiter: Waiter = {
-        cost,
-        resolve,
-        reject,
-        timer: undefined,
-        signal: options.signal,
-        onAbort: undefined,
-      }
-      if (options.maxWaitMs !== undefined) {
-        waiter.timer = this.#clock.setTimeout(
-          () => this.#drop(waiter, 'SLUICE_ERR_CLIENT_TIMEOUT'),
-          options.maxWaitMs,
-        )
-      }
-      if (options.signal !== undefined) {
-        waiter.onAbort = () => this.#drop(waiter, 'SLUICE_ERR_CLIENT_ABORTED')
-        options.signal.addEventListener('abort', waiter.onAbort, { once: true })
-      }
-      this.#waiters.push(waiter)
-    })
-  }
-
-  #handle(cost: number): SlotRelease {
-    let released = false
-    return {
-      release: () => {
-        if (released) return
-        released = true
-        this.release(cost)
-      },
-    }
+    return this.#waiters.enqueue(cost, options, 'acquire')
   }
 
   #serve(): void {
-    for (
-      let head = this.#waiters.peek();
-      head !== undefined && this.#inUse + head.cost <= this.#limit;
-      head = this.#waiters.peek()
-    ) {
-      this.#waiters.shift()
-      this.#inUse += head.cost
-      this.#cleanup(head)
-      head.resolve(this.#handle(head.cost))
-    }
-  }
-
-  #drop(waiter: Waiter, code: 'SLUICE_ERR_CLIENT_TIMEOUT' | 'SLUICE_ERR_CLIENT_ABORTED'): void {
-    if (!this.#waiters.remove(waiter)) return
-    this.#cleanup(waiter)
-    waiter.reject(new SluiceError(code, 'acquire'))
-    this.#serve()
-  }
-
-  #cleanup(waiter: Waiter): void {
-    waiter.timer?.cancel()
-    if (waiter.onAbort !== undefined) waiter.signal?.removeEventListener('abort', waiter.onAbort)
+    this.#waiters.serve(this.#admit, this.#handle)
   }
 }
 
