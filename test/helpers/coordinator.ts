@@ -1,7 +1,9 @@
 import { pino } from 'pino'
+import { afterEach } from 'vitest'
 import { createCoordinator, type RunningCoordinator } from '../../server/index.js'
 import type { ConfigInput } from '../../server/config/index.js'
 import { ManualClock } from '../../shared/index.js'
+import type { TestClient } from './ws-client.js'
 
 export const silentLogger = pino({ level: 'silent' })
 
@@ -42,4 +44,18 @@ export function simpleConfig(
       },
     ],
   }
+}
+
+/** Coordinators and test clients a test file starts; all closed after each test. */
+export function closedAfterEach(): {
+  running: Array<{ close(): Promise<void> }>
+  clients: TestClient[]
+} {
+  const running: Array<{ close(): Promise<void> }> = []
+  const clients: TestClient[] = []
+  afterEach(async () => {
+    for (const c of clients.splice(0)) c.ws.terminate()
+    for (const r of running.splice(0)) await r.close()
+  })
+  return { running, clients }
 }

@@ -1,14 +1,9 @@
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import type { ConfigInput } from '../../server/config/index.js'
-import { startCoordinator } from '../helpers/coordinator.js'
+import { closedAfterEach, startCoordinator } from '../helpers/coordinator.js'
 import { TestClient } from '../helpers/ws-client.js'
 
-const running: Array<{ close(): Promise<void> }> = []
-const clients: TestClient[] = []
-afterEach(async () => {
-  for (const c of clients.splice(0)) c.ws.terminate()
-  for (const r of running.splice(0)) await r.close()
-})
+const { running, clients } = closedAfterEach()
 
 const config: ConfigInput = {
   server: { limits: { roundDebounceMs: 0 } },

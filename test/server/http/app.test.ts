@@ -2,16 +2,11 @@ import { once } from 'node:events'
 import { mkdtemp, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
-import { simpleConfig, startCoordinator } from '../../helpers/coordinator.js'
+import { describe, expect, it } from 'vitest'
+import { closedAfterEach, simpleConfig, startCoordinator } from '../../helpers/coordinator.js'
 import { TestClient } from '../../helpers/ws-client.js'
 
-const running: Array<{ close(): Promise<void> }> = []
-const clients: TestClient[] = []
-afterEach(async () => {
-  for (const c of clients.splice(0)) c.ws.terminate()
-  for (const r of running.splice(0)) await r.close()
-})
+const { running, clients } = closedAfterEach()
 
 const adminToken = 'admin-token-123'
 

@@ -1,15 +1,10 @@
 import fc from 'fast-check'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import type { LeaseMessage } from '../../../shared/index.js'
-import { simpleConfig, startCoordinator } from '../../helpers/coordinator.js'
+import { closedAfterEach, simpleConfig, startCoordinator } from '../../helpers/coordinator.js'
 import { TestClient } from '../../helpers/ws-client.js'
 
-const running: Array<{ close(): Promise<void> }> = []
-const clients: TestClient[] = []
-afterEach(async () => {
-  for (const c of clients.splice(0)) c.ws.terminate()
-  for (const r of running.splice(0)) await r.close()
-})
+const { running, clients } = closedAfterEach()
 
 async function start(config = simpleConfig()) {
   const started = await startCoordinator(config)
