@@ -8,7 +8,7 @@ import {
   type LeaseMessage,
   type Timer,
 } from '../shared/index.js'
-import { backoffDelayMs } from './backoff.js'
+import { backoffDelayMs } from '../shared/backoff.js'
 import { resolveClientOptions, type ClientOptions, type ResolvedClientOptions } from './options.js'
 import { Resource, type ResourceOptions, type ResourceOwner } from './resource.js'
 

@@ -11,6 +11,7 @@ import {
   type ConfigInput,
 } from './config/index.js'
 import { Coordinator } from './coordinator/index.js'
+import { EtcdElection, type LeaderElection } from './ha/index.js'
 import { buildHttpApp } from './http/app.js'
 import { Gateway } from './transport/index.js'
 
@@ -27,6 +28,15 @@ export interface CoordinatorOptions {
   logger?: Logger | undefined
   /** Watch the config file and reload on change; default true when `config` is a path. */
   watchConfig?: boolean | undefined
+  /** Overrides `server.ha.etcd`: replicas elect a leader through these etcd endpoints. */
+  etcd?: readonly string[] | undefined
+  /** Overrides `server.ha.advertise`. */
+  advertise?: string | undefined
+  /**
+   * Any other election (embedding, tests), made once the port is known. Without it and without
+   * `server.ha`, this coordinator leads alone.
+   */
+  election?: ((advertiseUrl: string) => LeaderElection) | undefined
 }
 
 export interface RunningCoordinator {
@@ -39,11 +49,14 @@ export interface RunningCoordinator {
   readonly coordinator: Coordinator
   /**
    * 'config-applied' (summary), 'config-rejected' (error), and
-   * 'config-file-changed' when the watcher sees the file change (it reloads 200 ms later, on the clock).
+   * 'config-file-changed' when the watcher sees the file change (it reloads 200 ms later, on the clock),
+   * 'role' ('leader' | 'follower', detail) when an election changes this replica's role.
    */
   readonly events: EventEmitter
   /** The fastify instance serving the HTTP API (`inject` for tests, hooks for embedding). */
   readonly http: FastifyInstance
+  /** The URL advertised to the election (clients are redirected there while this replica leads). */
+  readonly advertiseUrl: string
   /** Reloads from the config file, or applies `config` when given. An invalid config is refused; the old one stays. */
   reload(config?: unknown): Promise<{ resources: number; tenants: number }>
   close(): Promise<void>
@@ -55,7 +68,13 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
   const logger = options.logger ?? pino({ level: 'info' })
   const configPath = typeof options.config === 'string' ? options.config : undefined
   const config = await resolveConfig(options.config)
-  const coordinator = new Coordinator(config, clock, logger)
+  const ha =
+    options.etcd !== undefined
+      ? { name: 'sluice', ttlSec: 5, ...config.server.ha, etcd: [...options.etcd] }
+      : config.server.ha
+  const advertise = options.advertise ?? ha?.advertise
+  const elected = ha !== undefined || options.election !== undefined
+  const coordinator = new Coordinator(config, clock, logger, elected ? 'follower' : 'leader')
   let ready = false
   const events = new EventEmitter()
 
@@ -98,6 +117,40 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
   const address = app.server.address()
   const port = typeof address === 'object' && address !== null ? address.port : 0
   const urlHost = host.includes(':') ? `[${host}]` : host
+  const advertiseUrl = advertise ?? `ws://${urlHost}:${port}${connectPath}`
+  if (elected && advertise === undefined && (host === '0.0.0.0' || host === '::')) {
+    await app.close()
+    throw new SluiceError(
+      'SLUICE_ERR_CONFIG_INVALID',
+      `server.ha.advertise: needed when listening on ${host}; followers redirect clients there`,
+    )
+  }
+  let election: LeaderElection | undefined
+  if (options.election !== undefined) election = options.election(advertiseUrl)
+  else if (ha !== undefined)
+    election = new EtcdElection({
+      endpoints: ha.etcd,
+      name: ha.name,
+      ttlSec: ha.ttlSec,
+      advertiseUrl,
+      clock,
+      logger,
+    })
+  if (election !== undefined) {
+    election.on('elected', () => {
+      coordinator.becomeLeader()
+      events.emit('role', 'leader', advertiseUrl)
+    })
+    election.on('deposed', (reason: string) => {
+      coordinator.stepDown(undefined, reason)
+      events.emit('role', 'follower', reason)
+    })
+    election.on('leader', (url: string | undefined) =>
+      // Our own URL while we do not lead is a key of an earlier life of ours: nobody known yet.
+      coordinator.setLeaderUrl(url === advertiseUrl ? undefined : url),
+    )
+    election.start()
+  }
   ready = true
   logger.info(
     { url: `http://${urlHost}:${port}`, resources: config.resources.length },
@@ -128,11 +181,14 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
     coordinator,
     events,
     http: app,
+    advertiseUrl,
     reload,
     async close() {
       ready = false
       watcher?.close()
       debounce?.cancel()
+      // Resign first, so a successor takes over without waiting out the etcd lease.
+      await election?.close()
       coordinator.close()
       gateway.close()
       await app.close()

@@ -102,6 +102,16 @@ export const errorCatalogue = Object.freeze({
     retryable: true,
     closeCode: 4501,
   },
+  SLUICE_ERR_NOT_LEADER: {
+    message: 'this replica is not the leader; the redirect names the leader',
+    retryable: true,
+    closeCode: 4421,
+  },
+  SLUICE_ERR_NO_LEADER: {
+    message: 'no leader is known yet; retry after a backoff',
+    retryable: true,
+    closeCode: 4502,
+  },
   SLUICE_ERR_SERVER_INTERNAL: {
     message: 'coordinator failed unexpectedly; the cause is in its log',
     retryable: true,

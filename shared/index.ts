@@ -1,3 +1,4 @@
+export { backoffDelayMs } from './backoff.js'
 export type { Clock, Timer } from './clock.js'
 export { ManualClock, systemClock } from './clock.js'
 export type { ErrorCode, ErrorSpec } from './errors.js'

@@ -4,7 +4,9 @@ import { createCoordinator } from '../create.js'
 import { parseCommandArgs, portOption } from './args.js'
 import { exitCodes, type CommandIo } from './io.js'
 
-/** `sluice serve --config FILE [--host H] [--port P]`: runs until SIGINT or SIGTERM; SIGHUP reloads. */
+/**
+ * `sluice serve --config FILE [--host H] [--port P] [--etcd URL[,URL]] [--advertise WS_URL]`: runs until SIGINT or SIGTERM; SIGHUP reloads.
+ */
 export async function serveCommand(args: readonly string[], io: CommandIo): Promise<number> {
   const { values } = parseCommandArgs(
     'serve',
@@ -13,6 +15,8 @@ export async function serveCommand(args: readonly string[], io: CommandIo): Prom
       config: { type: 'string', short: 'c' },
       host: { type: 'string' },
       port: { type: 'string', short: 'p' },
+      etcd: { type: 'string' },
+      advertise: { type: 'string' },
     },
     { min: 0, max: 0 },
   )
@@ -27,6 +31,8 @@ export async function serveCommand(args: readonly string[], io: CommandIo): Prom
     config: values.config,
     host: values.host,
     port: portOption(values.port),
+    etcd: values.etcd?.split(',').filter((u) => u !== ''),
+    advertise: values.advertise,
     logger,
   })
   io.stdout.write(
@@ -35,6 +41,11 @@ export async function serveCommand(args: readonly string[], io: CommandIo): Prom
   server.events.on('config-applied', (summary: { resources: number; tenants: number }) =>
     io.stdout.write(
       `config reloaded: ${summary.resources} resource template(s), ${summary.tenants} tenant(s)\n`,
+    ),
+  )
+  server.events.on('role', (role: string, detail: string) =>
+    io.stdout.write(
+      role === 'leader' ? `elected leader as ${detail}\n` : `following (stepped down: ${detail})\n`,
     ),
   )
   server.events.on('config-rejected', (error: Error) =>

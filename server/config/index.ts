@@ -3,4 +3,12 @@ export { loadConfigFile, parseConfig, parseConfigText, resolveConfig } from './l
 export { CompiledConfig } from './resolve.js'
 export type { ResourceSettings } from './resolve.js'
 export { configSchema } from './schema.js'
-export type { Config, ConfigInput, Limits, ResourceTemplate, TenantConfig } from './schema.js'
+export type {
+  Config,
+  ConfigInput,
+  HaConfig,
+  Limits,
+  ParentConfig,
+  ResourceTemplate,
+  TenantConfig,
+} from './schema.js'

@@ -30,12 +30,41 @@ export const limitsSchema = z.strictObject({
   roundDebounceMs: ms(0, 60_000).default(20),
 })
 
+const wsUrl = z.string().regex(/^wss?:\/\/[^\s/]+/, 'must be a ws:// or wss:// URL')
+
+/** High availability: replicas elect a leader through etcd. Read at start; a reload does not change it. */
+export const haSchema = z.strictObject({
+  /** etcd client URLs. */
+  etcd: z.array(z.string().regex(/^https?:\/\/\S+$/, 'must be an http:// URL')).min(1),
+  /** URL clients reach this replica at; default ws://host:port/v1/connect. */
+  advertise: wsUrl.optional(),
+  /** Election name: replicas with the same name are one coordinator. */
+  name: z
+    .string()
+    .regex(/^[A-Za-z0-9._-]{1,64}$/)
+    .default('sluice'),
+  /** etcd lease TTL, s: how long a crashed leader blocks a successor. */
+  ttlSec: z.number().int().min(2).max(300).default(5),
+})
+
+/** Trees: this coordinator leases its capacity from a parent coordinator. Read at start. */
+export const parentSchema = z.strictObject({
+  /** The parent's WebSocket URL(s), tried in turn. */
+  url: z.union([wsUrl, z.array(wsUrl).min(1)]),
+  /** Tenant token at the parent, if it has tenants. */
+  token: z.string().min(8).optional(),
+  /** Client id at the parent; default coordinator:<hostname>:<port>. Must be unique per downstream. */
+  clientId: z.string().min(1).max(256).optional(),
+})
+
 export const serverSchema = z.strictObject({
   host: z.string().min(1).default('127.0.0.1'),
   port: z.number().int().min(0).max(65_535).default(7070),
   /** Bearer token for /v1/admin routes; without it the admin routes answer 403. */
   adminToken: z.string().min(8).optional(),
   limits: limitsSchema.prefault({}),
+  ha: haSchema.optional(),
+  parent: parentSchema.optional(),
 })
 
 export const tenantSchema = z.strictObject({
@@ -108,3 +137,5 @@ export type Config = z.output<typeof configSchema>
 export type ResourceTemplate = z.output<typeof resourceTemplateSchema>
 export type TenantConfig = z.output<typeof tenantSchema>
 export type Limits = z.output<typeof limitsSchema>
+export type HaConfig = z.output<typeof haSchema>
+export type ParentConfig = z.output<typeof parentSchema>

@@ -15,6 +15,9 @@ import { Pool, type DemandReport, type LeaseBatch } from '../pool/index.js'
 import { CoordinatorMetrics } from './metrics.js'
 import type { SessionPort } from './session.js'
 
+/** `leader` grants leases; a `follower` redirects clients to the leader (high availability). */
+export type Role = 'leader' | 'follower'
+
 interface Schedule {
   refreshMs: number
   interval: Timer
@@ -28,7 +31,7 @@ interface Schedule {
  * reports, and routes lease batches to sessions. All time through `clock`.
  */
 export class Coordinator {
-  readonly pool: Pool
+  #pool: Pool
   readonly metrics: CoordinatorMetrics
   readonly #clock: Clock
   readonly #log: Logger
@@ -36,16 +39,80 @@ export class Coordinator {
   readonly #sessions = new Map<string, SessionPort>()
   readonly #schedules = new Map<string, Schedule>()
   readonly #settingsCache = new Map<string, ResourceSettings | undefined>()
-  readonly #startedMs: number
+  #startedMs: number
+  #role: Role
+  #leaderUrl: string | undefined
   #closed = false
 
-  constructor(config: Config, clock: Clock, logger: Logger) {
+  /** `role` follower: a replica that waits for an election before it grants anything. */
+  constructor(config: Config, clock: Clock, logger: Logger, role: Role = 'leader') {
     this.#clock = clock
     this.#log = logger
     this.#config = new CompiledConfig(config)
     this.#startedMs = clock.now()
-    this.pool = new Pool(this.#startedMs)
+    this.#pool = new Pool(this.#startedMs)
+    this.#role = role
     this.metrics = new CoordinatorMetrics((set) => this.#collect(set))
+    this.metrics.isLeader.set(role === 'leader' ? 1 : 0)
+  }
+
+  /** The lease pool; a new, empty one each time this replica becomes leader. */
+  get pool(): Pool {
+    return this.#pool
+  }
+
+  get role(): Role {
+    return this.#role
+  }
+
+  /** The leader's advertised WebSocket URL, as a follower last heard it. */
+  get leaderUrl(): string | undefined {
+    return this.#leaderUrl
+  }
+
+  // ---- roles (high availability) ----
+
+  /**
+   * Won an election: start afresh, in learning mode, so the holdings clients
+   * report (leases of the previous leader) count before anything new is granted.
+   */
+  becomeLeader(): void {
+    if (this.#closed || this.#role === 'leader') return
+    this.#startedMs = this.#clock.now()
+    this.#pool = new Pool(this.#startedMs)
+    this.#role = 'leader'
+    this.#leaderUrl = undefined
+    this.metrics.isLeader.set(1)
+    this.metrics.leaderChanges.inc({ to: 'leader' })
+    this.#log.info('elected leader; learning what clients hold')
+  }
+
+  /**
+   * Lost (or may have lost) leadership: stop granting at once, forget every
+   * lease, and send each client to the leader, or away to retry when none is known.
+   */
+  stepDown(leaderUrl: string | undefined, reason: string): void {
+    if (this.#closed) return
+    const wasLeader = this.#role === 'leader'
+    this.#role = 'follower'
+    this.#leaderUrl = leaderUrl
+    for (const id of [...this.#schedules.keys()]) this.#dropSchedule(id)
+    this.#pool = new Pool(this.#clock.now())
+    this.#settingsCache.clear()
+    const sessions = [...this.#sessions.values()]
+    this.#sessions.clear()
+    this.metrics.connections.set(0)
+    for (const session of sessions) this.#sendAway(session)
+    this.metrics.isLeader.set(0)
+    if (wasLeader) {
+      this.metrics.leaderChanges.inc({ to: 'follower' })
+      this.#log.warn({ reason, leaderUrl, clients: sessions.length }, 'stepped down as leader')
+    }
+  }
+
+  /** A follower learned who leads (undefined: nobody known). */
+  setLeaderUrl(url: string | undefined): void {
+    if (this.#role === 'follower') this.#leaderUrl = url
   }
 
   get config(): Config {
@@ -76,6 +143,7 @@ export class Coordinator {
   // ---- client messages ----
 
   hello(session: SessionPort, msg: HelloMessage): void {
+    if (this.#role !== 'leader') return this.#sendAway(session)
     if (msg.v !== protocolVersion) {
       return this.#fail(
         session,
@@ -283,6 +351,16 @@ export class Coordinator {
       })
     }
     return false
+  }
+
+  /** A follower's answer to a client: the leader's URL, or come back later. */
+  #sendAway(session: SessionPort): void {
+    if (this.#leaderUrl !== undefined) {
+      session.send({ type: 'redirect', url: this.#leaderUrl })
+      this.#fail(session, 'SLUICE_ERR_NOT_LEADER', `the leader is ${this.#leaderUrl}`)
+    } else {
+      this.#fail(session, 'SLUICE_ERR_NO_LEADER', 'election in progress')
+    }
   }
 
   #fail(session: SessionPort, code: ErrorCode, detail: string): void {

@@ -10,6 +10,8 @@ export class CoordinatorMetrics {
   readonly errors: Counter<'code'>
   readonly connections: Gauge
   readonly reloads: Counter<'outcome'>
+  readonly isLeader: Gauge
+  readonly leaderChanges: Counter<'to'>
 
   constructor(collectResources: (set: ResourceGaugeSetter) => void) {
     const registers = [this.registry]
@@ -84,6 +86,17 @@ export class CoordinatorMetrics {
       name: 'sluice_config_reloads_total',
       help: 'Config reloads by outcome',
       labelNames: ['outcome'],
+      registers,
+    })
+    this.isLeader = new Gauge({
+      name: 'sluice_leader',
+      help: '1 while this replica leads (always 1 without high availability)',
+      registers,
+    })
+    this.leaderChanges = new Counter({
+      name: 'sluice_role_changes_total',
+      help: 'Role changes of this replica, by the role taken (leader, follower)',
+      labelNames: ['to'],
       registers,
     })
   }

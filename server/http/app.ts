@@ -47,12 +47,20 @@ export function buildHttpApp(options: HttpOptions): FastifyInstance {
 
   app.get('/healthz', async () => ({ status: 'ok' }))
 
+  // Ready means "grants leases here": a follower answers 503 with the leader it knows, so a
+  // load balancer that follows readiness sends clients straight to the leader.
   app.get('/readyz', async (_req, reply) => {
-    const ready = options.ready()
+    const role = coordinator.role
+    const ready = options.ready() && role === 'leader'
     const learning = resourceSummaries(coordinator, clock.now())
       .filter((r) => r.learning)
       .map((r) => r.id)
-    return reply.code(ready ? 200 : 503).send({ ready, role: 'leader', learning })
+    return reply.code(ready ? 200 : 503).send({
+      ready,
+      role,
+      ...(role === 'follower' ? { leader: coordinator.leaderUrl ?? null } : {}),
+      learning,
+    })
   })
 
   app.get('/metrics', async (_req, reply) => {

@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { backoffDelayMs } from '../../client/backoff.js'
+import { backoffDelayMs } from '../../shared/backoff.js'
 
 describe('reconnect backoff', () => {
   it('doubles its ceiling per attempt up to the cap', () => {
