@@ -24,6 +24,12 @@ export interface ResourceOptions {
   readonly safeCapacity?: number | undefined
   /** Most callers waiting in `acquire` at once; default 10 000. */
   readonly maxWaiters?: number | undefined
+  /**
+   * For a holder that passes the capacity on (a downstream coordinator): how much of it is
+   * committed onwards. A decrease is acknowledged only once this fits the new capacity;
+   * call `client.drained()` when it may.
+   */
+  readonly committed?: (() => number) | undefined
 }
 
 export interface AcquireOptions {
@@ -77,7 +83,7 @@ export class Resource extends EventEmitter {
   /** The lease in force, as received; undefined before the first or after it lapses. */
   lease: LeaseGrant | undefined = undefined
   mode: ResourceMode
-  readonly weight: number | undefined
+  weight: number | undefined
   readonly priority: number | undefined
   readonly failureMode: FailureMode
   #wants: number | undefined
@@ -85,6 +91,7 @@ export class Resource extends EventEmitter {
   readonly #owner: ResourceOwner
   readonly #bucket: TokenBucket
   readonly #meter: DemandMeter
+  readonly #committed: (() => number) | undefined
   readonly #waiters: WaitQueue<Permit>
   readonly #admit = (cost: number): boolean =>
     this.kind === 'rate' ? this.#bucket.tryTake(cost) : this.#takeSlots(cost)
@@ -109,6 +116,7 @@ export class Resource extends EventEmitter {
     this.priority = options.priority
     this.failureMode = options.failureMode ?? 'safe'
     this.#wants = options.wants
+    this.#committed = options.committed
     this.#waiters = new WaitQueue<Permit>(clock, options.maxWaiters ?? 10_000, () => this.#serve())
     this.#lastSafeCapacity = options.safeCapacity ?? 0
     this.#meter = new DemandMeter(clock.now())
@@ -208,6 +216,11 @@ export class Resource extends EventEmitter {
     if (this.#inFlight <= this.#slotLimit) this.#owner.drained()
   }
 
+  /** Sets the weight reported from the next report on. */
+  setWeight(weight: number | undefined): void {
+    this.weight = weight
+  }
+
   /** Sets explicit demand; `undefined` returns to measured demand. */
   setWants(wants: number | undefined): void {
     this.#wants = wants
@@ -252,11 +265,13 @@ export class Resource extends EventEmitter {
     this.#setMode('leased')
     this.#applyCapacity()
     this.emit('lease', grant)
-    return this.kind === 'rate' || this.#inFlight <= this.#slotLimit
+    return this.drainedToLimit
   }
 
   /** Whether in-flight work is within the current limit (a decrease may be acknowledged). */
   get drainedToLimit(): boolean {
+    if (this.#committed !== undefined && this.#committed() > this.capacity * (1 + 1e-9) + 1e-9)
+      return false
     return this.kind === 'rate' || this.#inFlight <= this.#slotLimit
   }
 

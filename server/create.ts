@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events'
 import { watch, type FSWatcher } from 'node:fs'
+import { hostname } from 'node:os'
 import type { FastifyInstance } from 'fastify'
 import { pino, type Logger } from 'pino'
 import { SluiceError, connectPath, systemClock, type Clock, type Timer } from '../shared/index.js'
@@ -12,6 +13,8 @@ import {
 } from './config/index.js'
 import { Coordinator } from './coordinator/index.js'
 import { EtcdElection, type LeaderElection } from './ha/index.js'
+import type { SluiceClient } from '../client/index.js'
+import { Upstream } from './tree/index.js'
 import { buildHttpApp } from './http/app.js'
 import { Gateway } from './transport/index.js'
 
@@ -32,6 +35,8 @@ export interface CoordinatorOptions {
   etcd?: readonly string[] | undefined
   /** Overrides `server.ha.advertise`. */
   advertise?: string | undefined
+  /** Overrides `server.parent.url`: lease capacity from this parent coordinator. */
+  parent?: readonly string[] | undefined
   /**
    * Any other election (embedding, tests), made once the port is known. Without it and without
    * `server.ha`, this coordinator leads alone.
@@ -57,6 +62,8 @@ export interface RunningCoordinator {
   readonly http: FastifyInstance
   /** The URL advertised to the election (clients are redirected there while this replica leads). */
   readonly advertiseUrl: string
+  /** A downstream coordinator's client of its parent (`server.parent`). */
+  readonly parentClient: SluiceClient | undefined
   /** Reloads from the config file, or applies `config` when given. An invalid config is refused; the old one stays. */
   reload(config?: unknown): Promise<{ resources: number; tenants: number }>
   close(): Promise<void>
@@ -125,6 +132,27 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
       `server.ha.advertise: needed when listening on ${host}; followers redirect clients there`,
     )
   }
+  const parent =
+    options.parent !== undefined
+      ? { ...config.server.parent, url: [...options.parent] }
+      : config.server.parent
+  let upstream: Upstream | undefined
+  if (parent !== undefined) {
+    upstream = new Upstream(
+      {
+        urls: typeof parent.url === 'string' ? [parent.url] : parent.url,
+        token: parent.token,
+        clientId: parent.clientId ?? `coordinator:${hostname()}:${port}`,
+        clock,
+        logger,
+      },
+      {
+        changed: (id) => coordinator.upstreamChanged(id),
+        committed: (id) => coordinator.committed(id),
+      },
+    )
+    coordinator.attachUpstream(upstream)
+  }
   let election: LeaderElection | undefined
   if (options.election !== undefined) election = options.election(advertiseUrl)
   else if (ha !== undefined)
@@ -182,6 +210,7 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
     events,
     http: app,
     advertiseUrl,
+    parentClient: upstream?.client,
     reload,
     async close() {
       ready = false
@@ -189,6 +218,7 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
       debounce?.cancel()
       // Resign first, so a successor takes over without waiting out the etcd lease.
       await election?.close()
+      await upstream?.close()
       coordinator.close()
       gateway.close()
       await app.close()

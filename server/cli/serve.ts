@@ -5,7 +5,8 @@ import { parseCommandArgs, portOption } from './args.js'
 import { exitCodes, type CommandIo } from './io.js'
 
 /**
- * `sluice serve --config FILE [--host H] [--port P] [--etcd URL[,URL]] [--advertise WS_URL]`: runs until SIGINT or SIGTERM; SIGHUP reloads.
+ * `sluice serve --config FILE [--host H] [--port P] [--etcd URL[,URL]] [--advertise WS_URL]
+ * [--parent WS_URL[,WS_URL]]`: runs until SIGINT or SIGTERM; SIGHUP reloads.
  */
 export async function serveCommand(args: readonly string[], io: CommandIo): Promise<number> {
   const { values } = parseCommandArgs(
@@ -17,6 +18,7 @@ export async function serveCommand(args: readonly string[], io: CommandIo): Prom
       port: { type: 'string', short: 'p' },
       etcd: { type: 'string' },
       advertise: { type: 'string' },
+      parent: { type: 'string' },
     },
     { min: 0, max: 0 },
   )
@@ -33,6 +35,7 @@ export async function serveCommand(args: readonly string[], io: CommandIo): Prom
     port: portOption(values.port),
     etcd: values.etcd?.split(',').filter((u) => u !== ''),
     advertise: values.advertise,
+    parent: values.parent?.split(',').filter((u) => u !== ''),
     logger,
   })
   io.stdout.write(

@@ -21,6 +21,13 @@ export interface ResourceSettings {
   readonly window: number
   /** Tenant name → { weight, cap } for this resource. */
   readonly tenants: Readonly<Record<string, { weight: number; cap?: number }>>
+  /** Downstream coordinators: what capacity follows when the parent's lease lapses. */
+  readonly failureMode: 'safe' | 'pessimistic' | 'optimistic'
+  /**
+   * Downstream coordinators: when the parent's lease in force ends. No lease granted
+   * here outlives it. Undefined: leases run their full leaseTtlMs.
+   */
+  readonly leaseDeadlineMs?: number | undefined
 }
 
 /**
@@ -92,6 +99,7 @@ export class CompiledConfig {
       estimator: t.demand.estimator,
       window: t.demand.window,
       tenants: Object.freeze(tenants),
+      failureMode: t.failureMode,
     })
   }
 }

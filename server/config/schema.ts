@@ -103,6 +103,8 @@ export const resourceTemplateSchema = z
     /** Per client, when the coordinator is unreachable; default capacity / clients. */
     safeCapacity: quantity.optional(),
     demand: demandSchema.prefault({}),
+    /** Downstream coordinators (server.parent): capacity when the parent's lease lapses. */
+    failureMode: z.enum(['safe', 'pessimistic', 'optimistic']).default('safe'),
   })
   .refine((t) => t.refreshMs < t.leaseTtlMs, {
     message: 'refreshMs must be below leaseTtlMs, or leases lapse between renewals',

@@ -12,6 +12,7 @@ import {
 } from '../../shared/index.js'
 import { CompiledConfig, type Config, type ResourceSettings } from '../config/index.js'
 import { Pool, type DemandReport, type LeaseBatch } from '../pool/index.js'
+import type { Upstream } from '../tree/index.js'
 import { CoordinatorMetrics } from './metrics.js'
 import type { SessionPort } from './session.js'
 
@@ -42,6 +43,7 @@ export class Coordinator {
   #startedMs: number
   #role: Role
   #leaderUrl: string | undefined
+  #upstream: Upstream | undefined
   #closed = false
 
   /** `role` follower: a replica that waits for an election before it grants anything. */
@@ -132,12 +134,45 @@ export class Coordinator {
   }
 
   settingsFor = (id: string): ResourceSettings | undefined => {
-    if (this.#settingsCache.has(id)) return this.#settingsCache.get(id)
-    const settings = this.#config.settingsFor(id)
-    // Bounded: ids come from accepted subscriptions; the cache is cleared on reload and capped here.
-    if (this.#settingsCache.size >= this.limits.maxResources * 2) this.#settingsCache.clear()
-    this.#settingsCache.set(id, settings)
-    return settings
+    let settings: ResourceSettings | undefined
+    if (this.#settingsCache.has(id)) settings = this.#settingsCache.get(id)
+    else {
+      settings = this.#config.settingsFor(id)
+      // Bounded: ids come from accepted subscriptions; the cache is cleared on reload and capped here.
+      if (this.#settingsCache.size >= this.limits.maxResources * 2) this.#settingsCache.clear()
+      this.#settingsCache.set(id, settings)
+    }
+    if (settings === undefined || this.#upstream === undefined) return settings
+    // Downstream: the capacity is whatever the parent leases us now (0 until it does).
+    const up = this.#upstream.capacity(id)
+    return Object.freeze({
+      ...settings,
+      kind: up?.kind ?? settings.kind,
+      capacity: up?.capacity ?? 0,
+      burst: up?.burst ?? 0,
+      leaseDeadlineMs: up?.deadlineMs,
+    })
+  }
+
+  // ---- trees ----
+
+  /** Makes this a downstream coordinator: capacity comes from `upstream`'s leases. */
+  attachUpstream(upstream: Upstream): void {
+    this.#upstream = upstream
+  }
+
+  /** The parent's lease for a resource changed: take the new capacity into the next round. */
+  upstreamChanged(resourceId: string): void {
+    if (this.pool.resource(resourceId) === undefined) return
+    this.pool.updateSettings(resourceId, this.settingsFor(resourceId)!)
+    this.#promptRound(resourceId)
+  }
+
+  /** Σ committed for a resource now (a downstream acknowledges a parent's decrease once this fits). */
+  committed(resourceId: string): number {
+    return this.pool.resource(resourceId) === undefined
+      ? 0
+      : this.pool.committedTotal(resourceId, this.#clock.now())
   }
 
   // ---- client messages ----
@@ -243,11 +278,13 @@ export class Coordinator {
   ack(session: SessionPort, msg: AckMessage): void {
     this.metrics.acks.inc()
     this.#dispatch(this.pool.acknowledge(session.clientId!, msg.seq, this.#clock.now()))
+    this.#upstream?.drained()
   }
 
   release(session: SessionPort, msg: ReleaseMessage): void {
     this.#dispatch(this.pool.release(session.clientId!, msg.resources, this.#clock.now()))
     for (const id of msg.resources) this.#promptRound(id)
+    this.#upstream?.drained()
   }
 
   /** The connection ended. Leases stay committed until they lapse. */
@@ -305,7 +342,12 @@ export class Coordinator {
     this.metrics.rounds.inc({ resource: resourceId })
     this.metrics.roundSeconds.observe((this.#clock.now() - startedMs) / 1000)
     this.#dispatch(batches)
-    if (this.pool.resource(resourceId) === undefined) this.#dropSchedule(resourceId)
+    if (this.pool.resource(resourceId) === undefined) return this.#dropSchedule(resourceId)
+    if (this.#upstream !== undefined) {
+      const { wants, weight } = this.pool.aggregate(resourceId)!
+      this.#upstream.report(resourceId, wants, weight)
+      this.#upstream.drained()
+    }
   }
 
   close(): void {
@@ -382,6 +424,7 @@ export class Coordinator {
     const r = this.pool.resource(resourceId)
     if (r === undefined) return
     const refreshMs = r.settings.refreshMs
+    this.#upstream?.link(resourceId, r.settings.kind, r.settings.failureMode)
     const interval = this.#clock.setInterval(() => this.runRound(resourceId), refreshMs).unref()
     this.#schedules.set(resourceId, { refreshMs, interval, prompt: undefined })
   }
@@ -391,16 +434,17 @@ export class Coordinator {
     const r = this.pool.resource(resourceId)
     if (schedule === undefined || r === undefined || schedule.refreshMs === r.settings.refreshMs)
       return
-    this.#dropSchedule(resourceId)
+    this.#dropSchedule(resourceId, false)
     this.#ensureSchedule(resourceId)
   }
 
-  #dropSchedule(resourceId: string): void {
+  #dropSchedule(resourceId: string, unlink = true): void {
     const schedule = this.#schedules.get(resourceId)
     if (schedule === undefined) return
     schedule.interval.cancel()
     schedule.prompt?.cancel()
     this.#schedules.delete(resourceId)
+    if (unlink) this.#upstream?.unlink(resourceId)
   }
 
   /** A round soon (debounced), so a burst of joins or reports costs one round. */

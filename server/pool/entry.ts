@@ -5,6 +5,8 @@ import { DemandHistory } from './demand.js'
 export interface LeaseRecord {
   readonly seq: number
   readonly capacity: number
+  /** As sent: leaseTtlMs, or less when a parent's lease ends sooner. */
+  readonly ttlMs: number
   readonly holdUntilMs: number
   readonly sentMs: number
 }
@@ -80,6 +82,11 @@ export class Entry {
     return this.leases.at(-1)?.sentMs ?? -Infinity
   }
 
+  /** Life of the newest lease sent. */
+  get lastTtlMs(): number {
+    return this.leases.at(-1)?.ttlMs ?? this.resource.settings.leaseTtlMs
+  }
+
   /** Drops lapsed leases and recomputes `committed`, keeping the resource's sum in step. */
   refresh(nowMs: number): void {
     if (this.leases.length > 0 && this.leases.some((l) => l.holdUntilMs <= nowMs)) {
@@ -88,14 +95,14 @@ export class Entry {
     this.#setCommitted()
   }
 
-  /** Records a lease as sent now. */
-  record(seq: number, capacity: number, nowMs: number): void {
-    const s = this.resource.settings
+  /** Records a lease of `ttlMs` as sent now. */
+  record(seq: number, capacity: number, ttlMs: number, nowMs: number): void {
     this.leases.push({
       seq,
       capacity,
+      ttlMs,
       sentMs: nowMs,
-      holdUntilMs: nowMs + s.leaseTtlMs + s.graceMs,
+      holdUntilMs: nowMs + ttlMs + this.resource.settings.graceMs,
     })
     this.#setCommitted()
   }

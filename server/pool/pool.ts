@@ -148,10 +148,7 @@ export class Pool {
       entry.refresh(nowMs)
       // Renew once a third of the lease's life has passed: the client keeps two thirds in hand
       // against lost messages, and a report a second costs a reply only every few seconds.
-      if (
-        entry.leases.length > 0 &&
-        nowMs - entry.lastSentMs >= entry.resource.settings.leaseTtlMs / 3
-      ) {
+      if (entry.leases.length > 0 && nowMs - entry.lastSentMs >= entry.lastTtlMs / 3) {
         this.#send(entry, entry.newest, nowMs)
       }
     }
@@ -204,6 +201,35 @@ export class Pool {
   }
 
   /** New settings for a resource (config reload). Leases follow at the next round. */
+  /**
+   * What a downstream coordinator reports to its parent for a resource: its
+   * clients' total demand, and the weight that makes the parent's water level
+   * equal to the one here. At level L a client of weight w and demand d gets
+   * min(d, w·L), so this coordinator's clients together get Σ min(d, w·L),
+   * which a single client of weight Σ min(d, w·L) / L gets too. With every
+   * client satisfied (no level), the plain sum of weights.
+   */
+  aggregate(resourceId: string): { wants: number; weight: number } | undefined {
+    const r = this.#resources.get(resourceId)
+    if (r === undefined) return undefined
+    let wants = 0
+    let weights = 0
+    let level = Infinity
+    for (const e of r.entries.values()) {
+      if (!e.client.connected) continue
+      const d = e.history.estimate()
+      wants += d
+      weights += e.weight
+      if (e.target < d - r.epsilon) level = Math.min(level, e.target / e.weight)
+    }
+    if (!(level > 0) || !Number.isFinite(level)) return { wants, weight: weights > 0 ? weights : 1 }
+    let share = 0
+    for (const e of r.entries.values()) {
+      if (e.client.connected) share += Math.min(e.history.estimate(), e.weight * level)
+    }
+    return { wants, weight: share / level }
+  }
+
   updateSettings(resourceId: string, settings: ResourceSettings): void {
     const r = this.#resources.get(resourceId)
     if (r !== undefined) r.settings = settings
@@ -346,14 +372,19 @@ export class Pool {
       this.#batches.set(client, batch)
     }
     const s = entry.resource.settings
-    entry.record(batch.seq, capacity, nowMs)
+    // Under a parent's lease, nothing granted here may outlive it.
+    const ttlMs =
+      s.leaseDeadlineMs === undefined
+        ? s.leaseTtlMs
+        : Math.max(0, Math.min(s.leaseTtlMs, Math.floor(s.leaseDeadlineMs - nowMs)))
+    entry.record(batch.seq, capacity, ttlMs, nowMs)
     const share = s.capacity > 0 ? capacity / s.capacity : 0
     batch.leases.push({
       resource: s.id,
       kind: s.kind,
       capacity,
       burst: s.kind === 'rate' ? s.burst * share : capacity,
-      ttlMs: s.leaseTtlMs,
+      ttlMs,
       refreshMs: s.refreshMs,
       safeCapacity: s.safeCapacity ?? s.capacity / Math.max(1, entry.resource.entries.size),
     })

@@ -17,6 +17,7 @@ export function resourceSettings(overrides: Partial<ResourceSettings> = {}): Res
     estimator: 'max',
     window: 1,
     tenants: {},
+    failureMode: 'safe',
     ...overrides,
   })
 }

@@ -1,0 +1,2 @@
+export { Upstream } from './upstream.js'
+export type { UpstreamCapacity, UpstreamHooks, UpstreamOptions } from './upstream.js'
