@@ -2,6 +2,7 @@ import { cpus } from 'node:os'
 import { benchAllocation } from './allocation.js'
 import { benchClient } from './client.js'
 import { benchCoordinatorRows } from './coordinator.js'
+import { benchFailover } from './failover.js'
 import { benchHttp } from './http.js'
 
 // `npm run bench`: runs every benchmark and prints markdown rows for docs/benchmarks.md.
@@ -48,6 +49,17 @@ if (only === undefined || only === 'http') {
   console.log('| what | requests/s | overhead |')
   console.log('| --- | --- | --- |')
   for (const row of await benchHttp(runs, durationSec)) console.log(row)
+}
+
+if (only === undefined || only === 'failover') {
+  const ttlSec = Number(process.env.BENCH_ETCD_TTL ?? 2)
+  const failoverRuns = Number(process.env.BENCH_FAILOVER_RUNS ?? 5)
+  console.log(
+    `\n## failover (3 replicas on one etcd, SIGKILL of the leader; median of ${failoverRuns} runs (min–max))\n`,
+  )
+  console.log('| what | etcd lease TTL | median | min–max |')
+  console.log('| --- | --- | --- | --- |')
+  for (const row of await benchFailover(failoverRuns, ttlSec)) console.log(row)
 }
 
 // rate-limiter-flexible's memory store keeps per-key expiry timers alive; the figures are printed, so stop.

@@ -1,10 +1,17 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { readdirSync, statSync } from 'node:fs'
-import { join } from 'node:path'
+import { existsSync, readdirSync, statSync } from 'node:fs'
+import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { waitFor } from './wait.js'
 
-const root = fileURLToPath(new URL('../..', import.meta.url))
+/** The repository root: the nearest folder up with a package.json (this file also runs from dist/). */
+function findRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url))
+  while (!existsSync(join(dir, 'package.json')) && dirname(dir) !== dir) dir = dirname(dir)
+  return dir
+}
+
+const root = findRoot()
 const cli = join(root, 'dist/server/cli.js')
 
 function newestSourceMs(dir: string): number {
