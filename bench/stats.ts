@@ -10,14 +10,4 @@ export function summarise(samples: readonly number[]): {
   return { median, min: sorted[0]!, max: sorted[sorted.length - 1]! }
 }
 
-/** A small deterministic PRNG (mulberry32), so every run measures the same inputs. */
-export function random(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
+export { seededRandom as random } from '../shared/random.js'

@@ -1,5 +1,5 @@
+import { socketStates, type ClientSocket } from './socket.js'
 import { EventEmitter } from 'node:events'
-import WebSocket from 'ws'
 import {
   decodeServerMessage,
   encodeMessage,
@@ -22,7 +22,7 @@ import { Resource, type ResourceOptions, type ResourceOwner } from './resource.j
 export class SluiceClient extends EventEmitter implements ResourceOwner {
   readonly options: ResolvedClientOptions
   readonly #resources = new Map<string, Resource>()
-  #ws: WebSocket | undefined
+  #ws: ClientSocket | undefined
   #urlIndex = 0
   #redirectUrl: string | undefined
   /** Redirects followed since the last welcome; past a few, they wait a backoff like any retry. */
@@ -71,7 +71,7 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
   /** Resolves once the coordinator has answered a ping: all it sent before has arrived. For tests and diagnostics. */
   roundTrip(): Promise<void> {
     const ws = this.#ws
-    if (ws === undefined || ws.readyState !== WebSocket.OPEN) return Promise.resolve()
+    if (ws === undefined || ws.readyState !== socketStates.open) return Promise.resolve()
     return new Promise((resolve) => {
       const done = (): void => {
         ws.off('pong', done)
@@ -92,11 +92,11 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
     this.#reportTimer?.cancel()
     this.#earlyTimer?.cancel()
     const ws = this.#ws
-    if (ws !== undefined && ws.readyState === WebSocket.OPEN && this.#connected) {
+    if (ws !== undefined && ws.readyState === socketStates.open && this.#connected) {
       this.#send({ type: 'release', resources: [...this.#resources.keys()] })
     }
     for (const r of this.#resources.values()) r.close()
-    if (ws !== undefined && ws.readyState !== WebSocket.CLOSED) {
+    if (ws !== undefined && ws.readyState !== socketStates.closed) {
       await new Promise<void>((resolve) => {
         ws.once('close', () => resolve())
         ws.close(1000)
@@ -148,7 +148,7 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
     this.#redirectUrl = undefined
     const headers: Record<string, string> = {}
     if (this.options.token !== undefined) headers.authorization = `Bearer ${this.options.token}`
-    const ws = new WebSocket(url, { headers })
+    const ws = this.options.socketFactory(url, headers)
     this.#ws = ws
     ws.on('open', () => {
       const holdings = [...this.#resources.values()]
@@ -162,14 +162,16 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
         ...(holdings.length === 0 ? {} : { holdings }),
       })
     })
-    ws.on('message', (data: Buffer) => this.#onMessage(data.toString('utf8')))
+    ws.on('message', (data: Buffer | string) =>
+      this.#onMessage(typeof data === 'string' ? data : data.toString('utf8')),
+    )
     ws.on('error', (error) =>
       this.options.logger?.debug({ err: error, url }, 'sluice connection error'),
     )
     ws.on('close', (code) => this.#onClose(ws, code))
   }
 
-  #onClose(ws: WebSocket, code: number): void {
+  #onClose(ws: ClientSocket, code: number): void {
     if (ws !== this.#ws) return
     const wasConnected = this.#connected
     this.#connected = false
@@ -287,7 +289,7 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
 
   #send(message: ClientMessage): void {
     const ws = this.#ws
-    if (ws !== undefined && ws.readyState === WebSocket.OPEN) ws.send(encodeMessage(message))
+    if (ws !== undefined && ws.readyState === socketStates.open) ws.send(encodeMessage(message))
   }
 }
 

@@ -11,3 +11,4 @@ export type {
 export { TokenBucket } from './limiters/token-bucket.js'
 export type { Clock, LeaseGrant, Timer } from '../shared/index.js'
 export { ManualClock, SluiceError, systemClock } from '../shared/index.js'
+export type { ClientSocket, SocketFactory } from './socket.js'

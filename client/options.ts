@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import type { Logger } from 'pino'
 import { z } from 'zod'
 import { SluiceError, describeIssues, systemClock, type Clock } from '../shared/index.js'
+import { webSocketFactory, type SocketFactory } from './socket.js'
 
 const optionsSchema = z.strictObject({
   /** One coordinator URL or several (tried in turn): ws://host:port/v1/connect */
@@ -22,6 +23,8 @@ export interface ClientOptions extends z.input<typeof optionsSchema> {
   logger?: Logger | undefined
   /** Uniform [0, 1) for backoff jitter; default Math.random. */
   random?: (() => number) | undefined
+  /** Opens the connection; default a real WebSocket (the simulator passes its own). */
+  socketFactory?: SocketFactory | undefined
 }
 
 export interface ResolvedClientOptions extends z.output<typeof optionsSchema> {
@@ -30,11 +33,12 @@ export interface ResolvedClientOptions extends z.output<typeof optionsSchema> {
   readonly clock: Clock
   readonly logger: Logger | undefined
   readonly random: () => number
+  readonly socketFactory: SocketFactory
 }
 
 /** Parses client options once and freezes them; errors name the option, the rule and the value. */
 export function resolveClientOptions(options: ClientOptions): ResolvedClientOptions {
-  const { clock, logger, random, ...rest } = options
+  const { clock, logger, random, socketFactory, ...rest } = options
   const result = optionsSchema.safeParse(rest)
   if (!result.success)
     throw new SluiceError(
@@ -49,5 +53,6 @@ export function resolveClientOptions(options: ClientOptions): ResolvedClientOpti
     clock: clock ?? systemClock,
     logger,
     random: random ?? Math.random,
+    socketFactory: socketFactory ?? webSocketFactory,
   })
 }

@@ -1,3 +1,4 @@
+export { seededRandom } from './random.js'
 export { backoffDelayMs } from './backoff.js'
 export type { Clock, Timer } from './clock.js'
 export { ManualClock, systemClock } from './clock.js'

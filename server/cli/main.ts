@@ -1,6 +1,7 @@
 import { SluiceError } from '../../shared/index.js'
 import { allocateCommand } from './allocate.js'
 import { serveCommand } from './serve.js'
+import { simulateCommand } from './simulate.js'
 import { statusCommand } from './status.js'
 import { validateCommand } from './validate.js'
 import { exitCodes, type CommandIo } from './io.js'
@@ -19,6 +20,10 @@ Commands:
                   {"capacity", "algorithm"?, "surplus"?, "tenants"?, "clients": [
                     {"id", "wants", "weight"?, "priority"?, "tenant"?}, ...]}
                   → {"grants": {"<id>": number, ...}}
+  simulate FILE... [--out DIR]
+                  Run scenarios (YAML) on a virtual clock: the real coordinator and
+                  clients over a simulated network. Prints a summary; writes a CSV,
+                  a JSON summary and an SVG chart per scenario to DIR (sim-results).
   help            Print this help.
 
 Errors go to stderr with a SLUICE_ERR_* code; exit status 1 for bad input, 2 for bad usage.
@@ -29,6 +34,7 @@ type Command = (args: readonly string[], io: CommandIo) => Promise<number>
 const commands: Readonly<Record<string, Command>> = Object.freeze({
   allocate: allocateCommand,
   serve: serveCommand,
+  simulate: simulateCommand,
   status: statusCommand,
   validate: validateCommand,
   help: (_args: readonly string[], io: CommandIo): Promise<number> => {

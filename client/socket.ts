@@ -1,0 +1,25 @@
+import WebSocket from 'ws'
+
+/**
+ * What the client needs of its connection: the subset of a `ws` WebSocket it
+ * uses. The default is a real WebSocket; the simulator passes a simulated one.
+ */
+export interface ClientSocket {
+  /** 0 connecting, 1 open, 2 closing, 3 closed (the WebSocket constants). */
+  readonly readyState: number
+  send(data: string): void
+  close(code?: number): void
+  ping(): void
+  on(event: 'open' | 'pong', listener: () => void): this
+  on(event: 'message', listener: (data: Buffer | string) => void): this
+  on(event: 'close', listener: (code: number) => void): this
+  on(event: 'error', listener: (error: Error) => void): this
+  once(event: 'close', listener: () => void): this
+  off(event: 'pong' | 'close', listener: () => void): this
+}
+
+export type SocketFactory = (url: string, headers: Record<string, string>) => ClientSocket
+
+export const socketStates = { connecting: 0, open: 1, closing: 2, closed: 3 } as const
+
+export const webSocketFactory: SocketFactory = (url, headers) => new WebSocket(url, { headers })

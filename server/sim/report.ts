@@ -1,0 +1,66 @@
+import type { SimResult } from './run.js'
+
+const csvColumns = [
+  'tSec',
+  'resource',
+  'capacity',
+  'demand',
+  'admittedRate',
+  'enforced',
+  'committed',
+  'jain',
+  'maxDeviation',
+  'clients',
+] as const
+
+/** The time series: one row per resource per sample. */
+export function toCsv(result: SimResult): string {
+  const lines = [csvColumns.join(',')]
+  for (const row of result.rows) {
+    lines.push(
+      csvColumns
+        .map((c) => {
+          const v = row[c]
+          return typeof v === 'number' ? String(Math.round(v * 1e4) / 1e4) : v
+        })
+        .join(','),
+    )
+  }
+  return lines.join('\n') + '\n'
+}
+
+const pct = (x: number): string => `${(x * 100).toFixed(2)}%`
+
+/** The summary as a readable table. */
+export function toTable(result: SimResult): string {
+  const s = result.summary
+  const out: string[] = [
+    `scenario ${s.name}: ${s.clients} clients, ${s.simulatedSec} s simulated in ${(s.wallMs / 1000).toFixed(1)} s; ${s.messages} messages (${s.lost} packet losses resent), ${s.crashes} coordinator crash(es)`,
+  ]
+  for (const r of s.resources) {
+    const conv = r.convergence.filter((c) => c.refreshes !== undefined)
+    const worst = conv.length === 0 ? undefined : Math.max(...conv.map((c) => c.refreshes!))
+    const never = r.convergence.length - conv.length
+    out.push(
+      `  ${r.resource}`,
+      `    utilisation under excess demand   ${pct(r.utilisation)} (outside failovers ${pct(r.utilisationSteady)})`,
+      `    worst 1 s admitted ÷ capacity     ${pct(r.worst1s)} (outside failovers ${pct(r.worst1sSteady)})`,
+      `    over capacity·t + Σburst          ${r.excessOverBound.toFixed(1)} tokens at worst (outside failovers ${r.excessOverBoundSteady.toFixed(1)}; ≤ 0 means held)`,
+      `    1 s samples above capacity        ${r.overCapacityEpisodes} episode(s), peak ${pct(r.overCapacityPeak)}`,
+      `    Jain index against the ideal      mean ${r.jainMean.toFixed(4)}, min ${r.jainMin.toFixed(4)}`,
+      `    convergence after ${r.convergence.length} event(s)   worst ${worst === undefined ? '—' : `${worst.toFixed(2)} refresh periods`}${never > 0 ? `; ${never} not converged before the next event` : ''}`,
+    )
+  }
+  for (const c of s.checks) out.push(`  ${c.ok ? 'ok  ' : 'FAIL'} ${c.name}: ${c.detail}`)
+  return out.join('\n') + '\n'
+}
+
+/** Summary as JSON (numbers rounded for reading; the CSV has the series). */
+export function toJson(result: SimResult): string {
+  return JSON.stringify(
+    result.summary,
+    (_k, v: unknown) =>
+      typeof v === 'number' && !Number.isInteger(v) ? Math.round(v * 1e6) / 1e6 : v,
+    2,
+  )
+}

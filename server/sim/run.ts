@@ -1,0 +1,515 @@
+import { pino } from 'pino'
+import { createClient, type Resource, type SluiceClient } from '../../client/index.js'
+import { ManualClock, seededRandom, systemClock } from '../../shared/index.js'
+import { allocate } from '../allocation/index.js'
+import { parseConfig, type Config } from '../config/index.js'
+import { DemandCurve } from './demand.js'
+import { convergenceMs, episodes, jain, worstExcessOverBound, worstWindowRatio } from './metrics.js'
+import { SimHost } from './network.js'
+import type { Scenario } from './scenario.js'
+
+/** One CSV row: one resource at one sample time. */
+export interface SampleRow {
+  readonly tSec: number
+  readonly resource: string
+  readonly capacity: number
+  readonly demand: number
+  readonly admittedRate: number
+  /** Σ capacity the clients enforce, at its highest over the sample's ticks. */
+  readonly enforced: number
+  /** Σ committed at the coordinator (0 while it is down). */
+  readonly committed: number
+  readonly jain: number
+  /** max over clients of |grant − ideal| ÷ capacity. */
+  readonly maxDeviation: number
+  readonly clients: number
+}
+
+export interface ConvergenceRecord {
+  readonly event: string
+  readonly atSec: number
+  /** undefined: not converged before the next event. */
+  readonly ms: number | undefined
+  readonly refreshes: number | undefined
+}
+
+export interface ResourceSummary {
+  readonly resource: string
+  readonly refreshMs: number
+  /** Mean admitted ÷ capacity over ticks where demand ≥ capacity. */
+  readonly utilisation: number
+  /** The same, outside failover and partition windows. */
+  readonly utilisationSteady: number
+  /** Worst admitted ÷ capacity over any 1 s window. */
+  readonly worst1s: number
+  readonly worst1sSteady: number
+  /** Most admitted beyond ∫capacity + Σburst over any interval outside failovers and partitions (≤ 0: bound held). */
+  readonly excessOverBoundSteady: number
+  readonly excessOverBound: number
+  /** 1 s samples above capacity (by more than 1%), grouped in runs. */
+  readonly overCapacityEpisodes: number
+  readonly overCapacityPeak: number
+  readonly jainMean: number
+  readonly jainMin: number
+  readonly convergence: readonly ConvergenceRecord[]
+}
+
+export interface TrackedClient {
+  readonly id: string
+  readonly resource: string
+  readonly grants: number[]
+  readonly ideals: number[]
+}
+
+export interface SimResult {
+  readonly scenario: Scenario
+  readonly rows: readonly SampleRow[]
+  readonly tracked: readonly TrackedClient[]
+  readonly summary: {
+    readonly name: string
+    readonly simulatedSec: number
+    readonly wallMs: number
+    readonly clients: number
+    readonly messages: number
+    /** Packets lost and resent. */
+    readonly lost: number
+    readonly crashes: number
+    readonly resources: readonly ResourceSummary[]
+    readonly checks: readonly { name: string; ok: boolean; detail: string }[]
+  }
+}
+
+interface SimClient {
+  readonly id: string
+  readonly resource: string
+  readonly weight: number
+  readonly failureMode: 'safe' | 'pessimistic' | 'optimistic'
+  readonly joinMs: number
+  readonly leaveMs: number
+  readonly curve: DemandCurve
+  readonly seed: number
+  client: SluiceClient | undefined
+  handle: Resource | undefined
+  demand: number
+  carry: number
+}
+
+interface ResourceTrack {
+  readonly id: string
+  readonly burst: number
+  readonly refreshMs: number
+  readonly surplus: Config['resources'][number]['surplus']
+  readonly algorithm: Config['resources'][number]['algorithm']
+  capacity: number
+  readonly admitted: number[]
+  readonly capacityPerTick: number[]
+  readonly demandPerTick: number[]
+  readonly deviation: number[]
+  sampleEnforced: number
+  sampleAdmitted: number
+  sampleDemand: number
+  idealVersion: number
+  ideal: Map<string, number>
+}
+
+const silent = pino({ level: 'silent' })
+
+/**
+ * Runs a scenario: the real coordinator (pool and allocation engine) and
+ * real clients (`SluiceClient`, `Resource` and its token bucket) on one
+ * manual clock, over a simulated network. Synchronous and deterministic:
+ * the same scenario and seed give the same rows.
+ */
+export function simulate(scenario: Scenario): SimResult {
+  const wallStart = systemClock.now()
+  const clock = new ManualClock(0)
+  const random = seededRandom(scenario.seed)
+  const config = parseConfig(
+    {
+      server: {
+        limits: { heartbeatMs: scenario.coordinator.heartbeatMs, maxMessagesPerSec: 1000 },
+      },
+      resources: scenario.resources,
+    },
+    'scenario resources',
+  )
+  const host = new SimHost(
+    config,
+    clock,
+    { ...scenario.network, heartbeatMs: scenario.coordinator.heartbeatMs, connectTimeoutMs: 2000 },
+    seededRandom(scenario.seed ^ 0x5eed),
+    silent,
+  )
+  const tickMs = scenario.tickMs
+  const totalTicks = Math.ceil((scenario.durationSec * 1000) / tickMs)
+  const ticksPerSample = Math.max(1, Math.round(scenario.sampleMs / tickMs))
+
+  // ---- resources ----
+  const tracks = new Map<string, ResourceTrack>()
+  const trackFor = (id: string): ResourceTrack => {
+    let t = tracks.get(id)
+    if (t === undefined) {
+      const s = host.coordinator!.settingsFor(id)
+      if (s === undefined) throw new Error(`no resource template matches ${JSON.stringify(id)}`)
+      if (s.kind !== 'rate')
+        throw new Error(`resource ${id}: the simulator models rate resources only`)
+      t = {
+        id,
+        burst: s.burst,
+        refreshMs: s.refreshMs,
+        surplus: s.surplus,
+        algorithm: s.algorithm,
+        capacity: s.capacity,
+        admitted: [],
+        capacityPerTick: [],
+        demandPerTick: [],
+        deviation: [],
+        sampleEnforced: 0,
+        sampleAdmitted: 0,
+        sampleDemand: 0,
+        idealVersion: -1,
+        ideal: new Map(),
+      }
+      tracks.set(id, t)
+    }
+    return t
+  }
+
+  // ---- clients ----
+  const clients: SimClient[] = []
+  for (const group of scenario.clients) {
+    trackFor(group.resource)
+    for (let i = 0; i < group.count; i++) {
+      const seed = Math.floor(random() * 2 ** 31)
+      clients.push({
+        id: group.count === 1 ? group.id : `${group.id}-${i}`,
+        resource: group.resource,
+        weight: group.weight,
+        failureMode: group.failureMode,
+        joinMs: group.joinSec * 1000,
+        leaveMs: group.leaveSec === undefined ? Infinity : group.leaveSec * 1000,
+        curve: new DemandCurve(group.demand, seededRandom(seed)),
+        seed,
+        client: undefined,
+        handle: undefined,
+        demand: 0,
+        carry: 0,
+      })
+    }
+  }
+  let version = 0
+  const join = (c: SimClient): void => {
+    c.client = createClient({
+      url: 'sim://coordinator',
+      clientId: c.id,
+      clock,
+      random: seededRandom(c.seed ^ 0xbac0ff),
+      backoffBaseMs: 100,
+      backoffCapMs: 5000,
+      socketFactory: () => host.connect(c.id),
+    })
+    c.client.on('error', () => undefined)
+    c.demand = c.curve.at(clock.now() / 1000)
+    c.handle = c.client.resource(c.resource, {
+      wants: c.demand,
+      weight: c.weight,
+      failureMode: c.failureMode,
+    })
+    version++
+  }
+  const leave = (c: SimClient): void => {
+    void c.client?.close()
+    c.client = undefined
+    c.handle = undefined
+    version++
+  }
+
+  // ---- events ----
+  const events: { atMs: number; name: string; resource?: string }[] = []
+  const disturbed: [number, number][] = []
+  let crashes = 0
+  const maxLeaseMs = Math.max(...config.resources.map((r) => r.leaseTtlMs + r.graceMs))
+  const maxRefreshMs = Math.max(...config.resources.map((r) => r.refreshMs))
+  const crashAt = (atMs: number): void => {
+    clock.setTimeout(() => {
+      if (!host.up) return
+      crashes++
+      host.crash()
+      clock.setTimeout(() => host.restart(), scenario.coordinator.failoverMs)
+    }, atMs)
+    const backMs = atMs + scenario.coordinator.failoverMs
+    events.push({ atMs: backMs, name: 'failover' })
+    disturbed.push([atMs, backMs + maxLeaseMs + 2 * maxRefreshMs])
+  }
+  for (const e of scenario.events) {
+    const atMs = e.atSec * 1000
+    if (e.type === 'crash') crashAt(atMs)
+    else if (e.type === 'capacity') {
+      clock.setTimeout(() => {
+        const next = structuredClone<Config>(host.config)
+        for (const r of next.resources) if (r.match === e.resource) r.capacity = e.capacity
+        host.applyConfig(next)
+        const t = tracks.get(e.resource)
+        if (t !== undefined) t.capacity = e.capacity
+        version++
+      }, atMs)
+      events.push({ atMs, name: `capacity ${e.capacity}`, resource: e.resource })
+    } else {
+      const untilMs = atMs + e.durationSec * 1000
+      clock.setTimeout(() => {
+        host.partition(
+          clients.filter((c) => c.id.startsWith(e.clients)).map((c) => c.id),
+          untilMs,
+        )
+      }, atMs)
+      events.push({ atMs: untilMs, name: `partition of ${e.clients} healed` })
+      disturbed.push([atMs, untilMs + maxLeaseMs + 2 * maxRefreshMs])
+    }
+  }
+  const mtbc = scenario.coordinator.meanTimeBetweenCrashesSec
+  if (mtbc !== undefined) {
+    const crashRandom = seededRandom(scenario.seed ^ 0xc4a5)
+    for (let t = 0; ;) {
+      t += -Math.log(1 - crashRandom()) * mtbc * 1000
+      if (t >= scenario.durationSec * 1000) break
+      crashAt(t)
+    }
+  }
+  for (const c of clients) {
+    events.push({ atMs: c.joinMs, name: `join ${c.id}`, resource: c.resource })
+    if (Number.isFinite(c.leaveMs))
+      events.push({ atMs: c.leaveMs, name: `leave ${c.id}`, resource: c.resource })
+  }
+  for (const group of scenario.clients) {
+    if (group.demand.type !== 'steps') continue
+    for (const [atSec] of group.demand.steps)
+      if (atSec > 0)
+        events.push({
+          atMs: atSec * 1000,
+          name: `demand step of ${group.id}`,
+          resource: group.resource,
+        })
+  }
+
+  // ---- the run ----
+  const rows: SampleRow[] = []
+  // Charted clients: the first of each group, then the next of each, up to eight.
+  const trackedClients: SimClient[] = []
+  for (let round = 0; trackedClients.length < Math.min(8, clients.length); round++) {
+    for (const group of scenario.clients) {
+      const members = clients.filter((c) => c.id === group.id || c.id.startsWith(`${group.id}-`))
+      if (members[round] !== undefined && trackedClients.length < 8)
+        trackedClients.push(members[round]!)
+    }
+  }
+  const tracked: TrackedClient[] = trackedClients.map((c) => ({
+    id: c.id,
+    resource: c.resource,
+    grants: [],
+    ideals: [],
+  }))
+  for (let tick = 0; tick < totalTicks; tick++) {
+    clock.advance(tickMs)
+    const nowMs = clock.now()
+    const tSec = nowMs / 1000
+    for (const c of clients) {
+      if (c.client === undefined && nowMs >= c.joinMs && nowMs < c.leaveMs) join(c)
+      else if (c.client !== undefined && nowMs >= c.leaveMs) leave(c)
+      const r = c.handle
+      if (r === undefined) continue
+      const d = c.curve.at(tSec)
+      if (d !== c.demand) {
+        c.demand = d
+        r.setWants(d)
+        version++
+      }
+      const t = tracks.get(c.resource)!
+      c.carry += (d * tickMs) / 1000
+      const asked = Math.floor(c.carry)
+      c.carry -= asked
+      const admitted = Math.min(asked, r.remaining())
+      if (admitted > 0) r.tryAcquire(admitted)
+      t.sampleAdmitted += admitted
+      t.sampleDemand += asked
+    }
+    for (const t of tracks.values()) {
+      // The ideal: the engine's allocation over the true demands, recomputed when they change.
+      if (t.idealVersion !== version) {
+        const active = clients.filter((c) => c.resource === t.id && c.handle !== undefined)
+        const result = allocate({
+          capacity: t.capacity,
+          algorithm: t.algorithm,
+          surplus: t.surplus,
+          clients: active.map((c) => ({ id: c.id, wants: c.demand, weight: c.weight })),
+        })
+        t.ideal = new Map(active.map((c, i) => [c.id, result.grants[i]!]))
+        t.idealVersion = version
+      }
+      let deviation = 0
+      let enforcedNow = 0
+      for (const c of clients) {
+        if (c.resource !== t.id || c.handle === undefined) continue
+        enforcedNow += c.handle.capacity
+        deviation = Math.max(deviation, Math.abs(c.handle.capacity - (t.ideal.get(c.id) ?? 0)))
+      }
+      t.sampleEnforced = Math.max(t.sampleEnforced, enforcedNow)
+      t.deviation.push(t.capacity > 0 ? deviation / t.capacity : 0)
+      t.admitted.push(t.sampleAdmitted)
+      t.demandPerTick.push(t.sampleDemand)
+      t.capacityPerTick.push((t.capacity * tickMs) / 1000)
+      t.sampleAdmitted = 0
+      t.sampleDemand = 0
+    }
+    if ((tick + 1) % ticksPerSample !== 0) continue
+    for (const t of tracks.values()) {
+      const from = tick + 1 - ticksPerSample
+      let admitted = 0
+      let demand = 0
+      for (let i = from; i <= tick; i++) {
+        admitted += t.admitted[i]!
+        demand += t.demandPerTick[i]!
+      }
+      const seconds = (ticksPerSample * tickMs) / 1000
+      const enforced = t.sampleEnforced
+      t.sampleEnforced = 0
+      let count = 0
+      const ratios: number[] = []
+      for (const c of clients) {
+        if (c.resource !== t.id || c.handle === undefined) continue
+        count++
+        const ideal = t.ideal.get(c.id) ?? 0
+        if (ideal > 0) ratios.push(c.handle.capacity / ideal)
+      }
+      rows.push({
+        tSec,
+        resource: t.id,
+        capacity: t.capacity,
+        demand: demand / seconds,
+        admittedRate: admitted / seconds,
+        enforced,
+        committed: host.coordinator?.pool.committedTotal(t.id, nowMs) ?? 0,
+        jain: jain(ratios),
+        maxDeviation: t.deviation[tick]!,
+        clients: count,
+      })
+    }
+    for (const [i, c] of trackedClients.entries()) {
+      tracked[i]!.grants.push(c.handle?.capacity ?? 0)
+      tracked[i]!.ideals.push(
+        c.handle === undefined ? 0 : (tracks.get(c.resource)!.ideal.get(c.id) ?? 0),
+      )
+    }
+  }
+  for (const c of clients) if (c.client !== undefined) leave(c)
+  host.coordinator?.close()
+
+  // ---- summary ----
+  const steady = (tick: number): boolean => {
+    const ms = (tick + 1) * tickMs
+    return !disturbed.some(([a, b]) => ms > a && ms <= b)
+  }
+  events.sort((a, b) => a.atMs - b.atMs)
+  const summaries: ResourceSummary[] = [...tracks.values()].map((t) => {
+    let util = 0
+    let utilN = 0
+    let utilSteady = 0
+    let utilSteadyN = 0
+    for (let i = 0; i < t.admitted.length; i++) {
+      const cap = t.capacityPerTick[i]!
+      if (cap <= 0 || t.demandPerTick[i]! < cap) continue
+      const u = Math.min(t.admitted[i]!, cap) / cap
+      util += u
+      utilN++
+      if (steady(i)) {
+        utilSteady += u
+        utilSteadyN++
+      }
+    }
+    const windowTicks = Math.max(1, Math.round(1000 / tickMs))
+    const sampleRatios = rows
+      .filter((r) => r.resource === t.id && r.capacity > 0)
+      .map((r) => r.admittedRate / r.capacity)
+    const over = episodes(sampleRatios, 1.01)
+    const jains = rows.filter((r) => r.resource === t.id).map((r) => r.jain)
+    // Convergence: within 1% of capacity of the ideal, per client; measured at tick resolution.
+    const tickTimes = t.deviation.map((_, i) => (i + 1) * tickMs)
+    const converged = t.deviation.map((d) => d <= 0.01)
+    const relevant = events.filter((e) => e.resource === undefined || e.resource === t.id)
+    const convergence: ConvergenceRecord[] = []
+    for (const [i, e] of relevant.entries()) {
+      // Events closer together than a tick are one event.
+      const next = relevant.slice(i + 1).find((n) => n.atMs > e.atMs + tickMs)
+      if (relevant[i + 1] !== undefined && relevant[i + 1]!.atMs <= e.atMs + tickMs) continue
+      const ms = convergenceMs(tickTimes, converged, e.atMs, next?.atMs ?? Infinity)
+      convergence.push({
+        event: e.name,
+        atSec: e.atMs / 1000,
+        ms,
+        refreshes: ms === undefined ? undefined : ms / t.refreshMs,
+      })
+    }
+    return {
+      resource: t.id,
+      refreshMs: t.refreshMs,
+      utilisation: utilN === 0 ? 1 : util / utilN,
+      utilisationSteady: utilSteadyN === 0 ? 1 : utilSteady / utilSteadyN,
+      worst1s: worstWindowRatio(t.admitted, t.capacityPerTick, windowTicks),
+      worst1sSteady: worstWindowRatio(t.admitted, t.capacityPerTick, windowTicks, steady),
+      excessOverBound: worstExcessOverBound(t.admitted, t.capacityPerTick, t.burst),
+      excessOverBoundSteady: worstExcessOverBound(t.admitted, t.capacityPerTick, t.burst, steady),
+      overCapacityEpisodes: over.count,
+      overCapacityPeak: over.peak,
+      jainMean: jains.length === 0 ? 1 : jains.reduce((a, b) => a + b, 0) / jains.length,
+      jainMin: jains.length === 0 ? 1 : Math.min(...jains),
+      convergence,
+    }
+  })
+
+  const checks: { name: string; ok: boolean; detail: string }[] = []
+  const ex = scenario.expect
+  for (const s of summaries) {
+    if (ex.minUtilisation !== undefined)
+      checks.push({
+        name: `${s.resource}: utilisation under excess demand ≥ ${ex.minUtilisation}`,
+        ok: s.utilisationSteady >= ex.minUtilisation,
+        detail: `${(s.utilisationSteady * 100).toFixed(2)}% outside failovers`,
+      })
+    if (ex.maxOverAdmission !== undefined)
+      checks.push({
+        name: `${s.resource}: admitted ≤ capacity·t + Σburst + ${ex.maxOverAdmission} outside failovers`,
+        ok: s.excessOverBoundSteady <= ex.maxOverAdmission,
+        detail: `worst excess ${s.excessOverBoundSteady.toFixed(1)} tokens`,
+      })
+    if (ex.maxConvergenceRefreshes !== undefined) {
+      const worst = Math.max(0, ...s.convergence.map((c) => c.refreshes ?? Infinity))
+      checks.push({
+        name: `${s.resource}: convergence within ${ex.maxConvergenceRefreshes} refresh periods of each event`,
+        ok: worst <= ex.maxConvergenceRefreshes,
+        detail: `worst ${Number.isFinite(worst) ? worst.toFixed(2) : 'never'}`,
+      })
+    }
+    if (ex.minJain !== undefined)
+      checks.push({
+        name: `${s.resource}: mean Jain index ≥ ${ex.minJain}`,
+        ok: s.jainMean >= ex.minJain,
+        detail: s.jainMean.toFixed(4),
+      })
+  }
+
+  return {
+    scenario,
+    rows,
+    tracked,
+    summary: {
+      name: scenario.name,
+      simulatedSec: scenario.durationSec,
+      wallMs: systemClock.now() - wallStart,
+      clients: clients.length,
+      messages: host.messages,
+      lost: host.lost,
+      crashes,
+      resources: summaries,
+      checks,
+    },
+  }
+}

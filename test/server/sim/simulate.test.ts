@@ -1,0 +1,157 @@
+import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { runCli } from '../../../server/cli/main.js'
+import { loadScenarioFile, parseScenario, simulate, toCsv } from '../../../server/sim/index.js'
+import type { ScenarioInput } from '../../../server/sim/index.js'
+
+const api = {
+  match: 'api',
+  kind: 'rate',
+  capacity: 1000,
+  leaseTtlMs: 3000,
+  refreshMs: 500,
+  graceMs: 500,
+  surplus: 'hold',
+  demand: { window: 1 },
+} as const
+
+function small(extra: Partial<ScenarioInput> = {}): ScenarioInput {
+  return {
+    name: 'small',
+    seed: 3,
+    durationSec: 40,
+    network: { latencyMs: 3, jitterMs: 2 },
+    resources: [{ ...api, learningMs: 3500 }],
+    clients: [
+      {
+        id: 'a',
+        count: 5,
+        resource: 'api',
+        failureMode: 'pessimistic',
+        demand: { type: 'constant', rate: 150 },
+      },
+      {
+        id: 'b',
+        count: 5,
+        resource: 'api',
+        weight: 2,
+        failureMode: 'pessimistic',
+        demand: { type: 'randomWalk', start: 100, stepMax: 30, max: 400 },
+      },
+    ],
+    ...extra,
+  }
+}
+
+describe('simulator', () => {
+  it('the demand-step example meets its claims: utilisation, the burst bound, convergence in two refreshes', async () => {
+    const scenario = await loadScenarioFile('examples/scenarios/demand-step.yaml')
+    const result = simulate(scenario)
+    expect(result.summary.checks.length).toBe(3)
+    for (const check of result.summary.checks)
+      expect(check, check.detail).toMatchObject({ ok: true })
+    const [api] = result.summary.resources
+    expect(api!.convergence.length).toBeGreaterThanOrEqual(4)
+    for (const c of api!.convergence) expect(c.refreshes).toBeLessThanOrEqual(2)
+  })
+
+  it('is reproducible: the same scenario and seed give the same series', () => {
+    const scenario = parseScenario(small({ network: { latencyMs: 3, jitterMs: 5, loss: 0.02 } }))
+    expect(toCsv(simulate(scenario))).toBe(toCsv(simulate(scenario)))
+    const other = parseScenario({
+      ...small({ network: { latencyMs: 3, jitterMs: 5, loss: 0.02 } }),
+      seed: 4,
+    })
+    expect(toCsv(simulate(other))).not.toBe(toCsv(simulate(scenario)))
+  })
+
+  it('crashes, lost messages and a partition never make clients enforce more than capacity', () => {
+    const result = simulate(
+      parseScenario(
+        small({
+          network: { latencyMs: 5, jitterMs: 5, loss: 0.05 },
+          coordinator: { failoverMs: 2000, heartbeatMs: 2000 },
+          events: [
+            { type: 'crash', atSec: 10 },
+            { type: 'partition', atSec: 20, clients: 'a-0', durationSec: 6 },
+            { type: 'capacity', atSec: 30, resource: 'api', capacity: 600 },
+          ],
+        }),
+      ),
+    )
+    expect(result.summary.crashes).toBe(1)
+    expect(result.summary.lost).toBeGreaterThan(0)
+    let sawCut = false
+    for (const row of result.rows) {
+      // After a capacity cut, leases above the new capacity stand until the clients acknowledge
+      // the decrease: one round trip, inside the next sample.
+      if (row.capacity === 600) sawCut = true
+      if (sawCut && row.tSec < 32) continue
+      expect(row.committed).toBeLessThanOrEqual(row.capacity + 1e-6)
+      expect(row.enforced).toBeLessThanOrEqual(row.capacity + 1e-6)
+    }
+    expect(result.rows.at(-1)!.admittedRate).toBeGreaterThan(590)
+  })
+
+  it('sees the double grant of a new leader that does not learn first', () => {
+    // learningMs 0: the new coordinator grants before the old leases (3 s) have lapsed.
+    const unsafe = small({
+      resources: [{ ...api, learningMs: 0 }],
+      coordinator: { failoverMs: 500 },
+      clients: [
+        {
+          id: 'cut',
+          resource: 'api',
+          failureMode: 'pessimistic',
+          demand: { type: 'constant', rate: 500 },
+        },
+        {
+          id: 'b',
+          count: 4,
+          resource: 'api',
+          failureMode: 'pessimistic',
+          demand: { type: 'constant', rate: 500 },
+        },
+      ],
+      events: [
+        { type: 'partition', atSec: 9.9, clients: 'cut', durationSec: 10 },
+        { type: 'crash', atSec: 10 },
+      ],
+    })
+    const over = (input: ScenarioInput): number =>
+      Math.max(...simulate(parseScenario(input)).rows.map((r) => r.enforced - r.capacity))
+    expect(over(unsafe)).toBeGreaterThan(100)
+    expect(over({ ...unsafe, resources: [{ ...api, learningMs: 3500 }] })).toBeLessThanOrEqual(1e-6)
+  })
+
+  it('sluice simulate writes the CSV, the JSON summary and the chart, and fails when an expectation does', async () => {
+    const out = await mkdtemp(join(tmpdir(), 'sluice-sim-'))
+    try {
+      let stdout = ''
+      const io = {
+        stdout: { write: (s: string) => void (stdout += s) },
+        stderr: { write: () => undefined },
+      }
+      const code = await runCli(
+        ['simulate', 'examples/scenarios/demand-step.yaml', '--out', out],
+        io as never,
+      )
+      expect(code).toBe(0)
+      expect(stdout).toContain('utilisation under excess demand')
+      expect((await readdir(out)).sort()).toEqual([
+        'demand-step.csv',
+        'demand-step.json',
+        'demand-step.svg',
+      ])
+      expect(await readFile(join(out, 'demand-step.svg'), 'utf8')).toMatch(/^<svg[\s\S]*<\/svg>\n$/)
+      const summary = JSON.parse(await readFile(join(out, 'demand-step.json'), 'utf8')) as {
+        clients: number
+      }
+      expect(summary.clients).toBe(23)
+    } finally {
+      await rm(out, { recursive: true, force: true })
+    }
+  })
+})
