@@ -38,9 +38,9 @@ export function toTable(result: SimResult): string {
     `scenario ${s.name}: ${s.clients} clients, ${s.simulatedSec} s simulated in ${(s.wallMs / 1000).toFixed(1)} s; ${s.messages} messages (${s.lost} packet losses resent), ${s.crashes} coordinator crash(es)`,
   ]
   for (const r of s.resources) {
-    const conv = r.convergence.filter((c) => c.refreshes !== undefined)
+    const conv = r.convergence.filter((c) => c.refreshes !== undefined && !c.disturbed)
     const worst = conv.length === 0 ? undefined : Math.max(...conv.map((c) => c.refreshes!))
-    const never = r.convergence.length - conv.length
+    const never = r.convergence.filter((c) => c.refreshes === undefined && !c.disturbed).length
     out.push(
       `  ${r.resource}`,
       `    utilisation under excess demand   ${pct(r.utilisation)} (outside failovers ${pct(r.utilisationSteady)})`,
@@ -48,7 +48,14 @@ export function toTable(result: SimResult): string {
       `    over capacity·t + Σburst          ${r.excessOverBound.toFixed(1)} tokens at worst (outside failovers ${r.excessOverBoundSteady.toFixed(1)}; ≤ 0 means held)`,
       `    1 s samples above capacity        ${r.overCapacityEpisodes} episode(s), peak ${pct(r.overCapacityPeak)}`,
       `    Jain index against the ideal      mean ${r.jainMean.toFixed(4)}, min ${r.jainMin.toFixed(4)}`,
-      `    convergence after ${r.convergence.length} event(s)   worst ${worst === undefined ? '—' : `${worst.toFixed(2)} refresh periods`}${never > 0 ? `; ${never} not converged before the next event` : ''}`,
+      `    convergence after ${conv.length + never} event(s) outside failovers   worst ${worst === undefined ? '—' : `${worst.toFixed(2)} refresh periods`}${never > 0 ? `; ${never} not converged before the next event` : ''}`,
+    )
+  }
+  for (const r of s.resources) {
+    if (r.catchUpSec.length === 0) continue
+    const worst = Math.max(...r.catchUpSec)
+    out.push(
+      `  ${r.resource}: back to full use after each of ${r.catchUpSec.length} crash(es) within ${Number.isFinite(worst) ? `${worst.toFixed(0)} s` : 'never'} at worst`,
     )
   }
   for (const c of s.checks) out.push(`  ${c.ok ? 'ok  ' : 'FAIL'} ${c.name}: ${c.detail}`)
