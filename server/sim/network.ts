@@ -269,9 +269,9 @@ export class SimSession implements SessionPort {
     else this.#coordinator.release(this, msg)
   }
 
-  /** The client closed its end. */
+  /** The client closed its end: the close arrives after what the client sent before it. */
   peerClosed(): void {
-    this.#host.clock.setTimeout(() => this.#end(), this.#host.latency())
+    this.#host.deliver(this.#socket.toServer, this.#socket.client, () => this.#end())
   }
 
   /** The coordinator died: the client sees a reset after one latency. */

@@ -193,7 +193,7 @@ export function simulate(scenario: Scenario): SimResult {
         resource: group.resource,
         weight: group.weight,
         failureMode: group.failureMode,
-        joinMs: group.joinSec * 1000,
+        joinMs: (group.joinSec + random() * group.joinSpreadSec) * 1000,
         leaveMs: group.leaveSec === undefined ? Infinity : group.leaveSec * 1000,
         curve: new DemandCurve(group.demand, seededRandom(seed)),
         seed,

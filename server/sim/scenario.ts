@@ -44,6 +44,8 @@ export const clientGroupSchema = z.strictObject({
   weight: z.number().min(1e-6).max(1e6).default(1),
   failureMode: z.enum(['safe', 'pessimistic', 'optimistic']).default('safe'),
   joinSec: sec.default(0),
+  /** Each client joins at joinSec plus a random delay up to this, so their report timers are out of phase. */
+  joinSpreadSec: sec.default(1),
   leaveSec: sec.optional(),
   demand: demandSchema,
 })
