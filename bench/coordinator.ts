@@ -25,7 +25,7 @@ export interface CoordinatorBenchResult {
   coordinatorLoopLagP99Ms: number
 }
 
-function procStats(pid: number): Promise<{ cpuTicks: number; rssMb: number }> {
+export function procStats(pid: number): Promise<{ cpuTicks: number; rssMb: number }> {
   return Promise.all([
     readFile(`/proc/${pid}/stat`, 'utf8'),
     readFile(`/proc/${pid}/status`, 'utf8'),

@@ -2,6 +2,7 @@ import { cpus } from 'node:os'
 import { benchAllocation } from './allocation.js'
 import { benchClient } from './client.js'
 import { benchCoordinatorRows } from './coordinator.js'
+import { benchE2e, demands, limitPerSec } from './e2e.js'
 import { benchFailover } from './failover.js'
 import { benchHttp } from './http.js'
 
@@ -60,6 +61,18 @@ if (only === undefined || only === 'failover') {
   console.log('| what | etcd lease TTL | median | min–max |')
   console.log('| --- | --- | --- | --- |')
   for (const row of await benchFailover(failoverRuns, ttlSec)) console.log(row)
+}
+
+if (only === undefined || only === 'e2e') {
+  const e2eRuns = Number(process.env.BENCH_E2E_RUNS ?? 5)
+  console.log(
+    `\n## end to end: ${limitPerSec} requests/s shared by ${demands.length} processes, demands ${demands.join(', ')} /s (median of ${e2eRuns} runs (min–max))\n`,
+  )
+  console.log(
+    '| limiter | delivered req/s | admitted ÷ limit | utilisation | Jain vs max-min | p99 decision µs | CPU µs per decision |',
+  )
+  console.log('| --- | --- | --- | --- | --- | --- | --- |')
+  for (const row of await benchE2e(e2eRuns)) console.log(row)
 }
 
 // rate-limiter-flexible's memory store keeps per-key expiry timers alive; the figures are printed, so stop.
