@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import WebSocket from 'ws'
@@ -43,17 +43,13 @@ async function loopLagP99Ms(wsUrl: string): Promise<number> {
   return Number(/^sluice_nodejs_eventloop_lag_p99_seconds (\S+)$/m.exec(text)?.[1] ?? NaN) * 1000
 }
 
-async function startServer(resources: number): Promise<{ child: ChildProcess; wsUrl: string }> {
+/** Runs `sluice serve` on a config text in a temporary folder; resolves once it listens. */
+export async function spawnCoordinator(
+  configText: string,
+): Promise<{ child: ChildProcess; wsUrl: string }> {
   const dir = await mkdtemp(join(tmpdir(), 'sluice-bench-'))
   const file = join(dir, 'bench.yaml')
-  const templates = Array.from(
-    { length: resources },
-    (_, i) => `  - { match: "r${i}", kind: rate, capacity: 100000, learningMs: 0 }`,
-  )
-  await writeFile(
-    file,
-    `server:\n  limits: { maxClients: 50000 }\nresources:\n${templates.join('\n')}\n`,
-  )
+  await writeFile(file, configText)
   const child = spawn(
     process.execPath,
     ['dist/server/cli.js', 'serve', '--config', file, '--port', '0'],
@@ -71,7 +67,18 @@ async function startServer(resources: number): Promise<{ child: ChildProcess; ws
     })
     child.once('exit', (code) => reject(new Error(`coordinator exited with ${code}`)))
   })
+  child.once('exit', () => void rm(dir, { recursive: true, force: true }))
   return { child, wsUrl }
+}
+
+function startServer(resources: number): Promise<{ child: ChildProcess; wsUrl: string }> {
+  const templates = Array.from(
+    { length: resources },
+    (_, i) => `  - { match: "r${i}", kind: rate, capacity: 100000, learningMs: 0 }`,
+  )
+  return spawnCoordinator(
+    `server:\n  limits: { maxClients: 50000 }\nresources:\n${templates.join('\n')}\n`,
+  )
 }
 
 export async function benchCoordinatorOnce(

@@ -1,11 +1,11 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { allocate } from '../server/allocation/index.js'
 import { jain } from '../server/sim/metrics.js'
-import { procStats } from './coordinator.js'
+import { procStats, spawnCoordinator } from './coordinator.js'
 import { summarise } from './stats.js'
 
 // End to end: a global limit of 1000 requests/s shared by 8 processes under skewed demand,
@@ -40,29 +40,10 @@ async function infrastructure(
   dir: string,
 ): Promise<{ child?: ChildProcess; url?: string; redisSocket?: string }> {
   if (mode === 'sluice') {
-    const file = join(dir, 'e2e.yaml')
-    await writeFile(
-      file,
+    const { child, wsUrl } = await spawnCoordinator(
       `resources:\n  - { match: e2e, kind: rate, capacity: ${limitPerSec}, leaseTtlMs: 5000, refreshMs: 500, graceMs: 1000, learningMs: 0 }\n`,
     )
-    const child = spawn(
-      process.execPath,
-      ['dist/server/cli.js', 'serve', '--config', file, '--port', '0'],
-      {
-        env: { ...process.env, SLUICE_LOG_LEVEL: 'warn' },
-        stdio: ['ignore', 'pipe', 'inherit'],
-      },
-    )
-    const url = await new Promise<string>((resolve, reject) => {
-      let out = ''
-      child.stdout.on('data', (chunk: Buffer) => {
-        out += chunk.toString()
-        const match = /clients connect to (ws:\/\/\S+)\)/.exec(out)
-        if (match) resolve(match[1]!)
-      })
-      child.once('exit', (code) => reject(new Error(`coordinator exited with ${code}`)))
-    })
-    return { child, url }
+    return { child, url: wsUrl }
   }
   if (mode === 'redis') {
     const redisPath = spawnSync('which', ['redis-server']).stdout.toString().trim()
