@@ -3,6 +3,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import type { Logger } from 'pino'
 import { SluiceError, errorCatalogue, type Clock, type ErrorCode } from '../../shared/index.js'
 import type { Coordinator } from '../coordinator/index.js'
+import { dashboardHtml, dashboardJs } from './dashboard.js'
 import { resourceDetail, resourceSummaries } from './status.js'
 
 export interface HttpOptions {
@@ -62,6 +63,18 @@ export function buildHttpApp(options: HttpOptions): FastifyInstance {
       learning,
     })
   })
+
+  // The dashboard's script is its own route so the CSP can forbid inline script.
+  const csp = "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; connect-src 'self'"
+  app.get('/dashboard', async (_req, reply) =>
+    reply
+      .type('text/html; charset=utf-8')
+      .header('content-security-policy', csp)
+      .send(dashboardHtml),
+  )
+  app.get('/dashboard.js', async (_req, reply) =>
+    reply.type('text/javascript; charset=utf-8').send(dashboardJs),
+  )
 
   app.get('/metrics', async (_req, reply) => {
     const registry = coordinator.metrics.registry
