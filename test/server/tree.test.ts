@@ -1,3 +1,4 @@
+import { hostname } from 'node:os'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createClient, type Resource, type SluiceClient } from '../../client/index.js'
 import { allocate } from '../../server/allocation/index.js'
@@ -175,5 +176,57 @@ describe('coordinator trees', () => {
     expect(below.capacity).toBeCloseTo(500)
     expect(direct.capacity).toBeCloseTo(500)
     expect(max).toBeLessThanOrEqual(1000 + 1e-6)
+  })
+})
+
+describe('a replicated downstream coordinator', () => {
+  it('hands its parent link over with leadership: the old leader gives its lease back, the new one asks', async () => {
+    const { ManualElection } = await import('../helpers/manual-election.js')
+    const root = await coordinator(config(1000))
+    const elections: InstanceType<typeof ManualElection>[] = []
+    const replica = async (): Promise<RunningCoordinator> => {
+      const server = await createCoordinator({
+        config: config(1, { learningMs: 1200 }),
+        host: '127.0.0.1',
+        port: 0,
+        clock,
+        logger: silentLogger,
+        parent: [root.wsUrl],
+        election: (url) => {
+          const e = new ManualElection(url)
+          elections.push(e)
+          return e
+        },
+      })
+      servers.push(server)
+      return server
+    }
+    const a = await replica()
+    const b = await replica()
+    elections[0]!.elect()
+    elections[1]!.announce(a.wsUrl)
+    const c = createClient({ url: [a.wsUrl, b.wsUrl], clientId: 'c', clock, random: () => 0.5 })
+    c.on('error', () => undefined)
+    clients.push(c)
+    const r = c.resource('api', { wants: 400, failureMode: 'pessimistic' })
+    await connected()
+    for (let t = 0; t < 3000; t += 50) await step(50)
+    expect(r.capacity).toBeCloseTo(400)
+    const rootClients = (): string[] => [
+      ...(root.coordinator.pool.resource('api')?.entries.keys() ?? []),
+    ]
+    expect(rootClients()).toEqual([`coordinator:${hostname()}:${a.port}`])
+
+    elections[0]!.depose('test')
+    elections[1]!.elect()
+    elections[0]!.announce(b.wsUrl)
+    let maxRoot = 0
+    for (let t = 0; t < 4000; t += 50) {
+      await step(50)
+      maxRoot = Math.max(maxRoot, root.coordinator.pool.committedTotal('api', clock.now()))
+    }
+    expect(r.capacity).toBeCloseTo(400)
+    expect(rootClients()).toEqual([`coordinator:${hostname()}:${b.port}`])
+    expect(maxRoot).toBeLessThanOrEqual(1000 + 1e-6)
   })
 })
