@@ -53,16 +53,28 @@ export async function statusCommand(args: readonly string[], io: CommandIo): Pro
   const abort = new AbortController()
   const timer = systemClock.setTimeout(() => abort.abort(), requestTimeoutMs)
   let body: { resources: ResourceSummary[] }
+  let readiness: { role?: string; leader?: string | null }
   try {
     const res = await fetch(`${base}/v1/resources`, { signal: abort.signal })
     if (!res.ok) throw new Error(`HTTP ${res.status}`)
     body = (await res.json()) as { resources: ResourceSummary[] }
+    // 503 on a follower is an answer, not a failure.
+    readiness = (await (await fetch(`${base}/readyz`, { signal: abort.signal })).json()) as {
+      role?: string
+      leader?: string | null
+    }
   } catch (error) {
     throw new SluiceError('SLUICE_ERR_HTTP_UNREACHABLE', `${base}: ${(error as Error).message}`, {
       cause: error,
     })
   } finally {
     timer.cancel()
+  }
+  // A follower holds no leases: say so, and where the leader is, rather than print an empty table.
+  if (readiness.role === 'follower') {
+    io.stdout.write(
+      `this replica follows; the leader is ${readiness.leader ?? 'not known yet'}: ask it with --url\n`,
+    )
   }
   io.stdout.write(formatStatusTable(body.resources))
   return exitCodes.ok

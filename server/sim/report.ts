@@ -64,10 +64,15 @@ export function toTable(result: SimResult): string {
 
 /** Summary as JSON (numbers rounded for reading; the CSV has the series). */
 export function toJson(result: SimResult): string {
+  // Without the wall-clock time, so the file is the same on every run of the same scenario.
   return JSON.stringify(
     result.summary,
-    (_k, v: unknown) =>
-      typeof v === 'number' && !Number.isInteger(v) ? Math.round(v * 1e6) / 1e6 : v,
+    (k, v: unknown) =>
+      k === 'wallMs'
+        ? undefined
+        : typeof v === 'number' && !Number.isInteger(v)
+          ? Math.round(v * 1e6) / 1e6
+          : v,
     2,
   )
 }

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import { createClient, type Resource, type SluiceClient } from '../../../client/index.js'
-import { createCoordinator, type RunningCoordinator } from '../../../server/index.js'
+import { createCoordinator, runCli, type RunningCoordinator } from '../../../server/index.js'
 import { ManualClock } from '../../../shared/index.js'
 import { silentLogger, simpleConfig } from '../../helpers/coordinator.js'
 import { ManualElection } from '../../helpers/manual-election.js'
@@ -159,5 +159,12 @@ describe('replica roles', () => {
     expect(maxSum).toBeLessThanOrEqual(300 + 1e-9)
     const ready = (await (await fetch(`${a.server.url}/readyz`)).json()) as Record<string, unknown>
     expect(ready).toMatchObject({ role: 'follower', leader: b.server.wsUrl })
+    let stdout = ''
+    const io = {
+      stdout: { write: (t: string) => void (stdout += t) },
+      stderr: { write: () => true },
+    }
+    expect(await runCli(['status', '--url', a.server.url], io as never)).toBe(0)
+    expect(stdout).toContain(`this replica follows; the leader is ${b.server.wsUrl}`)
   })
 })
