@@ -1,4 +1,4 @@
-import { allocate, type ClientDemand } from '../allocation/index.js'
+import { allocate, wholeUnits, type ClientDemand } from '../allocation/index.js'
 import type { ResourceSettings } from '../config/index.js'
 import type { LeaseGrant } from '../../shared/index.js'
 import { ClientState, Entry, ResourceState } from './entry.js'
@@ -269,7 +269,9 @@ export class Pool {
       tenants: r.settings.tenants,
       clients,
     })
-    for (let i = 0; i < entries.length; i++) entries[i]!.target = result.grants[i]!
+    // Slots are whole: a semaphore cannot use half of one.
+    const grants = r.settings.kind === 'concurrency' ? wholeUnits(result.grants) : result.grants
+    for (let i = 0; i < entries.length; i++) entries[i]!.target = grants[i]!
 
     // Decreases first: pushed at once, freeing capacity only on ack or lapse.
     const eps = r.epsilon

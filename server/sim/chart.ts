@@ -51,7 +51,7 @@ export function toSvg(result: SimResult, resource: string): string {
     for (let i = 0; i <= 4; i++) {
       const v = (yMax * i) / 4
       parts.push(
-        `<text x="${margin.left - 6}" y="${y(v) + 4}" font-size="10" text-anchor="end">${Math.round(v)}</text>`,
+        `<text x="${margin.left - 6}" y="${y(v) + 4}" font-size="10" text-anchor="end">${yMax < 20 ? v.toFixed(1) : Math.round(v)}</text>`,
       )
     }
     for (let i = 0; i <= 5; i++) {
@@ -79,7 +79,7 @@ export function toSvg(result: SimResult, resource: string): string {
   const y1 = axes(
     top1,
     yMax1,
-    `${result.scenario.name} · ${resource}: admitted rate against capacity (tokens/s)`,
+    `${result.scenario.name} · ${resource}: ${rows[0]?.capacity !== undefined && result.scenario.resources.some((r) => r.match === resource && r.kind === 'concurrency') ? 'slots in flight against capacity' : 'admitted rate against capacity (tokens/s)'}`,
   )
   const series1: [string, number[], string, boolean][] = [
     ['capacity', rows.map((r) => r.capacity), '#000', true],

@@ -58,6 +58,16 @@ describe('simulator', () => {
     for (const c of steady) expect(c.refreshes, c.event).toBeLessThanOrEqual(2)
   })
 
+  it('concurrency: slots in flight never exceed capacity, and whole-slot shares leave none unused', async () => {
+    const result = simulate(await loadScenarioFile('examples/scenarios/concurrency.yaml'))
+    for (const check of result.summary.checks)
+      expect(check, check.detail).toMatchObject({ ok: true })
+    const [db] = result.summary.resources
+    expect(db!.excessOverBound).toBeLessThanOrEqual(0)
+    expect(db!.utilisationSteady).toBeGreaterThan(0.98)
+    for (const row of result.rows) expect(row.enforced).toBeLessThanOrEqual(row.capacity)
+  })
+
   it('is reproducible: the same scenario and seed give the same series', () => {
     const scenario = parseScenario(small({ network: { latencyMs: 3, jitterMs: 5, loss: 0.02 } }))
     expect(toCsv(simulate(scenario))).toBe(toCsv(simulate(scenario)))
