@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises'
 import { parse as parseYaml } from 'yaml'
-import { SluiceError, describeIssues } from '../../shared/index.js'
+import { SluiceError, describeIssues, type ErrorCode } from '../../shared/index.js'
 import { configSchema, type Config, type ConfigInput } from './schema.js'
 
 function deepFreeze<T>(value: T): T {
@@ -19,31 +19,39 @@ export function parseConfig(input: unknown, source = 'config'): Config {
   return deepFreeze(result.data)
 }
 
-/** Parses YAML or JSON text (YAML is a superset of JSON) and validates it. */
-export function parseConfigText(text: string, source = 'config'): Config {
-  let input: unknown
+/** Parses YAML or JSON text (YAML is a superset of JSON) into plain data; errors carry `code`. */
+export function parseYamlText(text: string, source: string, code: ErrorCode): unknown {
   try {
-    input = parseYaml(text, { maxAliasCount: 100 })
+    return parseYaml(text, { maxAliasCount: 100 })
   } catch (error) {
-    throw new SluiceError(
-      'SLUICE_ERR_CONFIG_INVALID',
-      `${source}: not YAML or JSON: ${(error as Error).message}`,
-    )
+    throw new SluiceError(code, `${source}: not YAML or JSON: ${(error as Error).message}`)
   }
-  return parseConfig(input, source)
 }
 
-/** Reads and validates a config file. */
-export async function loadConfigFile(path: string): Promise<Config> {
+/** Reads a YAML or JSON file into plain data: `readCode` if it cannot be read, `parseCode` if not YAML. */
+export async function readYamlFile(
+  path: string,
+  readCode: ErrorCode,
+  parseCode: ErrorCode,
+): Promise<unknown> {
   let text: string
   try {
     text = await readFile(path, 'utf8')
   } catch (error) {
-    throw new SluiceError('SLUICE_ERR_CONFIG_READ', `${path}: ${(error as Error).message}`, {
-      cause: error,
-    })
+    throw new SluiceError(readCode, `${path}: ${(error as Error).message}`, { cause: error })
   }
-  return parseConfigText(text, path)
+  return parseYamlText(text, path, parseCode)
+}
+
+/** Parses YAML or JSON text and validates it. */
+export function parseConfigText(text: string, source = 'config'): Config {
+  return parseConfig(parseYamlText(text, source, 'SLUICE_ERR_CONFIG_INVALID'), source)
+}
+
+/** Reads and validates a config file. */
+export async function loadConfigFile(path: string): Promise<Config> {
+  const input = await readYamlFile(path, 'SLUICE_ERR_CONFIG_READ', 'SLUICE_ERR_CONFIG_INVALID')
+  return parseConfig(input, path)
 }
 
 /** A config given as an object (validated here) or as a file path. */

@@ -3,6 +3,7 @@ import {
   SluiceError,
   protocolVersion,
   type AckMessage,
+  type ClientMessage,
   type Clock,
   type DemandMessage,
   type ErrorCode,
@@ -176,6 +177,29 @@ export class Coordinator {
   }
 
   // ---- client messages ----
+
+  /**
+   * Routes one decoded message from a session: hello first and once, then
+   * demand, ack and release. Every transport (WebSocket, simulator) comes
+   * through here, so the protocol's order rules live in one place.
+   */
+  receive(session: SessionPort, msg: ClientMessage): void {
+    if (msg.type === 'hello') {
+      if (session.clientId !== undefined)
+        return this.#fail(session, 'SLUICE_ERR_PROTO_UNEXPECTED', 'second hello')
+      return this.hello(session, msg)
+    }
+    if (session.clientId === undefined)
+      return this.#fail(session, 'SLUICE_ERR_PROTO_UNEXPECTED', `${msg.type} before hello`)
+    switch (msg.type) {
+      case 'demand':
+        return this.demand(session, msg)
+      case 'ack':
+        return this.ack(session, msg)
+      case 'release':
+        return this.release(session, msg)
+    }
+  }
 
   hello(session: SessionPort, msg: HelloMessage): void {
     if (this.#role !== 'leader') return this.#sendAway(session)

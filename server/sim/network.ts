@@ -261,12 +261,7 @@ export class SimSession implements SessionPort {
     if (this.#dead) return
     const decoded = decodeClientMessage(text)
     if (!decoded.ok) return this.fail(decoded.code, decoded.detail)
-    const msg = decoded.message
-    if (msg.type === 'hello') return this.#coordinator.hello(this, msg)
-    if (this.clientId === undefined) return this.fail('SLUICE_ERR_PROTO_UNEXPECTED', 'before hello')
-    if (msg.type === 'demand') this.#coordinator.demand(this, msg)
-    else if (msg.type === 'ack') this.#coordinator.ack(this, msg)
-    else this.#coordinator.release(this, msg)
+    this.#coordinator.receive(this, decoded.message)
   }
 
   /** The client closed its end: the close arrives after what the client sent before it. */

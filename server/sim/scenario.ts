@@ -1,7 +1,6 @@
-import { readFile } from 'node:fs/promises'
-import { parse as parseYaml } from 'yaml'
 import { z } from 'zod'
 import { SluiceError, describeIssues } from '../../shared/index.js'
+import { readYamlFile } from '../config/load.js'
 import { resourceTemplateSchema } from '../config/schema.js'
 
 const sec = z
@@ -129,20 +128,8 @@ export function parseScenario(input: unknown, source = 'scenario'): Scenario {
 
 /** Reads and validates a YAML or JSON scenario file. */
 export async function loadScenarioFile(path: string): Promise<Scenario> {
-  let text: string
-  try {
-    text = await readFile(path, 'utf8')
-  } catch (error) {
-    throw new SluiceError('SLUICE_ERR_CLI_INPUT', `${path}: ${(error as Error).message}`)
-  }
-  let input: unknown
-  try {
-    input = parseYaml(text, { maxAliasCount: 100 })
-  } catch (error) {
-    throw new SluiceError(
-      'SLUICE_ERR_CLI_INPUT',
-      `${path}: not YAML or JSON: ${(error as Error).message}`,
-    )
-  }
-  return parseScenario(input, path)
+  return parseScenario(
+    await readYamlFile(path, 'SLUICE_ERR_CLI_INPUT', 'SLUICE_ERR_CLI_INPUT'),
+    path,
+  )
 }

@@ -120,22 +120,10 @@ export class WsSession implements SessionPort {
     const msg = decoded.message
     try {
       if (msg.type === 'hello') {
-        if (this.clientId !== undefined)
-          return this.fail('SLUICE_ERR_PROTO_UNEXPECTED', 'second hello')
         this.#helloTimer?.cancel()
         this.#helloTimer = undefined
-        return this.#coordinator.hello(this, msg)
       }
-      if (this.clientId === undefined)
-        return this.fail('SLUICE_ERR_PROTO_UNEXPECTED', `${msg.type} before hello`)
-      switch (msg.type) {
-        case 'demand':
-          return this.#coordinator.demand(this, msg)
-        case 'ack':
-          return this.#coordinator.ack(this, msg)
-        case 'release':
-          return this.#coordinator.release(this, msg)
-      }
+      this.#coordinator.receive(this, msg)
     } catch (error) {
       this.#log.error(
         { err: error, clientId: this.clientId, type: msg.type },

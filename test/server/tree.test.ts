@@ -5,7 +5,7 @@ import { allocate } from '../../server/allocation/index.js'
 import type { ConfigInput } from '../../server/config/index.js'
 import { createCoordinator, type RunningCoordinator } from '../../server/index.js'
 import { ManualClock } from '../../shared/index.js'
-import { silentLogger } from '../helpers/coordinator.js'
+import { silentLogger, simpleConfig } from '../helpers/coordinator.js'
 
 // A two-level tree on one manual clock, real sockets throughout: a root,
 // downstream coordinators that are clients of the root, and their clients.
@@ -24,24 +24,9 @@ afterEach(async () => {
   )
 })
 
+/** The shared one-resource test config ('api', short periods, no learning) at `capacity`. */
 function config(capacity: number, extra: Record<string, unknown> = {}): ConfigInput {
-  return {
-    server: { limits: { roundDebounceMs: 0 } },
-    resources: [
-      {
-        match: 'api',
-        kind: 'rate',
-        capacity,
-        leaseTtlMs: 1000,
-        refreshMs: 100,
-        graceMs: 200,
-        learningMs: 0,
-        surplus: 'hold',
-        demand: { window: 1 },
-        ...extra,
-      },
-    ],
-  }
+  return simpleConfig({ capacity, ...extra })
 }
 
 async function coordinator(input: ConfigInput, parent?: string): Promise<RunningCoordinator> {
