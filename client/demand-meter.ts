@@ -1,3 +1,5 @@
+import type { ResourceKind } from '../shared/index.js'
+
 /**
  * Measured demand of one resource: tokens asked for (granted or refused,
  * waiting callers included) per second over the current report window. For
@@ -23,7 +25,7 @@ export class DemandMeter {
   }
 
   /** Demand over the window ending now, then starts a new window. */
-  take(nowMs: number, kind: 'rate' | 'concurrency', current: number): number {
+  take(nowMs: number, kind: ResourceKind, current: number): number {
     const elapsedSec = Math.max(0.001, (nowMs - this.#windowStartMs) / 1000)
     const value = kind === 'rate' ? this.#asked / elapsedSec : Math.max(this.#peak, current)
     this.#asked = 0

@@ -1,11 +1,4 @@
-export {
-  algorithms,
-  allocate,
-  allocationLimits,
-  grantsById,
-  parseScenario,
-  surplusPolicies,
-} from './allocation/index.js'
+export { algorithms, allocate, grantsById, surplusPolicies } from './allocation/index.js'
 export type {
   Algorithm,
   Allocation,
@@ -14,7 +7,6 @@ export type {
   SurplusPolicy,
   TenantSpec,
 } from './allocation/index.js'
-export { runCli } from './cli/main.js'
 export { createCoordinator } from './create.js'
 export type { CoordinatorOptions, RunningCoordinator } from './create.js'
 export { loadConfigFile, parseConfig, parseConfigText } from './config/index.js'

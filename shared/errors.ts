@@ -198,8 +198,36 @@ export const errorCatalogue = Object.freeze({
 
 export type ErrorCode = keyof typeof errorCatalogue
 
+/** Every code of the catalogue, for schemas that carry one. */
+export const errorCodes = Object.freeze(Object.keys(errorCatalogue)) as readonly [
+  ErrorCode,
+  ...ErrorCode[],
+]
+
+/** The one way a coded failure reads: the catalogue line, then the specifics when there are any. */
+export function formatError(code: ErrorCode, detail = ''): string {
+  const spec: ErrorSpec = errorCatalogue[code]
+  return detail === '' ? spec.message : `${spec.message}: ${detail}`
+}
+
 export function isErrorCode(value: unknown): value is ErrorCode {
   return typeof value === 'string' && Object.hasOwn(errorCatalogue, value)
+}
+
+/** The WebSocket close code an error ends a connection with; 4500 for codes that do not end one. */
+export function closeCodeOf(code: ErrorCode): number {
+  return (errorCatalogue[code] as ErrorSpec).closeCode ?? 4500
+}
+
+const codesByClose = new Map<number, ErrorCode>()
+for (const code of errorCodes) {
+  const close = (errorCatalogue[code] as ErrorSpec).closeCode
+  if (close !== undefined) codesByClose.set(close, code)
+}
+
+/** The error code behind a 4xxx close code, when it is one of ours. */
+export function codeOfClose(closeCode: number): ErrorCode | undefined {
+  return codesByClose.get(closeCode)
 }
 
 /** The error class for every coded failure. `message` is the catalogue line plus the detail. */
@@ -211,7 +239,7 @@ export class SluiceError extends Error {
 
   constructor(code: ErrorCode, detail = '', options?: { cause?: unknown }) {
     const spec: ErrorSpec = errorCatalogue[code]
-    super(detail === '' ? spec.message : `${spec.message}: ${detail}`, options)
+    super(formatError(code, detail), options)
     this.name = 'SluiceError'
     this.code = code
     this.retryable = spec.retryable

@@ -3,6 +3,25 @@ export { backoffDelayMs } from './backoff.js'
 export type { Clock, Timer } from './clock.js'
 export { ManualClock, systemClock } from './clock.js'
 export type { ErrorCode, ErrorSpec } from './errors.js'
-export { SluiceError, describeValue, errorCatalogue, isErrorCode } from './errors.js'
+export {
+  SluiceError,
+  closeCodeOf,
+  codeOfClose,
+  describeValue,
+  errorCatalogue,
+  errorCodes,
+  formatError,
+  isErrorCode,
+} from './errors.js'
+export {
+  clampQuantity,
+  clampWeight,
+  defaultBurst,
+  defaultLearningMs,
+  domainLimits,
+  failureModes,
+  resourceKinds,
+} from './domain.js'
+export type { FailureMode, ResourceKind } from './domain.js'
 export { describeIssue, describeIssues } from './issues.js'
 export * from './protocol/index.js'

@@ -1,5 +1,4 @@
 export { allocate, allocateNormalised, grantsById } from './allocate.js'
-export { allocationLimits } from './limits.js'
 export { proportionalShare } from './proportional.js'
 export { normaliseProblem } from './validate.js'
 export type { NormalisedProblem } from './validate.js'
@@ -15,4 +14,4 @@ export type {
   SurplusPolicy,
   TenantSpec,
 } from './types.js'
-export { parseScenario, scenarioSchema } from './scenario.js'
+export { allocationInputSchema, parseAllocationInput } from './input.js'

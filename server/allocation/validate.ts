@@ -1,5 +1,4 @@
-import { SluiceError, describeValue } from '../../shared/index.js'
-import { allocationLimits as L } from './limits.js'
+import { SluiceError, describeValue, domainLimits as L } from '../../shared/index.js'
 import {
   algorithms,
   surplusPolicies,

@@ -1,5 +1,5 @@
 import { SluiceError } from '../../shared/index.js'
-import { allocate, grantsById, parseScenario } from '../allocation/index.js'
+import { allocate, grantsById, parseAllocationInput } from '../allocation/index.js'
 import { exitCodes, readAll, type CommandIo } from './io.js'
 
 /** Largest scenario `sluice allocate` reads: 256 MiB, about two million clients. */
@@ -19,7 +19,7 @@ export async function allocateCommand(args: readonly string[], io: CommandIo): P
   } catch (error) {
     throw new SluiceError('SLUICE_ERR_CLI_INPUT', (error as Error).message, { cause: error })
   }
-  const scenario = parseScenario(text)
+  const scenario = parseAllocationInput(text)
   const result = allocate(scenario)
   io.stdout.write(`${JSON.stringify({ grants: grantsById(result) })}\n`)
   return exitCodes.ok

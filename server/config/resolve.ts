@@ -1,3 +1,9 @@
+import {
+  defaultBurst,
+  defaultLearningMs,
+  type FailureMode,
+  type ResourceKind,
+} from '../../shared/index.js'
 import type { AllocationProblem } from '../allocation/index.js'
 import { PatternList } from './glob.js'
 import type { Config, ResourceTemplate, TenantConfig } from './schema.js'
@@ -5,7 +11,7 @@ import type { Config, ResourceTemplate, TenantConfig } from './schema.js'
 /** Everything the coordinator needs to know about one resource, defaults applied. Frozen. */
 export interface ResourceSettings {
   readonly id: string
-  readonly kind: 'rate' | 'concurrency'
+  readonly kind: ResourceKind
   readonly capacity: number
   /** Tokens the whole resource may burst (rate); each lease gets its share. */
   readonly burst: number
@@ -22,7 +28,7 @@ export interface ResourceSettings {
   /** Tenant name → { weight, cap } for this resource. */
   readonly tenants: Readonly<Record<string, { weight: number; cap?: number }>>
   /** Downstream coordinators: what capacity follows when the parent's lease lapses. */
-  readonly failureMode: 'safe' | 'pessimistic' | 'optimistic'
+  readonly failureMode: FailureMode
   /**
    * Downstream coordinators: when the parent's lease in force ends. No lease granted
    * here outlives it. Undefined: leases run their full leaseTtlMs.
@@ -88,13 +94,13 @@ export class CompiledConfig {
       id,
       kind: t.kind,
       capacity: t.capacity,
-      burst: t.kind === 'rate' ? (t.burst ?? t.capacity) : t.capacity,
+      burst: defaultBurst(t.kind, t.capacity, t.burst),
       algorithm: t.algorithm,
       surplus: t.surplus,
       leaseTtlMs: t.leaseTtlMs,
       refreshMs: t.refreshMs,
       graceMs: t.graceMs,
-      learningMs: t.learningMs ?? t.leaseTtlMs + t.graceMs,
+      learningMs: defaultLearningMs(t),
       safeCapacity: t.safeCapacity,
       estimator: t.demand.estimator,
       window: t.demand.window,

@@ -1,8 +1,9 @@
 import { z } from 'zod'
-import { algorithms, allocationLimits, surplusPolicies } from '../allocation/index.js'
+import { domainLimits, failureModes, resourceKinds } from '../../shared/index.js'
+import { algorithms, surplusPolicies } from '../allocation/index.js'
 
-const quantity = z.number().min(0).max(allocationLimits.maxQuantity)
-const weight = z.number().min(allocationLimits.minWeight).max(allocationLimits.maxWeight)
+const quantity = z.number().min(0).max(domainLimits.maxQuantity)
+const weight = z.number().min(domainLimits.minWeight).max(domainLimits.maxWeight)
 const ms = (min: number, max: number): z.ZodNumber => z.number().int().min(min).max(max)
 
 /** Per-connection and per-process bounds. Every one has a default; see docs/configuration.md. */
@@ -79,7 +80,7 @@ export const tenantSchema = z.strictObject({
   maxClients: z.number().int().min(1).optional(),
 })
 
-export const demandSchema = z.strictObject({
+export const demandEstimatorSchema = z.strictObject({
   estimator: z.enum(['max', 'ewma']).default('max'),
   /** Reports the estimator looks back over. */
   window: z.number().int().min(1).max(100).default(5),
@@ -88,7 +89,7 @@ export const demandSchema = z.strictObject({
 export const resourceTemplateSchema = z
   .strictObject({
     match: z.string().min(1).max(1024),
-    kind: z.enum(['rate', 'concurrency']),
+    kind: z.enum(resourceKinds),
     /** Tokens/s (rate) or slots (concurrency); per client with `static`. */
     capacity: quantity,
     /** Rate only: tokens the whole resource may burst; default one second of capacity. */
@@ -102,9 +103,9 @@ export const resourceTemplateSchema = z
     learningMs: ms(0, 3_600_000).optional(),
     /** Per client, when the coordinator is unreachable; default capacity / clients. */
     safeCapacity: quantity.optional(),
-    demand: demandSchema.prefault({}),
+    demand: demandEstimatorSchema.prefault({}),
     /** Downstream coordinators (server.parent): capacity when the parent's lease lapses. */
-    failureMode: z.enum(['safe', 'pessimistic', 'optimistic']).default('safe'),
+    failureMode: z.enum(failureModes).default('safe'),
   })
   .refine((t) => t.refreshMs < t.leaseTtlMs, {
     message: 'refreshMs must be below leaseTtlMs, or leases lapse between renewals',
@@ -114,9 +115,7 @@ export const resourceTemplateSchema = z
 export const configSchema = z
   .strictObject({
     server: serverSchema.prefault({}),
-    tenants: z
-      .record(z.string().min(1).max(allocationLimits.maxIdLength), tenantSchema)
-      .default({}),
+    tenants: z.record(z.string().min(1).max(domainLimits.maxIdLength), tenantSchema).default({}),
     resources: z.array(resourceTemplateSchema).min(1),
   })
   .superRefine((config, ctx) => {

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import type { ResourceFigures } from './view.js'
 
 /** Prometheus metrics of one coordinator, on a registry of its own (several may share a process). */
 export class CoordinatorMetrics {
@@ -13,7 +14,7 @@ export class CoordinatorMetrics {
   readonly isLeader: Gauge
   readonly leaderChanges: Counter<'to'>
 
-  constructor(collectResources: (set: ResourceGaugeSetter) => void) {
+  constructor(resources: () => readonly ResourceFigures[]) {
     const registers = [this.registry]
     // Process metrics (CPU, memory, event-loop lag, GC): what an operator checks first.
     collectDefaultMetrics({ register: this.registry, prefix: 'sluice_' })
@@ -39,13 +40,18 @@ export class CoordinatorMetrics {
       registers,
       collect() {
         for (const g of Object.values(gauges)) g.reset()
-        let count = 0
-        collectResources((resource, values) => {
-          count++
-          for (const [key, value] of Object.entries(values))
-            gauges[key as keyof typeof gauges].set({ resource }, value)
-        })
-        this.set(count)
+        const all = resources()
+        for (const r of all) {
+          const labels = { resource: r.id }
+          gauges.capacity.set(labels, r.capacity)
+          gauges.committed.set(labels, r.committed)
+          gauges.free.set(labels, r.free)
+          gauges.demand.set(labels, r.demand)
+          gauges.grant.set(labels, r.grant)
+          gauges.clients.set(labels, r.clients)
+          gauges.learning.set(labels, r.learning ? 1 : 0)
+        }
+        this.set(all.length)
       },
     })
     for (const g of Object.values(gauges)) this.registry.registerMetric(g)
@@ -101,16 +107,3 @@ export class CoordinatorMetrics {
     })
   }
 }
-
-export type ResourceGaugeSetter = (
-  resource: string,
-  values: {
-    capacity: number
-    committed: number
-    free: number
-    demand: number
-    grant: number
-    clients: number
-    learning: number
-  },
-) => void

@@ -53,7 +53,7 @@ export function buildHttpApp(options: HttpOptions): FastifyInstance {
   app.get('/readyz', async (_req, reply) => {
     const role = coordinator.role
     const ready = options.ready() && role === 'leader'
-    const learning = resourceSummaries(coordinator, clock.now())
+    const learning = resourceSummaries(coordinator)
       .filter((r) => r.learning)
       .map((r) => r.id)
     return reply.code(ready ? 200 : 503).send({
@@ -81,7 +81,7 @@ export function buildHttpApp(options: HttpOptions): FastifyInstance {
     return reply.type(registry.contentType).send(await registry.metrics())
   })
 
-  app.get('/v1/resources', async () => ({ resources: resourceSummaries(coordinator, clock.now()) }))
+  app.get('/v1/resources', async () => ({ resources: resourceSummaries(coordinator) }))
 
   // A wildcard, so ids with `/` work with or without percent-encoding.
   app.get('/v1/resources/*', async (req: FastifyRequest<{ Params: { '*': string } }>, reply) => {

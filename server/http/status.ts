@@ -1,8 +1,10 @@
-import type { Coordinator } from '../coordinator/index.js'
+import type { ResourceKind } from '../../shared/index.js'
+import type { Coordinator, ResourceFigures } from '../coordinator/index.js'
 
+/** One resource as `GET /v1/resources` lists it. */
 export interface ResourceSummary {
   id: string
-  kind: 'rate' | 'concurrency'
+  kind: ResourceKind
   capacity: number
   committed: number
   free: number
@@ -26,26 +28,23 @@ export interface ClientDetail {
   leaseAgeMs: number | null
 }
 
-/** Every resource with clients, as the status API shows it. */
-export function resourceSummaries(coordinator: Coordinator, nowMs: number): ResourceSummary[] {
-  const out: ResourceSummary[] = []
-  for (const [id, r] of coordinator.pool.resources()) {
-    const committed = coordinator.pool.committedTotal(id, nowMs)
-    let demand = 0
-    for (const e of r.entries.values()) demand += e.client.connected ? e.history.estimate() : 0
-    out.push({
-      id,
-      kind: r.settings.kind,
-      capacity: r.settings.capacity,
-      committed,
-      free: Math.max(0, r.settings.capacity - committed),
-      demand,
-      clients: r.entries.size,
-      learning: nowMs < r.learningUntilMs,
-      rounds: r.rounds,
-    })
+function summary(r: ResourceFigures): ResourceSummary {
+  return {
+    id: r.id,
+    kind: r.kind,
+    capacity: r.capacity,
+    committed: r.committed,
+    free: r.free,
+    demand: r.demand,
+    clients: r.clients,
+    learning: r.learning,
+    rounds: r.rounds,
   }
-  return out.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+}
+
+/** Every resource with clients, as the status API shows it. */
+export function resourceSummaries(coordinator: Coordinator): ResourceSummary[] {
+  return coordinator.view.resources().map(summary)
 }
 
 /** One resource and each of its clients, or undefined when nobody uses it. */
@@ -54,25 +53,20 @@ export function resourceDetail(
   id: string,
   nowMs: number,
 ): (ResourceSummary & { clientDetails: ClientDetail[] }) | undefined {
-  const r = coordinator.pool.resource(id)
+  const r = coordinator.view.resource(id)
   if (r === undefined) return undefined
-  const summary = resourceSummaries(coordinator, nowMs).find((s) => s.id === id)!
-  const clientDetails: ClientDetail[] = []
-  for (const e of r.entries.values()) {
-    const sent = e.lastSentMs
-    clientDetails.push({
-      id: e.client.id,
-      connected: e.client.connected,
-      tenant: e.client.tenant ?? null,
-      wants: e.history.last,
-      estimatedDemand: e.history.estimate(),
-      target: e.target,
-      lease: e.newest,
-      committed: e.committed,
-      weight: e.weight,
-      priority: e.priority,
-      leaseAgeMs: Number.isFinite(sent) ? Math.round(nowMs - sent) : null,
-    })
-  }
-  return { ...summary, clientDetails }
+  const clientDetails: ClientDetail[] = coordinator.view.clients(id).map((c) => ({
+    id: c.id,
+    connected: c.connected,
+    tenant: c.tenant ?? null,
+    wants: c.wants,
+    estimatedDemand: c.estimatedDemand,
+    target: c.target,
+    lease: c.lease,
+    committed: c.committed,
+    weight: c.weight,
+    priority: c.priority,
+    leaseAgeMs: Number.isFinite(c.lastSentMs) ? Math.round(nowMs - c.lastSentMs) : null,
+  }))
+  return { ...summary(r), clientDetails }
 }

@@ -87,6 +87,13 @@ export class Entry {
     return this.leases.at(-1)?.ttlMs ?? this.resource.settings.leaseTtlMs
   }
 
+  /** What this entry commits at `nowMs`, lapses counted, without changing anything. */
+  committedAt(nowMs: number): number {
+    let max = 0
+    for (const l of this.leases) if (l.holdUntilMs > nowMs && l.capacity > max) max = l.capacity
+    return max
+  }
+
   /** Drops lapsed leases and recomputes `committed`, keeping the resource's sum in step. */
   refresh(nowMs: number): void {
     if (this.leases.length > 0 && this.leases.some((l) => l.holdUntilMs <= nowMs)) {

@@ -1,5 +1,4 @@
 export { DemandHistory } from './demand.js'
-export { ClientState, Entry, ResourceState } from './entry.js'
-export type { LeaseRecord } from './entry.js'
 export { Pool } from './pool.js'
-export type { DemandReport, LeaseBatch } from './pool.js'
+export type { DemandReport, LeaseBatch, SettingsSource } from './pool.js'
+export type { ClientSnapshot, ResourceSnapshot } from './snapshot.js'

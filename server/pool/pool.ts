@@ -2,6 +2,10 @@ import { allocate, wholeUnits, type ClientDemand } from '../allocation/index.js'
 import type { ResourceSettings } from '../config/index.js'
 import type { LeaseGrant } from '../../shared/index.js'
 import { ClientState, Entry, ResourceState } from './entry.js'
+import type { ClientSnapshot, ResourceSnapshot } from './snapshot.js'
+
+/** Where the pool reads a resource's settings; undefined when no template matches the id. */
+export type SettingsSource = (resourceId: string) => ResourceSettings | undefined
 
 /** A batch of leases for one client, to send as one `lease` message. */
 export interface LeaseBatch {
@@ -30,19 +34,27 @@ export interface DemandReport {
  * lapse; increases come only out of free capacity. After a capacity cut the
  * sum may stand above the new capacity until the decreases are acknowledged
  * or lapse; no increase is granted until it is back under.
+ *
+ * Settings come in one way, from the `SettingsSource` given at construction
+ * (`refreshSettings` re-reads them); state goes out as frozen snapshots,
+ * never as the pool's own records.
  */
 export class Pool {
   readonly #clients = new Map<string, ClientState>()
   readonly #resources = new Map<string, ResourceState>()
   readonly #startMs: number
+  readonly #settingsFor: SettingsSource
   #batches = new Map<ClientState, LeaseBatch>()
   // One sequence for all batches of this pool: a client id that is forgotten and comes back
   // never sees a sequence number reused, so a late ack can never match a newer batch.
   #lastSeq = 0
 
-  constructor(startMs: number) {
+  constructor(startMs: number, settingsFor: SettingsSource) {
     this.#startMs = startMs
+    this.#settingsFor = settingsFor
   }
+
+  // ---- queries (no state changes) ----
 
   get clientCount(): number {
     return this.#clients.size
@@ -52,20 +64,99 @@ export class Pool {
     return this.#resources.size
   }
 
-  clients(): IterableIterator<ClientState> {
-    return this.#clients.values()
+  /** Ids of the resources that have clients, in the order they first appeared. */
+  resourceIds(): string[] {
+    return [...this.#resources.keys()]
   }
 
-  resources(): IterableIterator<[string, ResourceState]> {
-    return this.#resources.entries()
+  hasResource(resourceId: string): boolean {
+    return this.#resources.has(resourceId)
   }
 
-  resource(id: string): ResourceState | undefined {
-    return this.#resources.get(id)
+  /** Whether the pool knows this client (connected, or disconnected with leases). */
+  hasClient(clientId: string): boolean {
+    return this.#clients.has(clientId)
   }
 
-  client(id: string): ClientState | undefined {
-    return this.#clients.get(id)
+  /** The tenant a known client connected as. */
+  clientTenant(clientId: string): string | undefined {
+    return this.#clients.get(clientId)?.tenant
+  }
+
+  /** How many resources a client uses. */
+  subscriptionCount(clientId: string): number {
+    return this.#clients.get(clientId)?.entries.size ?? 0
+  }
+
+  isSubscribed(clientId: string, resourceId: string): boolean {
+    return this.#clients.get(clientId)?.entries.has(resourceId) === true
+  }
+
+  /** Ids of the clients using a resource. */
+  subscribers(resourceId: string): string[] {
+    const r = this.#resources.get(resourceId)
+    return r === undefined ? [] : [...r.entries.keys()]
+  }
+
+  /** The settings a resource is run with now. */
+  settings(resourceId: string): ResourceSettings | undefined {
+    return this.#resources.get(resourceId)?.settings
+  }
+
+  /** Σ committed of a resource at `nowMs`: leases lapsed by then do not count. */
+  committed(resourceId: string, nowMs: number): number {
+    const r = this.#resources.get(resourceId)
+    if (r === undefined) return 0
+    let sum = 0
+    for (const e of r.entries.values()) sum += e.committedAt(nowMs)
+    return sum
+  }
+
+  /** A resource's figures at `nowMs`, or undefined when nobody uses it. */
+  snapshot(resourceId: string, nowMs: number): ResourceSnapshot | undefined {
+    const r = this.#resources.get(resourceId)
+    if (r === undefined) return undefined
+    let demand = 0
+    let grant = 0
+    for (const e of r.entries.values()) {
+      demand += e.client.connected ? e.history.estimate() : 0
+      grant += e.target
+    }
+    return Object.freeze({
+      id: resourceId,
+      settings: r.settings,
+      committed: this.committed(resourceId, nowMs),
+      demand,
+      grant,
+      clients: r.entries.size,
+      learning: nowMs < r.learningUntilMs,
+      rounds: r.rounds,
+    })
+  }
+
+  /** Each client of a resource as the pool sees it at `nowMs`. */
+  clientSnapshots(resourceId: string, nowMs: number): ClientSnapshot[] {
+    const r = this.#resources.get(resourceId)
+    if (r === undefined) return []
+    const out: ClientSnapshot[] = []
+    for (const e of r.entries.values()) {
+      out.push(
+        Object.freeze({
+          id: e.client.id,
+          tenant: e.client.tenant,
+          connected: e.client.connected,
+          wants: e.history.last,
+          estimatedDemand: e.history.estimate(),
+          target: e.target,
+          lease: e.newest,
+          committed: e.committedAt(nowMs),
+          weight: e.weight,
+          priority: e.priority,
+          lastSentMs: e.lastSentMs,
+        }),
+      )
+    }
+    return out
   }
 
   /** Clients of a tenant known to the pool (connected, or disconnected with leases). */
@@ -100,13 +191,12 @@ export class Pool {
   learnHoldings(
     clientId: string,
     holdings: ReadonlyArray<{ resource: string; capacity: number }>,
-    settingsFor: (id: string) => ResourceSettings | undefined,
     nowMs: number,
   ): LeaseBatch[] {
     const client = this.#clients.get(clientId)
     if (client === undefined) return []
     for (const h of holdings) {
-      const settings = settingsFor(h.resource)
+      const settings = this.#settingsFor(h.resource)
       if (settings === undefined) continue
       const entry = this.#subscribe(client, h.resource, settings)
       const r = entry.resource
@@ -128,7 +218,6 @@ export class Pool {
   reportDemand(
     clientId: string,
     reports: readonly DemandReport[],
-    settingsFor: (id: string) => ResourceSettings | undefined,
     nowMs: number,
   ): { batches: LeaseBatch[]; newResources: string[] } {
     const client = this.#clients.get(clientId)
@@ -137,7 +226,7 @@ export class Pool {
     for (const report of reports) {
       let entry = client.entries.get(report.resource)
       if (entry === undefined) {
-        const settings = settingsFor(report.resource)
+        const settings = this.#settingsFor(report.resource)
         if (settings === undefined) continue
         entry = this.#subscribe(client, report.resource, settings)
         newResources.push(report.resource)
@@ -200,7 +289,6 @@ export class Pool {
     return [...client.entries.keys()]
   }
 
-  /** New settings for a resource (config reload). Leases follow at the next round. */
   /**
    * What a downstream coordinator reports to its parent for a resource: its
    * clients' total demand, and the weight that makes the parent's water level
@@ -230,9 +318,18 @@ export class Pool {
     return { wants, weight: share / level }
   }
 
-  updateSettings(resourceId: string, settings: ResourceSettings): void {
+  /**
+   * Re-reads a resource's settings (config reload, a parent's new lease).
+   * Leases follow at the next round. A resource no template matches any more
+   * is drained: capacity 0, its leases shrinking through acks or lapses.
+   * Returns false when the resource is drained that way.
+   */
+  refreshSettings(resourceId: string): boolean {
     const r = this.#resources.get(resourceId)
-    if (r !== undefined) r.settings = settings
+    if (r === undefined) return true
+    const next = this.#settingsFor(resourceId)
+    r.settings = next ?? Object.freeze({ ...r.settings, capacity: 0, burst: 0 })
+    return next !== undefined
   }
 
   /**
@@ -291,19 +388,6 @@ export class Pool {
   /** Drops lapsed leases everywhere, and forgets what nothing holds any more. */
   sweep(nowMs: number): void {
     for (const r of this.#resources.values()) this.#sweep(r, nowMs)
-  }
-
-  /** Σ committed of a resource right now (recomputed exactly). */
-  committedTotal(resourceId: string, nowMs: number): number {
-    const r = this.#resources.get(resourceId)
-    if (r === undefined) return 0
-    let sum = 0
-    for (const e of r.entries.values()) {
-      e.refresh(nowMs)
-      sum += e.committed
-    }
-    r.committedSum = sum
-    return sum
   }
 
   #grantIncreases(r: ResourceState, nowMs: number): void {

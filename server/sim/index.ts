@@ -1,6 +1,6 @@
 export { loadScenarioFile, parseScenario, scenarioSchema } from './scenario.js'
 export type { Scenario, ScenarioInput } from './scenario.js'
 export { simulate } from './run.js'
-export type { ResourceSummary, SampleRow, SimResult } from './run.js'
+export type { SimResourceSummary, SampleRow, SimResult } from './run.js'
 export { toCsv, toJson, toTable } from './report.js'
 export { toSvg } from './chart.js'

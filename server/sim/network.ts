@@ -4,7 +4,8 @@ import type { ClientSocket } from '../../client/index.js'
 import {
   decodeClientMessage,
   encodeMessage,
-  errorCatalogue,
+  closeCodeOf,
+  formatError,
   type ErrorCode,
   type ManualClock,
   type ServerMessage,
@@ -250,8 +251,8 @@ export class SimSession implements SessionPort {
 
   fail(code: ErrorCode, detail: string): void {
     if (this.#dead) return
-    this.send({ type: 'error', code, message: `${errorCatalogue[code].message}: ${detail}` })
-    const closeCode = (errorCatalogue[code] as { closeCode?: number }).closeCode ?? 4500
+    this.send({ type: 'error', code, message: formatError(code, detail) })
+    const closeCode = closeCodeOf(code)
     this.#end()
     const socket = this.#socket
     this.#host.deliver(this.toClient, socket.client, () => socket.ended(closeCode))

@@ -35,7 +35,7 @@ export interface ConvergenceRecord {
   readonly refreshes: number | undefined
 }
 
-export interface ResourceSummary {
+export interface SimResourceSummary {
   readonly resource: string
   readonly refreshMs: number
   /** Mean admitted ÷ capacity over ticks where demand ≥ capacity. */
@@ -81,7 +81,7 @@ export interface SimResult {
     /** Packets lost and resent. */
     readonly lost: number
     readonly crashes: number
-    readonly resources: readonly ResourceSummary[]
+    readonly resources: readonly SimResourceSummary[]
     readonly checks: readonly { name: string; ok: boolean; detail: string }[]
   }
 }
@@ -427,7 +427,7 @@ export function simulate(scenario: Scenario): SimResult {
         demand: demand / seconds,
         admittedRate: admitted / seconds,
         enforced,
-        committed: host.coordinator?.pool.committedTotal(t.id, nowMs) ?? 0,
+        committed: host.coordinator?.view.committed(t.id) ?? 0,
         jain: jain(ratios),
         maxDeviation: t.deviation[tick]!,
         clients: count,
@@ -449,7 +449,7 @@ export function simulate(scenario: Scenario): SimResult {
     return !disturbed.some(([a, b]) => ms > a && ms <= b)
   }
   events.sort((a, b) => a.atMs - b.atMs)
-  const summaries: ResourceSummary[] = [...tracks.values()].map((t) => {
+  const summaries: SimResourceSummary[] = [...tracks.values()].map((t) => {
     // Over samples (1 s by default), not ticks: a bucket admits in bursts, and capping each
     // tick at its capacity would count a burst's tick as loss and its neighbour's as use.
     let util = 0

@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { SluiceError, describeIssues } from '../../shared/index.js'
+import { SluiceError, describeIssues, domainLimits, failureModes } from '../../shared/index.js'
 import { readYamlFile } from '../config/load.js'
 import { resourceTemplateSchema } from '../config/schema.js'
 
@@ -10,7 +10,7 @@ const sec = z
 const rate = z.number().min(0).max(1e9)
 
 /** Demand over time of each client of a group, in tokens/s (rate) or slots (concurrency). */
-export const demandSchema = z.discriminatedUnion('type', [
+export const demandCurveSchema = z.discriminatedUnion('type', [
   z.strictObject({ type: z.literal('constant'), rate }),
   /** [atSec, rate] pairs: the rate from each time on. */
   z.strictObject({
@@ -40,13 +40,13 @@ export const clientGroupSchema = z.strictObject({
   id: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/),
   count: z.number().int().min(1).max(100_000).default(1),
   resource: z.string().min(1),
-  weight: z.number().min(1e-6).max(1e6).default(1),
-  failureMode: z.enum(['safe', 'pessimistic', 'optimistic']).default('safe'),
+  weight: z.number().min(domainLimits.minWeight).max(domainLimits.maxWeight).default(1),
+  failureMode: z.enum(failureModes).default('safe'),
   joinSec: sec.default(0),
   /** Each client joins at joinSec plus a random delay up to this, so their report timers are out of phase. */
   joinSpreadSec: sec.default(1),
   leaveSec: sec.optional(),
-  demand: demandSchema,
+  demand: demandCurveSchema,
 })
 
 export const eventSchema = z.discriminatedUnion('type', [
@@ -116,7 +116,7 @@ export const scenarioSchema = z.strictObject({
 
 export type ScenarioInput = z.input<typeof scenarioSchema>
 export type Scenario = z.output<typeof scenarioSchema>
-export type DemandSpec = z.output<typeof demandSchema>
+export type DemandSpec = z.output<typeof demandCurveSchema>
 
 /** Validates a scenario; the error names each bad field. */
 export function parseScenario(input: unknown, source = 'scenario'): Scenario {

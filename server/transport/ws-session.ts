@@ -4,7 +4,8 @@ import WebSocket from 'ws'
 import {
   decodeClientMessage,
   encodeMessage,
-  errorCatalogue,
+  closeCodeOf,
+  formatError,
   type Clock,
   type ErrorCode,
   type ServerMessage,
@@ -79,8 +80,8 @@ export class WsSession implements SessionPort {
   fail(code: ErrorCode, detail: string): void {
     if (this.#closing) return
     this.#closing = true
-    const closeCode = (errorCatalogue[code] as { closeCode?: number }).closeCode ?? 4500
-    this.send({ type: 'error', code, message: `${errorCatalogue[code].message}: ${detail}` })
+    const closeCode = closeCodeOf(code)
+    this.send({ type: 'error', code, message: formatError(code, detail) })
     // The close reason carries only the code (reasons are limited to 123 bytes).
     this.#ws.close(closeCode, code)
     this.#log.info({ clientId: this.clientId, code, detail }, 'connection closed by coordinator')

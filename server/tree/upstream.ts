@@ -1,11 +1,16 @@
 import type { Logger } from 'pino'
 import { createClient, type Resource, type SluiceClient } from '../../client/index.js'
-import type { Clock } from '../../shared/index.js'
-import { allocationLimits } from '../allocation/index.js'
+import {
+  clampQuantity,
+  clampWeight,
+  type Clock,
+  type FailureMode,
+  type ResourceKind,
+} from '../../shared/index.js'
 
 /** What a downstream coordinator may share out of one resource right now. */
 export interface UpstreamCapacity {
-  readonly kind: 'rate' | 'concurrency'
+  readonly kind: ResourceKind
   readonly capacity: number
   readonly burst: number
   /** End of the parent's lease in force; undefined when capacity follows the failure mode. */
@@ -60,11 +65,7 @@ export class Upstream {
   }
 
   /** Starts asking the parent for `resourceId`. */
-  link(
-    resourceId: string,
-    kind: 'rate' | 'concurrency',
-    failureMode: Resource['failureMode'],
-  ): void {
+  link(resourceId: string, kind: ResourceKind, failureMode: FailureMode): void {
     if (this.#links.has(resourceId)) return
     const resource = this.client.resource(resourceId, {
       wants: 0,
@@ -107,10 +108,8 @@ export class Upstream {
   report(resourceId: string, wants: number, weight: number): void {
     const link = this.#links.get(resourceId)
     if (link === undefined) return
-    link.resource.setWants(Math.min(allocationLimits.maxQuantity, Math.max(0, wants)))
-    link.resource.setWeight(
-      Math.min(allocationLimits.maxWeight, Math.max(allocationLimits.minWeight, weight)),
-    )
+    link.resource.setWants(clampQuantity(wants))
+    link.resource.setWeight(clampWeight(weight))
   }
 
   /** Leases here shrank: an acknowledgement held back for them may go now. */

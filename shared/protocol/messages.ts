@@ -1,4 +1,6 @@
 import { z } from 'zod'
+import { domainLimits, resourceKinds } from '../domain.js'
+import { errorCodes } from '../errors.js'
 
 /** Protocol version spoken by this build. */
 export const protocolVersion = 1
@@ -7,18 +9,7 @@ export const protocolVersion = 1
 export const connectPath = '/v1/connect'
 
 /** Hard bounds of the protocol itself; coordinators configure tighter ones (docs/protocol.md). */
-export const protocolLimits = Object.freeze({
-  maxIdLength: 1024,
-  maxClientIdLength: 256,
-  maxTokenLength: 4096,
-  maxEntries: 10_000,
-  maxQuantity: 1e15,
-  maxWeight: 1e6,
-  minWeight: 1e-6,
-  maxPriority: 1_000_000,
-})
-
-const L = protocolLimits
+const L = domainLimits
 
 // Control characters (C0, DEL, C1) are what "printable" excludes.
 // eslint-disable-next-line no-control-regex
@@ -90,7 +81,7 @@ export const clientMessage = z.discriminatedUnion('type', [
 
 export const leaseGrant = z.strictObject({
   resource: resourceId,
-  kind: z.enum(['rate', 'concurrency']),
+  kind: z.enum(resourceKinds),
   /** Tokens/s (rate) or slots (concurrency) this client may use. */
   capacity: quantity,
   /** Rate: bucket size in tokens. Concurrency: equal to capacity. */
@@ -121,7 +112,8 @@ export const leaseMessage = z.strictObject({
 
 export const errorMessage = z.strictObject({
   type: z.literal('error'),
-  code: z.string(),
+  /** A code of the catalogue (docs/errors.md); a code this build does not know fails decoding. */
+  code: z.enum(errorCodes),
   message: z.string(),
   resource: z.string().optional(),
 })

@@ -99,8 +99,8 @@ describe('client reconnects', () => {
     await a.close()
     cluster.clients.splice(cluster.clients.indexOf(a), 1)
     await b.roundTrip()
-    const left = cluster.server.coordinator.pool.resource('api')!.entries
-    expect(left.has('a')).toBe(false)
+    const left = cluster.server.coordinator.view.clients('api').map((c) => c.id)
+    expect(left.includes('a')).toBe(false)
     await expect(ra.acquire()).rejects.toMatchObject({ code: 'SLUICE_ERR_CLIENT_CLOSED' })
   })
 })

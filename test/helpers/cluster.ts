@@ -70,7 +70,7 @@ export class Cluster {
   }
 
   committed(resource: string): number {
-    return this.server.coordinator.pool.committedTotal(resource, this.clock.now())
+    return this.server.coordinator.view.committed(resource)
   }
 
   async close(): Promise<void> {

@@ -12,7 +12,7 @@ function findRoot(): string {
 }
 
 const root = findRoot()
-const cli = join(root, 'dist/server/cli.js')
+const cli = join(root, 'dist/server/cli/bin.js')
 
 function newestSourceMs(dir: string): number {
   let newest = 0

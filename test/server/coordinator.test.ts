@@ -56,7 +56,7 @@ describe('coordinator over WebSocket', () => {
     // Before a acknowledges, b may only have what is free: nothing.
     const early = await b.nextLease('api')
     expect(capacityOf(early)).toBe(0)
-    const status = () => server.coordinator.pool.committedTotal('api', clock.now())
+    const status = () => server.coordinator.view.committed('api')
     expect(status()).toBeLessThanOrEqual(300)
 
     a.send({ type: 'ack', seq: decrease.seq })
@@ -77,7 +77,7 @@ describe('coordinator over WebSocket', () => {
     // a stays silent: its 300 lease counts until 1000 + 200 ms after it was sent.
     clock.advance(1100)
     await b.flush()
-    expect(server.coordinator.pool.resource('api')!.entries.get('b')!.newest).toBe(0)
+    expect(server.coordinator.view.clients('api').find((c) => c.id === 'b')!.lease).toBe(0)
     clock.advance(200)
     const grown = await b.next<LeaseMessage>(
       (m) => m.type === 'lease' && m.leases.some((l) => l.capacity > 0),
@@ -111,7 +111,7 @@ describe('coordinator over WebSocket', () => {
     const b = await join('b', 300)
     clock.advance(0)
     expect(capacityOf(await b.nextLease('api'))).toBe(0)
-    expect(server.coordinator.pool.committedTotal('api', clock.now())).toBe(300)
+    expect(server.coordinator.view.committed('api')).toBe(300)
     clock.advance(1200)
     const grown = await b.next<LeaseMessage>(
       (m) => m.type === 'lease' && m.leases.some((l) => l.capacity > 0),
@@ -123,9 +123,9 @@ describe('coordinator over WebSocket', () => {
     const { server, clock, join } = await start()
     await join('a', 10)
     clock.advance(0)
-    const before = server.coordinator.pool.resource('api')!.rounds
+    const before = server.coordinator.view.resource('api')!.rounds
     clock.advance(500)
-    expect(server.coordinator.pool.resource('api')!.rounds).toBe(before + 5)
+    expect(server.coordinator.view.resource('api')!.rounds).toBe(before + 5)
   })
 
   it('answers an unknown resource with an error reply and keeps the connection', async () => {
@@ -198,7 +198,7 @@ describe('learning mode', () => {
     clock.advance(0)
     await fresh.flush()
     expect(fresh.received.filter((m) => m.type === 'lease')).toEqual([])
-    expect(server.coordinator.pool.committedTotal('api', clock.now())).toBe(300)
+    expect(server.coordinator.view.committed('api')).toBe(300)
 
     // Learning ends: normal rounds share fairly, the newcomer first gets what is free as acks come in.
     clock.advance(1000)

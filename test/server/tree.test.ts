@@ -100,7 +100,7 @@ describe('coordinator trees', () => {
     // Twenty refresh periods: the weights settle within about ten.
     for (let t = 0; t < 2000; t += 50) {
       await step(50)
-      maxRoot = Math.max(maxRoot, root.coordinator.pool.committedTotal('api', clock.now()))
+      maxRoot = Math.max(maxRoot, root.coordinator.view.committed('api'))
       maxEnforced = Math.max(
         maxEnforced,
         resources.reduce((sum, r) => sum + r.capacity, 0),
@@ -111,7 +111,7 @@ describe('coordinator trees', () => {
     expect(maxRoot).toBeLessThanOrEqual(1000 + 1e-6)
     expect(maxEnforced).toBeLessThanOrEqual(1000 + 1e-6)
     // The root sees two clients, the downstream coordinators.
-    expect(root.coordinator.pool.resource('api')!.entries.size).toBe(2)
+    expect(root.coordinator.view.resource('api')!.clients).toBe(2)
   })
 
   it('leases granted downstream never outlive the parent lease, and follow the failure mode when the parent is gone', async () => {
@@ -138,7 +138,7 @@ describe('coordinator trees', () => {
     servers.splice(servers.indexOf(root), 1)
     for (let t = 0; t < 1000; t += 50) await step(50)
     expect(r.capacity).toBe(0)
-    expect(down.coordinator.pool.resource('api')?.settings.capacity ?? 0).toBe(0)
+    expect(down.coordinator.view.resource('api')?.capacity ?? 0).toBe(0)
     expect(clock.now() - lastParentGrantMs).toBeGreaterThan(600)
   })
 
@@ -197,9 +197,7 @@ describe('a replicated downstream coordinator', () => {
     await connected()
     for (let t = 0; t < 3000; t += 50) await step(50)
     expect(r.capacity).toBeCloseTo(400)
-    const rootClients = (): string[] => [
-      ...(root.coordinator.pool.resource('api')?.entries.keys() ?? []),
-    ]
+    const rootClients = (): string[] => root.coordinator.view.clients('api').map((c) => c.id)
     expect(rootClients()).toEqual([`coordinator:${hostname()}:${a.port}`])
 
     elections[0]!.depose('test')
@@ -208,7 +206,7 @@ describe('a replicated downstream coordinator', () => {
     let maxRoot = 0
     for (let t = 0; t < 4000; t += 50) {
       await step(50)
-      maxRoot = Math.max(maxRoot, root.coordinator.pool.committedTotal('api', clock.now()))
+      maxRoot = Math.max(maxRoot, root.coordinator.view.committed('api'))
     }
     expect(r.capacity).toBeCloseTo(400)
     expect(rootClients()).toEqual([`coordinator:${hostname()}:${b.port}`])

@@ -15,7 +15,7 @@ import { delay, waitFor } from '../../helpers/wait.js'
 
 const capacity = 300
 let etcd: EtcdServer
-let dir: string
+let dir: string | undefined
 const replicas: Replica[] = []
 const clients: SluiceClient[] = []
 const timers: Timer[] = []
@@ -28,7 +28,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await etcd?.destroy()
-  await rm(dir, { recursive: true, force: true })
+  if (dir !== undefined) await rm(dir, { recursive: true, force: true })
 })
 
 afterEach(async () => {
@@ -38,7 +38,7 @@ afterEach(async () => {
 })
 
 async function startReplicas(n: number, leaseTtlMs: number): Promise<Replica[]> {
-  const configPath = join(dir, `${randomUUID()}.json`)
+  const configPath = join(dir!, `${randomUUID()}.json`)
   await writeFile(
     configPath,
     JSON.stringify({

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import { createClient, type Resource, type SluiceClient } from '../../../client/index.js'
-import { createCoordinator, runCli, type RunningCoordinator } from '../../../server/index.js'
+import { runCli } from '../../../server/cli/index.js'
+import { createCoordinator, type RunningCoordinator } from '../../../server/index.js'
 import { ManualClock } from '../../../shared/index.js'
 import { silentLogger, simpleConfig } from '../../helpers/coordinator.js'
 import { ManualElection } from '../../helpers/manual-election.js'
@@ -151,8 +152,8 @@ describe('replica roles', () => {
     for (let t = 0; t < 600; t += 50) await step(50)
     // Clients are on b, still enforcing a's leases, and b counts them as committed.
     expect(clients.every((c) => c.connected)).toBe(true)
-    expect(b.server.coordinator.pool.committedTotal('api', clock.now())).toBeCloseTo(300)
-    expect(a.server.coordinator.pool.resourceCount).toBe(0)
+    expect(b.server.coordinator.view.committed('api')).toBeCloseTo(300)
+    expect(a.server.coordinator.view.resources().length).toBe(0)
     for (let t = 0; t < 2000; t += 50) await step(50)
     expect(resources.map((r) => r.capacity)).toEqual([100, 200])
     expect(resources.every((r) => r.mode === 'leased')).toBe(true)

@@ -125,10 +125,10 @@ describe('HTTP API', () => {
     const b = clients[1]!
     const cut = await b.next((m) => m.type === 'lease' && m.leases[0]!.capacity === 50)
     // Nothing is freed until the cut is acknowledged or lapses: committed stays 300, no grant goes negative.
-    expect(server.coordinator.pool.committedTotal('api', clock.now())).toBe(300)
+    expect(server.coordinator.view.committed('api')).toBe(300)
     b.send({ type: 'ack', seq: (cut as { seq: number }).seq })
     await b.flush()
-    expect(server.coordinator.pool.committedTotal('api', clock.now())).toBe(100)
+    expect(server.coordinator.view.committed('api')).toBe(100)
   })
 
   it('refuses an invalid config with a message naming the field, and keeps the old one', async () => {

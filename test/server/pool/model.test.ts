@@ -49,7 +49,7 @@ class World {
   constructor(capacity: number) {
     this.settings = resourceSettings({ capacity, burst: capacity })
     this.bound = capacity
-    this.pool = new Pool(0)
+    this.pool = new Pool(0, this.settingsFor)
     for (const id of ids)
       this.clients.set(id, {
         connected: false,
@@ -113,7 +113,7 @@ class World {
 
   check(): void {
     const eps = 1e-9 * Math.max(1, this.bound) * 10
-    const committed = this.pool.committedTotal(R, this.nowMs)
+    const committed = this.pool.committed(R, this.nowMs)
     if (committed <= this.settings.capacity + eps) this.bound = this.settings.capacity
     expect(committed).toBeLessThanOrEqual(this.bound + eps)
     expect(committed).toBeCloseTo(this.naiveCommitted(), 6)
@@ -153,10 +153,7 @@ const baseCommands = [
       c.connected = c.joined = true
       c.wants = w
       world.pool.connect(i, undefined)
-      world.enqueue(
-        world.pool.reportDemand(i, [{ resource: R, wants: w }], world.settingsFor, world.nowMs)
-          .batches,
-      )
+      world.enqueue(world.pool.reportDemand(i, [{ resource: R, wants: w }], world.nowMs).batches)
     }),
   ),
   fc.tuple(id, wants).map(([i, w]) =>
@@ -164,10 +161,7 @@ const baseCommands = [
       `report(${i}, ${w})`,
       (world) => {
         world.clients.get(i)!.wants = w
-        world.enqueue(
-          world.pool.reportDemand(i, [{ resource: R, wants: w }], world.settingsFor, world.nowMs)
-            .batches,
-        )
+        world.enqueue(world.pool.reportDemand(i, [{ resource: R, wants: w }], world.nowMs).batches)
       },
       (world) => world.clients.get(i)!.connected,
     ),
@@ -209,7 +203,7 @@ const baseCommands = [
     cmd(`capacity(${capacity})`, (world) => {
       world.bound = Math.max(world.bound, capacity)
       world.settings = { ...world.settings, capacity, burst: capacity }
-      world.pool.updateSettings(R, world.settings)
+      world.pool.refreshSettings(R)
     }),
   ),
 ]
@@ -238,12 +232,7 @@ function heal(world: World): void {
     for (const [i, c] of world.clients) {
       if (c.connected)
         world.enqueue(
-          world.pool.reportDemand(
-            i,
-            [{ resource: R, wants: c.wants }],
-            world.settingsFor,
-            world.nowMs,
-          ).batches,
+          world.pool.reportDemand(i, [{ resource: R, wants: c.wants }], world.nowMs).batches,
         )
     }
     world.enqueue(world.pool.round(R, world.nowMs))

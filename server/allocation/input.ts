@@ -3,11 +3,11 @@ import { SluiceError, describeIssues } from '../../shared/index.js'
 import { algorithms, surplusPolicies, type AllocationProblem } from './types.js'
 
 /**
- * The JSON scenario `sluice allocate` reads: the shape only. Value rules
+ * The JSON problem `sluice allocate` reads: the shape only. Value rules
  * (ranges, duplicate ids, known tenants) are the engine's own, so they read
  * the same from every entry point.
  */
-export const scenarioSchema = z.strictObject({
+export const allocationInputSchema = z.strictObject({
   capacity: z.number(),
   algorithm: z.enum(algorithms).optional(),
   surplus: z.enum(surplusPolicies).optional(),
@@ -28,15 +28,15 @@ export const scenarioSchema = z.strictObject({
   ),
 })
 
-/** Parses a scenario from JSON text; throws SLUICE_ERR_CLI_INPUT naming the field. */
-export function parseScenario(text: string): AllocationProblem {
+/** Parses an allocation problem from JSON text; throws SLUICE_ERR_CLI_INPUT naming the field. */
+export function parseAllocationInput(text: string): AllocationProblem {
   let json: unknown
   try {
     json = JSON.parse(text)
   } catch (error) {
     throw new SluiceError('SLUICE_ERR_CLI_INPUT', `stdin is not JSON (${(error as Error).message})`)
   }
-  const result = scenarioSchema.safeParse(json)
+  const result = allocationInputSchema.safeParse(json)
   if (!result.success) {
     throw new SluiceError('SLUICE_ERR_CLI_INPUT', describeIssues(result.error))
   }

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { runCli } from './cli/main.js'
+import { runCli } from './main.js'
 
 process.exitCode = await runCli(process.argv.slice(2), {
   stdin: process.stdin,

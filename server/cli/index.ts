@@ -1,0 +1,2 @@
+export { runCli, usage } from './main.js'
+export type { CommandIo } from './io.js'

@@ -1,0 +1,95 @@
+import { protocolVersion, type ErrorCode, type HelloMessage } from '../../shared/index.js'
+import type { CompiledConfig, Limits, ResourceSettings } from '../config/index.js'
+import type { Pool } from '../pool/index.js'
+
+/** A refusal: the code to send and what to add to its catalogue line. */
+export interface Refusal {
+  readonly code: ErrorCode
+  readonly detail: string
+}
+
+/** What admission reads; the pool and config are the coordinator's current ones. */
+export interface AdmissionContext {
+  readonly config: CompiledConfig
+  readonly limits: Limits
+  readonly pool: Pool
+  readonly settingsFor: (id: string) => ResourceSettings | undefined
+}
+
+/**
+ * Whether a hello may start a session: protocol version, tenant token, and
+ * the client bounds (in total and per tenant). Returns the tenant, or a refusal.
+ */
+export function admitClient(
+  ctx: AdmissionContext,
+  hello: HelloMessage,
+  upgradeToken: string | undefined,
+): { tenant: string | undefined } | Refusal {
+  if (hello.v !== protocolVersion) {
+    return {
+      code: 'SLUICE_ERR_PROTO_VERSION',
+      detail: `coordinator speaks v${protocolVersion}, client sent v${hello.v}`,
+    }
+  }
+  let tenant: string | undefined
+  if (ctx.config.requiresToken) {
+    const token = hello.token ?? upgradeToken
+    tenant = token === undefined ? undefined : ctx.config.tenantByToken(token)
+    if (tenant === undefined)
+      return { code: 'SLUICE_ERR_AUTH_INVALID_TOKEN', detail: 'no tenant has this token' }
+  }
+  const { pool, limits } = ctx
+  const known = pool.hasClient(hello.clientId)
+  if (!known && pool.clientCount >= limits.maxClients)
+    return { code: 'SLUICE_ERR_LIMIT_CLIENTS', detail: `limits.maxClients is ${limits.maxClients}` }
+  const tenantMax = tenant === undefined ? undefined : ctx.config.tenant(tenant)?.maxClients
+  if (
+    tenant !== undefined &&
+    tenantMax !== undefined &&
+    (!known || pool.clientTenant(hello.clientId) !== tenant) &&
+    pool.tenantClientCount(tenant) >= tenantMax
+  ) {
+    return {
+      code: 'SLUICE_ERR_LIMIT_CLIENTS',
+      detail: `tenant ${tenant} allows ${tenantMax} clients`,
+    }
+  }
+  return { tenant }
+}
+
+/**
+ * Whether a client may start using a resource: a template matches it, its
+ * tenant may use it, and neither the client's nor the coordinator's resource
+ * bound is reached. `alreadyAdded` counts the resources admitted earlier in
+ * the same message, which the pool does not know yet.
+ */
+export function admitResource(
+  ctx: AdmissionContext,
+  clientId: string,
+  tenant: string | undefined,
+  resourceId: string,
+  alreadyAdded: number,
+): Refusal | undefined {
+  const { pool, limits } = ctx
+  if (ctx.settingsFor(resourceId) === undefined)
+    return {
+      code: 'SLUICE_ERR_RESOURCE_UNKNOWN',
+      detail: `no resource template matches ${JSON.stringify(resourceId)}`,
+    }
+  if (!ctx.config.allows(tenant, resourceId))
+    return {
+      code: 'SLUICE_ERR_RESOURCE_FORBIDDEN',
+      detail: `tenant ${tenant} may not use this resource`,
+    }
+  if (pool.subscriptionCount(clientId) + alreadyAdded >= limits.maxResourcesPerClient)
+    return {
+      code: 'SLUICE_ERR_LIMIT_RESOURCES',
+      detail: `limits.maxResourcesPerClient is ${limits.maxResourcesPerClient}`,
+    }
+  if (!pool.hasResource(resourceId) && pool.resourceCount + alreadyAdded >= limits.maxResources)
+    return {
+      code: 'SLUICE_ERR_LIMIT_RESOURCES',
+      detail: `limits.maxResources is ${limits.maxResources}`,
+    }
+  return undefined
+}

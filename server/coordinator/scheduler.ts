@@ -1,0 +1,77 @@
+import type { Clock, Timer } from '../../shared/index.js'
+
+interface Schedule {
+  refreshMs: number
+  interval: Timer
+  prompt: Timer | undefined
+}
+
+/**
+ * When rounds run: one interval per resource (its refreshMs) and at most one
+ * prompt round pending per resource (debounced, so a burst of joins or
+ * reports costs one round). It only keeps timers; the round is the caller's.
+ */
+export class RoundScheduler {
+  readonly #clock: Clock
+  readonly #run: (resourceId: string) => void
+  readonly #debounceMs: () => number
+  readonly #schedules = new Map<string, Schedule>()
+
+  constructor(clock: Clock, debounceMs: () => number, run: (resourceId: string) => void) {
+    this.#clock = clock
+    this.#debounceMs = debounceMs
+    this.#run = run
+  }
+
+  has(resourceId: string): boolean {
+    return this.#schedules.has(resourceId)
+  }
+
+  ids(): string[] {
+    return [...this.#schedules.keys()]
+  }
+
+  /** Starts the periodic rounds of a resource; false when it already had them. */
+  ensure(resourceId: string, refreshMs: number): boolean {
+    if (this.#schedules.has(resourceId)) return false
+    const interval = this.#clock.setInterval(() => this.#run(resourceId), refreshMs).unref()
+    this.#schedules.set(resourceId, { refreshMs, interval, prompt: undefined })
+    return true
+  }
+
+  /** A new period (config reload): the interval is re-armed only when it changed. */
+  reschedule(resourceId: string, refreshMs: number): void {
+    const schedule = this.#schedules.get(resourceId)
+    if (schedule === undefined || schedule.refreshMs === refreshMs) return
+    this.drop(resourceId)
+    this.ensure(resourceId, refreshMs)
+  }
+
+  /** A round soon (debounced); a no-op while one is pending or the resource has no schedule. */
+  prompt(resourceId: string): void {
+    const schedule = this.#schedules.get(resourceId)
+    if (schedule === undefined || schedule.prompt !== undefined) return
+    schedule.prompt = this.#clock.setTimeout(() => {
+      schedule.prompt = undefined
+      this.#run(resourceId)
+    }, this.#debounceMs())
+  }
+
+  /** A round is running now: a pending prompt round would only repeat it. */
+  settlePrompt(resourceId: string): void {
+    const schedule = this.#schedules.get(resourceId)
+    if (schedule?.prompt === undefined) return
+    schedule.prompt.cancel()
+    schedule.prompt = undefined
+  }
+
+  /** Stops a resource's rounds; false when it had none. */
+  drop(resourceId: string): boolean {
+    const schedule = this.#schedules.get(resourceId)
+    if (schedule === undefined) return false
+    schedule.interval.cancel()
+    schedule.prompt?.cancel()
+    this.#schedules.delete(resourceId)
+    return true
+  }
+}

@@ -1,0 +1,62 @@
+import type { ServerMessage } from '../../shared/index.js'
+import type { LeaseBatch } from '../pool/index.js'
+import type { SessionPort } from './session.js'
+
+/** The live session of each client id: where lease batches and replies go. */
+export class SessionTable {
+  readonly #sessions = new Map<string, SessionPort>()
+
+  get size(): number {
+    return this.#sessions.size
+  }
+
+  /** Whether `session` is the live one for its client id. */
+  isLive(session: SessionPort): boolean {
+    return session.clientId !== undefined && this.#sessions.get(session.clientId) === session
+  }
+
+  /**
+   * Binds a client id to `session`. A previous session with the id is
+   * detached and closed with SLUICE_ERR_SESSION_REPLACED.
+   */
+  bind(session: SessionPort, clientId: string, tenant: string | undefined): void {
+    const previous = this.#sessions.get(clientId)
+    if (previous !== undefined && previous !== session) {
+      this.#sessions.delete(clientId)
+      previous.clientId = undefined
+      previous.fail('SLUICE_ERR_SESSION_REPLACED', 'a newer connection took over this client id')
+    }
+    session.clientId = clientId
+    session.tenant = tenant
+    this.#sessions.set(clientId, session)
+  }
+
+  /** Forgets a session; false when it was not the live one. */
+  unbind(session: SessionPort): boolean {
+    if (!this.isLive(session)) return false
+    this.#sessions.delete(session.clientId!)
+    return true
+  }
+
+  send(clientId: string, message: ServerMessage): boolean {
+    const session = this.#sessions.get(clientId)
+    if (session === undefined) return false
+    session.send(message)
+    return true
+  }
+
+  /** Sends each batch to its client's live session; returns how many went out. */
+  dispatch(batches: readonly LeaseBatch[]): number {
+    let sent = 0
+    for (const batch of batches)
+      if (this.send(batch.clientId, { type: 'lease', seq: batch.seq, leases: batch.leases })) sent++
+    return sent
+  }
+
+  /** Empties the table and returns the sessions it held (to close or redirect them). */
+  takeAll(): SessionPort[] {
+    const all = [...this.#sessions.values()]
+    this.#sessions.clear()
+    return all
+  }
+}
