@@ -1,7 +1,12 @@
 import { socketStates, type ClientSocket } from './socket.js'
 import { EventEmitter } from 'node:events'
 import {
+  SluiceError,
+  bearerHeader,
   decodeServerMessage,
+  describeIssues,
+  describeValue,
+  resourceId,
   encodeMessage,
   errorCatalogue,
   type ClientMessage,
@@ -59,6 +64,12 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
   resource(id: string, options: ResourceOptions = {}): Resource {
     let r = this.#resources.get(id)
     if (r === undefined) {
+      const valid = resourceId.safeParse(id)
+      if (!valid.success)
+        throw new SluiceError(
+          'SLUICE_ERR_RESOURCE_INVALID',
+          `client.resource(${describeValue(id)}): ${describeIssues(valid.error)}`,
+        )
       r = new Resource(id, options, this.options.clock, this)
       this.#resources.set(id, r)
       this.#scheduleReports()
@@ -147,7 +158,7 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
     const url = this.#redirectUrl ?? this.options.urls[this.#urlIndex % this.options.urls.length]!
     this.#redirectUrl = undefined
     const headers: Record<string, string> = {}
-    if (this.options.token !== undefined) headers.authorization = `Bearer ${this.options.token}`
+    if (this.options.token !== undefined) headers.authorization = bearerHeader(this.options.token)
     const ws = this.options.socketFactory(url, headers)
     this.#ws = ws
     ws.on('open', () => {
@@ -227,10 +238,7 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
         return this.#onLease(msg)
       case 'error': {
         // An EventEmitter 'error' with no listener throws: only emit when someone listens.
-        const error = Object.assign(new Error(msg.message), {
-          code: msg.code,
-          resource: msg.resource,
-        })
+        const error = SluiceError.fromWire(msg.code, msg.message, msg.resource)
         if (this.listenerCount('error') > 0) this.emit('error', error)
         else this.options.logger?.warn({ code: msg.code, resource: msg.resource }, msg.message)
         return

@@ -1,11 +1,25 @@
 import { EventEmitter } from 'node:events'
-import { SluiceError, type Clock, type LeaseGrant, type Timer } from '../shared/index.js'
+import {
+  SluiceError,
+  type Clock,
+  type FailureMode,
+  type LeaseGrant,
+  type ResourceKind,
+  type Timer,
+} from '../shared/index.js'
 import { DemandMeter } from './demand-meter.js'
+import {
+  RateEnforcer,
+  SlotEnforcer,
+  type Enforcer,
+  type EnforcerHost,
+  type Permit,
+} from './enforcer.js'
 import { WaitQueue } from './wait-queue.js'
-import { TokenBucket } from './limiters/token-bucket.js'
 
-/** What a resource does before its first lease and after its lease lapses unrenewed. */
-export type FailureMode = 'safe' | 'pessimistic' | 'optimistic'
+export type { FailureMode } from '../shared/index.js'
+export type { Permit } from './enforcer.js'
+
 /** The capacity rule in force. */
 export type ResourceMode = 'leased' | 'learning' | FailureMode
 
@@ -19,7 +33,7 @@ export interface ResourceOptions {
   /** Default `safe`. */
   readonly failureMode?: FailureMode | undefined
   /** Assumed until the first lease says otherwise; default `rate`. */
-  readonly kind?: 'rate' | 'concurrency' | undefined
+  readonly kind?: ResourceKind | undefined
   /** Capacity in `safe` mode before any lease has told the coordinator's; default 0. */
   readonly safeCapacity?: number | undefined
   /** Most callers waiting in `acquire` at once; default 10 000. */
@@ -38,28 +52,6 @@ export interface AcquireOptions {
   readonly maxWaitMs?: number | undefined
 }
 
-/** Held capacity from `acquire`; `release()` gives concurrency slots back (a no-op for rate resources). */
-export interface Permit {
-  release(): void
-}
-
-const ratePermit: Permit = Object.freeze({ release: () => undefined })
-
-class SlotPermit implements Permit {
-  #resource: Resource | undefined
-  readonly #cost: number
-  constructor(resource: Resource, cost: number) {
-    this.#resource = resource
-    this.#cost = cost
-  }
-  release(): void {
-    const r = this.#resource
-    if (r === undefined) return
-    this.#resource = undefined
-    r.releaseSlots(this.#cost)
-  }
-}
-
 /** What the resource needs of the client that owns it. */
 export interface ResourceOwner {
   /** A throttled resource asks for a demand report ahead of the period. */
@@ -70,6 +62,11 @@ export interface ResourceOwner {
   releaseResource(id: string): void
 }
 
+/** What rules the capacity: a lease, or (without one) learning or the failure mode. */
+type LeaseState =
+  | { readonly mode: 'leased'; readonly lease: LeaseGrant }
+  | { readonly mode: Exclude<ResourceMode, 'leased'>; readonly lease: undefined }
+
 /**
  * One resource as a client process sees it: the lease in force and the local
  * enforcement of it (a token bucket for rate, a semaphore for concurrency),
@@ -79,26 +76,20 @@ export interface ResourceOwner {
  */
 export class Resource extends EventEmitter {
   readonly id: string
-  kind: 'rate' | 'concurrency'
-  /** The lease in force, as received; undefined before the first or after it lapses. */
-  lease: LeaseGrant | undefined = undefined
-  mode: ResourceMode
-  weight: number | undefined
   readonly priority: number | undefined
   readonly failureMode: FailureMode
+  #state: LeaseState
+  #weight: number | undefined
   #wants: number | undefined
   readonly #clock: Clock
   readonly #owner: ResourceOwner
-  readonly #bucket: TokenBucket
-  readonly #meter: DemandMeter
+  readonly #rate: RateEnforcer
+  readonly #slots: SlotEnforcer
+  #enforcer: Enforcer
   readonly #committed: (() => number) | undefined
   readonly #waiters: WaitQueue<Permit>
-  readonly #admit = (cost: number): boolean =>
-    this.kind === 'rate' ? this.#bucket.tryTake(cost) : this.#takeSlots(cost)
-  readonly #permit = (cost: number): Permit =>
-    this.kind === 'rate' ? ratePermit : new SlotPermit(this, cost)
-  #inFlight = 0
-  #slotLimit = 0
+  readonly #admit = (cost: number): boolean => this.#enforcer.take(cost)
+  readonly #permit = (cost: number): Permit => this.#enforcer.permit(cost)
   #wakeTimer: Timer | undefined = undefined
   #expiryTimer: Timer | undefined = undefined
   #lastSafeCapacity: number
@@ -111,42 +102,63 @@ export class Resource extends EventEmitter {
     this.id = id
     this.#clock = clock
     this.#owner = owner
-    this.kind = options.kind ?? 'rate'
-    this.weight = options.weight
+    this.#weight = options.weight
     this.priority = options.priority
     this.failureMode = options.failureMode ?? 'safe'
     this.#wants = options.wants
     this.#committed = options.committed
     this.#waiters = new WaitQueue<Permit>(clock, options.maxWaiters ?? 10_000, () => this.#serve())
     this.#lastSafeCapacity = options.safeCapacity ?? 0
-    this.#meter = new DemandMeter(clock.now())
-    this.#bucket = new TokenBucket(clock, 0, 0, 0)
-    this.mode = this.failureMode
+    const meter = new DemandMeter(clock.now())
+    const host: EnforcerHost = {
+      refused: () => owner.requestEarlyReport(),
+      slotsReleased: (cost) => this.releaseSlots(cost),
+    }
+    this.#rate = new RateEnforcer(clock, meter, host)
+    this.#slots = new SlotEnforcer(meter, host)
+    this.#enforcer = options.kind === 'concurrency' ? this.#slots : this.#rate
+    this.#state = { mode: this.failureMode, lease: undefined }
     this.#applyCapacity()
+  }
+
+  /** `rate` or `concurrency`: as the options assume until the first lease says. */
+  get kind(): ResourceKind {
+    return this.#enforcer.kind
+  }
+
+  /** The lease in force, as received; undefined before the first or after it lapses. */
+  get lease(): LeaseGrant | undefined {
+    return this.#state.lease
+  }
+
+  /** The capacity rule in force. */
+  get mode(): ResourceMode {
+    return this.#state.mode
+  }
+
+  /** The weight reported to the coordinator; undefined: the default of 1. */
+  get weight(): number | undefined {
+    return this.#weight
   }
 
   /** Capacity in force: tokens/s (rate) or slots (concurrency). */
   get capacity(): number {
-    switch (this.mode) {
-      case 'leased':
-        return this.lease!.capacity
+    const state = this.#state
+    if (state.mode === 'leased') return state.lease.capacity
+    const rule = state.mode === 'learning' || state.mode === 'safe' ? this.failureMode : state.mode
+    switch (rule) {
       case 'pessimistic':
         return 0
       case 'optimistic':
         return this.#wants ?? this.#lastReported
       case 'safe':
-      case 'learning':
-        return this.failureMode === 'pessimistic'
-          ? 0
-          : this.failureMode === 'optimistic'
-            ? (this.#wants ?? this.#lastReported)
-            : this.#lastSafeCapacity
+        return this.#lastSafeCapacity
     }
   }
 
   /** Slots in use (concurrency). */
   get inFlight(): number {
-    return this.#inFlight
+    return this.#enforcer.inFlight
   }
 
   /** Callers waiting in `acquire`. */
@@ -160,19 +172,7 @@ export class Resource extends EventEmitter {
    * must be paired with `releaseSlots(cost)`.
    */
   tryAcquire(cost = 1): boolean {
-    if (this.kind === 'rate') {
-      this.#meter.ask(cost)
-      if (this.#waiters.length === 0 && this.#bucket.tryTake(cost)) return true
-      this.#owner.requestEarlyReport()
-      return false
-    }
-    if (this.#waiters.length === 0 && this.#inFlight + cost <= this.#slotLimit) {
-      this.#inFlight += cost
-      this.#meter.observe(this.#inFlight)
-      return true
-    }
-    this.#meter.observe(this.#inFlight + cost)
-    return false
+    return this.#enforcer.tryAcquire(cost, this.#waiters.length)
   }
 
   /**
@@ -182,14 +182,11 @@ export class Resource extends EventEmitter {
    */
   acquire(cost = 1, options: AcquireOptions = {}): Promise<Permit> {
     if (this.#closed) return Promise.reject(new SluiceError('SLUICE_ERR_CLIENT_CLOSED', this.id))
-    if (this.kind === 'rate') this.#meter.ask(cost)
-    if (this.#waiters.length === 0) {
-      if (this.kind === 'rate' ? this.#bucket.tryTake(cost) : this.#takeSlots(cost)) {
-        return Promise.resolve(this.kind === 'rate' ? ratePermit : new SlotPermit(this, cost))
-      }
-    }
-    if (this.kind === 'concurrency')
-      this.#meter.observe(this.#inFlight + cost + this.#waiters.length)
+    const enforcer = this.#enforcer
+    if (this.kind === 'rate') enforcer.meterWaiter(cost, 0)
+    if (this.#waiters.length === 0 && enforcer.take(cost))
+      return Promise.resolve(enforcer.permit(cost))
+    if (this.kind === 'concurrency') enforcer.meterWaiter(cost, this.#waiters.length)
     const waiting = this.#waiters.enqueue(cost, options, this.id)
     this.#owner.requestEarlyReport()
     this.#serve()
@@ -198,27 +195,24 @@ export class Resource extends EventEmitter {
 
   /** Milliseconds until `cost` would be admitted: 0 now, Infinity while nothing refills (or slots are all taken). */
   msUntil(cost = 1): number {
-    if (this.kind === 'rate') return this.#bucket.msUntil(cost)
-    return this.#inFlight + cost <= this.#slotLimit ? 0 : Infinity
+    return this.#enforcer.msUntil(cost)
   }
 
   /** Whole tokens (rate) or slots (concurrency) available now. */
   remaining(): number {
-    return this.kind === 'rate'
-      ? Math.floor(this.#bucket.tokens)
-      : Math.max(0, this.#slotLimit - this.#inFlight)
+    return this.#enforcer.remaining()
   }
 
   /** Gives back concurrency slots taken by `tryAcquire`. */
   releaseSlots(cost = 1): void {
-    this.#inFlight = Math.max(0, this.#inFlight - cost)
+    this.#slots.release(cost)
     this.#serve()
-    if (this.#inFlight <= this.#slotLimit) this.#owner.drained()
+    if (this.#enforcer.fits) this.#owner.drained()
   }
 
   /** Sets the weight reported from the next report on. */
   setWeight(weight: number | undefined): void {
-    this.weight = weight
+    this.#weight = weight
   }
 
   /** Sets explicit demand; `undefined` returns to measured demand. */
@@ -236,11 +230,7 @@ export class Resource extends EventEmitter {
 
   /** Demand to report now (explicit, or measured over the window just ended). */
   takeDemand(): number {
-    const measured = this.#meter.take(
-      this.#clock.now(),
-      this.kind,
-      this.#inFlight + this.#waiters.totalCost(),
-    )
+    const measured = this.#enforcer.takeDemand(this.#clock.now(), this.#waiters.totalCost())
     this.#lastReported = this.#wants ?? measured
     if (this.mode === 'optimistic') this.#applyCapacity()
     return this.#lastReported
@@ -248,21 +238,18 @@ export class Resource extends EventEmitter {
 
   /** Whether demand so far in this window is well above the capacity in force. */
   throttled(): boolean {
-    if (this.kind !== 'rate') return this.#waiters.length > 0
-    const asked = this.#meter.rateSoFar(this.#clock.now())
-    return asked > 1.5 * this.capacity + 1
+    return this.#enforcer.throttled(this.#clock.now(), this.capacity, this.#waiters.length)
   }
 
   /** Applies a lease from the coordinator. Returns false when the ack must wait for in-flight work to drain. */
   applyLease(grant: LeaseGrant): boolean {
     if (this.#closed) return true
-    this.kind = grant.kind
-    this.lease = grant
+    this.#enforcer = grant.kind === 'concurrency' ? this.#slots : this.#rate
     this.#lastSafeCapacity = grant.safeCapacity
     this.#expiryTimer?.cancel()
     // A lease running out is no reason to keep the process alive.
     this.#expiryTimer = this.#clock.setTimeout(() => this.#lapse(), grant.ttlMs).unref()
-    this.#setMode('leased')
+    this.#setState({ mode: 'leased', lease: grant })
     this.#applyCapacity()
     this.emit('lease', grant)
     return this.drainedToLimit
@@ -272,13 +259,13 @@ export class Resource extends EventEmitter {
   get drainedToLimit(): boolean {
     if (this.#committed !== undefined && this.#committed() > this.capacity * (1 + 1e-9) + 1e-9)
       return false
-    return this.kind === 'rate' || this.#inFlight <= this.#slotLimit
+    return this.#enforcer.fits
   }
 
   /** The coordinator says it is re-learning: no lease yet, failure mode rules, labelled `learning`. */
   setLearning(learning: boolean): void {
     this.#learning = learning
-    if (this.mode !== 'leased') this.#setMode(learning ? 'learning' : this.failureMode)
+    if (this.mode !== 'leased') this.#setState(this.#unleased())
   }
 
   close(): void {
@@ -290,35 +277,27 @@ export class Resource extends EventEmitter {
 
   // ---- internals ----
 
+  #unleased(): LeaseState {
+    return { mode: this.#learning ? 'learning' : this.failureMode, lease: undefined }
+  }
+
   #lapse(): void {
     this.#expiryTimer = undefined
-    this.lease = undefined
-    this.#setMode(this.#learning ? 'learning' : this.failureMode)
+    this.#setState(this.#unleased())
     this.#applyCapacity()
   }
 
-  #setMode(mode: ResourceMode): void {
-    if (mode === this.mode) return
-    this.mode = mode
-    this.emit('mode', mode)
+  #setState(state: LeaseState): void {
+    const changed = state.mode !== this.#state.mode
+    this.#state = state
+    if (changed) this.emit('mode', state.mode)
   }
 
   #applyCapacity(): void {
     const capacity = this.capacity
-    if (this.kind === 'rate') {
-      const burst = this.mode === 'leased' ? this.lease!.burst : capacity
-      this.#bucket.setRate(capacity, burst)
-    } else {
-      this.#slotLimit = Math.floor(capacity + 1e-9)
-    }
+    const state = this.#state
+    this.#enforcer.apply(capacity, state.mode === 'leased' ? state.lease.burst : capacity)
     this.#serve()
-  }
-
-  #takeSlots(cost: number): boolean {
-    if (this.#inFlight + cost > this.#slotLimit) return false
-    this.#inFlight += cost
-    this.#meter.observe(this.#inFlight)
-    return true
   }
 
   /** Admits waiters in order while capacity allows; arms one wake timer for the head otherwise. */
@@ -328,7 +307,7 @@ export class Resource extends EventEmitter {
     this.#wakeTimer = undefined
     const cost = this.#waiters.headCost()
     if (cost !== undefined && this.kind === 'rate') {
-      const waitMs = this.#bucket.msUntil(cost)
+      const waitMs = this.#enforcer.msUntil(cost)
       // At rate 0 nothing refills: a new lease or mode change calls #serve again.
       if (Number.isFinite(waitMs))
         this.#wakeTimer = this.#clock.setTimeout(() => this.#serve(), Math.ceil(waitMs))

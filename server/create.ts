@@ -69,16 +69,27 @@ export interface RunningCoordinator {
   close(): Promise<void>
 }
 
+/**
+ * The config with the command line's overrides folded in (`--etcd`,
+ * `--parent`), validated again as a whole, so an override obeys the same
+ * rules and defaults as the file.
+ */
+function withOverrides(config: Config, options: CoordinatorOptions): Config {
+  if (options.etcd === undefined && options.parent === undefined) return config
+  const server: Record<string, unknown> = { ...config.server }
+  if (options.etcd !== undefined) server.ha = { ...config.server.ha, etcd: [...options.etcd] }
+  if (options.parent !== undefined)
+    server.parent = { ...config.server.parent, url: [...options.parent] }
+  return parseConfig({ ...config, server }, 'command line')
+}
+
 /** Starts a coordinator: HTTP API and WebSocket endpoint on one port. */
 export async function createCoordinator(options: CoordinatorOptions): Promise<RunningCoordinator> {
   const clock = options.clock ?? systemClock
   const logger = options.logger ?? pino({ level: 'info' })
   const configPath = typeof options.config === 'string' ? options.config : undefined
-  const config = await resolveConfig(options.config)
-  const ha =
-    options.etcd !== undefined
-      ? { name: 'sluice', ttlSec: 5, ...config.server.ha, etcd: [...options.etcd] }
-      : config.server.ha
+  const config = withOverrides(await resolveConfig(options.config), options)
+  const ha = config.server.ha
   const advertise = options.advertise ?? ha?.advertise
   const elected = ha !== undefined || options.election !== undefined
   const coordinator = new Coordinator(config, clock, logger, elected ? 'follower' : 'leader')
@@ -132,10 +143,7 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
       `server.ha.advertise: needed when listening on ${host}; followers redirect clients there`,
     )
   }
-  const parent =
-    options.parent !== undefined
-      ? { ...config.server.parent, url: [...options.parent] }
-      : config.server.parent
+  const parent = config.server.parent
   let upstream: Upstream | undefined
   if (parent !== undefined) {
     upstream = new Upstream(

@@ -236,8 +236,14 @@ export class SluiceError extends Error {
   readonly retryable: boolean
   readonly closeCode: number | undefined
   readonly detail: string
+  /** The resource the error is about, when it is about one. */
+  readonly resource: string | undefined
 
-  constructor(code: ErrorCode, detail = '', options?: { cause?: unknown }) {
+  constructor(
+    code: ErrorCode,
+    detail = '',
+    options?: { cause?: unknown; resource?: string | undefined },
+  ) {
     const spec: ErrorSpec = errorCatalogue[code]
     super(formatError(code, detail), options)
     this.name = 'SluiceError'
@@ -245,6 +251,18 @@ export class SluiceError extends Error {
     this.retryable = spec.retryable
     this.closeCode = spec.closeCode
     this.detail = detail
+    this.resource = options?.resource
+  }
+
+  /** An error as it arrived from the coordinator: its message is `formatError(code, detail)`. */
+  static fromWire(code: ErrorCode, message: string, resource?: string): SluiceError {
+    const prefix = `${errorCatalogue[code].message}: `
+    const detail = message.startsWith(prefix)
+      ? message.slice(prefix.length)
+      : message === errorCatalogue[code].message
+        ? ''
+        : message
+    return new SluiceError(code, detail, { resource })
   }
 }
 

@@ -1,3 +1,4 @@
+export { bearerHeader, bearerToken } from './bearer.js'
 export { seededRandom } from './random.js'
 export { backoffDelayMs } from './backoff.js'
 export type { Clock, Timer } from './clock.js'

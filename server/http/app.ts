@@ -1,7 +1,14 @@
 import { timingSafeEqual } from 'node:crypto'
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import type { Logger } from 'pino'
-import { SluiceError, errorCatalogue, type Clock, type ErrorCode } from '../../shared/index.js'
+import {
+  SluiceError,
+  bearerToken,
+  errorCatalogue,
+  formatError,
+  type Clock,
+  type ErrorCode,
+} from '../../shared/index.js'
 import type { Coordinator } from '../coordinator/index.js'
 import { dashboardHtml, dashboardJs } from './dashboard.js'
 import { resourceDetail, resourceSummaries } from './status.js'
@@ -20,13 +27,8 @@ function errorBody(
   code: ErrorCode,
   detail = '',
 ): { error: { code: ErrorCode; message: string; retryable: boolean } } {
-  const spec = errorCatalogue[code]
   return {
-    error: {
-      code,
-      message: detail === '' ? spec.message : `${spec.message}: ${detail}`,
-      retryable: spec.retryable,
-    },
+    error: { code, message: formatError(code, detail), retryable: errorCatalogue[code].retryable },
   }
 }
 
@@ -98,8 +100,7 @@ export function buildHttpApp(options: HttpOptions): FastifyInstance {
 
   const requireAdmin = async (req: FastifyRequest, reply: FastifyReply): Promise<void> => {
     const expected = coordinator.config.server.adminToken
-    const header = req.headers.authorization ?? ''
-    const token = /^Bearer\s+(.+)$/i.exec(header)?.[1]
+    const token = bearerToken(req.headers.authorization)
     if (expected === undefined) {
       await reply
         .code(403)

@@ -1,6 +1,6 @@
 import { pino } from 'pino'
 import { createClient, type Resource, type SluiceClient } from '../../client/index.js'
-import { ManualClock, seededRandom, systemClock } from '../../shared/index.js'
+import { ManualClock, SluiceError, seededRandom, systemClock } from '../../shared/index.js'
 import { allocate } from '../allocation/index.js'
 import { parseConfig, type Config } from '../config/index.js'
 import { DemandCurve } from './demand.js'
@@ -160,7 +160,11 @@ export function simulate(scenario: Scenario): SimResult {
     let t = tracks.get(id)
     if (t === undefined) {
       const s = host.coordinator!.settingsFor(id)
-      if (s === undefined) throw new Error(`no resource template matches ${JSON.stringify(id)}`)
+      if (s === undefined)
+        throw new SluiceError(
+          'SLUICE_ERR_CLI_INPUT',
+          `clients: no resource template matches ${JSON.stringify(id)}`,
+        )
       t = {
         id,
         kind: s.kind,

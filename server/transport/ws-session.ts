@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http'
 import type { Logger } from 'pino'
 import WebSocket from 'ws'
 import {
+  bearerToken,
   decodeClientMessage,
   encodeMessage,
   closeCodeOf,
@@ -13,13 +14,6 @@ import {
 } from '../../shared/index.js'
 import type { Coordinator, SessionPort } from '../coordinator/index.js'
 import { MessageBudget } from './message-budget.js'
-
-function bearer(req: IncomingMessage): string | undefined {
-  const header = req.headers.authorization
-  if (header === undefined) return undefined
-  const match = /^Bearer\s+(.+)$/i.exec(header)
-  return match?.[1]
-}
 
 /**
  * One client connection over WebSocket: bounds the frames and message rate,
@@ -52,7 +46,7 @@ export class WsSession implements SessionPort {
     this.#coordinator = coordinator
     this.#clock = clock
     this.#log = log
-    this.upgradeToken = bearer(req)
+    this.upgradeToken = bearerToken(req.headers.authorization)
     const limits = coordinator.limits
     this.#budget = new MessageBudget(
       limits.maxMessagesPerSec,

@@ -4,6 +4,7 @@ import {
   clampQuantity,
   clampWeight,
   type Clock,
+  type SluiceError,
   type FailureMode,
   type ResourceKind,
 } from '../../shared/index.js'
@@ -55,7 +56,7 @@ export class Upstream {
       clock: options.clock,
       logger: options.logger,
     })
-    this.client.on('error', (error: Error & { code?: string }) =>
+    this.client.on('error', (error: SluiceError) =>
       options.logger?.warn({ code: error.code }, `parent: ${error.message}`),
     )
   }

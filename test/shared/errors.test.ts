@@ -1,6 +1,16 @@
-import { readFileSync } from 'node:fs'
+import { readFileSync, readdirSync } from 'node:fs'
+import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { SluiceError, errorCatalogue, isErrorCode, type ErrorSpec } from '../../shared/index.js'
+import {
+  SluiceError,
+  closeCodeOf,
+  codeOfClose,
+  errorCatalogue,
+  formatError,
+  isErrorCode,
+  type ErrorCode,
+  type ErrorSpec,
+} from '../../shared/index.js'
 
 // docs/errors.md rows: | `CODE` | retryable | close code | meaning |
 function documented(): Map<string, { retryable: string; closeCode: string }> {
@@ -11,6 +21,22 @@ function documented(): Map<string, { retryable: string; closeCode: string }> {
     if (match) rows.set(match[1]!, { retryable: match[2]!, closeCode: match[3]! })
   }
   return rows
+}
+
+/** Every source file of the library and the applications, as text. */
+function sources(): string {
+  const root = new URL('../../', import.meta.url).pathname
+  const texts: string[] = []
+  const walk = (dir: string): void => {
+    for (const entry of readdirSync(join(root, dir), { withFileTypes: true })) {
+      const path = join(dir, entry.name)
+      if (entry.isDirectory()) walk(path)
+      else if (path.endsWith('.ts') && path !== join('shared', 'errors.ts'))
+        texts.push(readFileSync(join(root, path), 'utf8'))
+    }
+  }
+  for (const dir of ['shared', 'client', 'server']) walk(dir)
+  return texts.join('\n')
 }
 
 describe('error catalogue', () => {
@@ -39,6 +65,30 @@ describe('error catalogue', () => {
       if (spec.closeCode !== undefined) expect(spec.closeCode).toBeGreaterThanOrEqual(4000)
       if (spec.closeCode !== undefined) expect(spec.closeCode).toBeLessThan(5000)
     }
+  })
+
+  it('has no code that nothing raises', () => {
+    const text = sources()
+    expect(codes.filter((code) => !text.includes(`'${code}'`))).toEqual([])
+  })
+
+  it('maps close codes to error codes and back', () => {
+    for (const code of codes as ErrorCode[]) {
+      const close = (errorCatalogue[code] as ErrorSpec).closeCode
+      if (close === undefined) expect(closeCodeOf(code)).toBe(4500)
+      else expect(codeOfClose(close)).toBe(code)
+    }
+    expect(codeOfClose(1006)).toBeUndefined()
+  })
+
+  it('rebuilds an error sent over the wire with its code, detail and resource', () => {
+    const sent = formatError('SLUICE_ERR_RESOURCE_UNKNOWN', 'no resource template matches "x"')
+    const error = SluiceError.fromWire('SLUICE_ERR_RESOURCE_UNKNOWN', sent, 'x')
+    expect(error).toBeInstanceOf(SluiceError)
+    expect(error.message).toBe(sent)
+    expect(error.detail).toBe('no resource template matches "x"')
+    expect(error.resource).toBe('x')
+    expect(error.retryable).toBe(false)
   })
 
   it('builds errors carrying the code, the retryable flag and the detail', () => {

@@ -1,0 +1,190 @@
+import type { Clock, ResourceKind } from '../shared/index.js'
+import type { DemandMeter } from './demand-meter.js'
+import { TokenBucket } from './limiters/token-bucket.js'
+
+/** Held capacity from `acquire`; `release()` gives concurrency slots back (a no-op for rate resources). */
+export interface Permit {
+  release(): void
+}
+
+/** What an enforcer tells the resource that owns it. */
+export interface EnforcerHost {
+  /** A rate check was refused: demand may be well above the lease. */
+  refused(): void
+  /** Slots came back (concurrency): waiters may be served, a held-back ack may go. */
+  slotsReleased(cost: number): void
+}
+
+/**
+ * How a resource enforces the capacity in force: a token bucket refilled at
+ * capacity tokens/s (`rate`), or a semaphore of capacity slots
+ * (`concurrency`). Both meter demand for the report. `tryAcquire` is the hot
+ * path: no allocation, no promise, no timer.
+ */
+export interface Enforcer {
+  readonly kind: ResourceKind
+  /** The policing check; `waiting` callers queued ahead keep it from jumping the queue. */
+  tryAcquire(cost: number, waiting: number): boolean
+  /** Admits `cost` for a waiter (no metering: the waiter was metered on arrival). */
+  take(cost: number): boolean
+  /** What a caller admitted for `cost` holds. */
+  permit(cost: number): Permit
+  /** Meters a caller about to wait. */
+  meterWaiter(cost: number, waiting: number): void
+  /** The capacity in force changed. */
+  apply(capacity: number, burst: number): void
+  /** Milliseconds until `cost` would be admitted (Infinity: not by waiting). */
+  msUntil(cost: number): number
+  /** Whole tokens or slots available now. */
+  remaining(): number
+  /** Slots in use (0 for rate). */
+  readonly inFlight: number
+  /** Whether what is in use fits the capacity in force (a decrease may be acknowledged). */
+  readonly fits: boolean
+  /** Demand over the window just ended. */
+  takeDemand(nowMs: number, waitingCost: number): number
+  /** Whether demand so far is well above the capacity in force (an early report may help). */
+  throttled(nowMs: number, capacity: number, waiting: number): boolean
+}
+
+const ratePermit: Permit = Object.freeze({ release: () => undefined })
+
+export class RateEnforcer implements Enforcer {
+  readonly kind = 'rate'
+  readonly inFlight = 0
+  readonly fits = true
+  readonly #bucket: TokenBucket
+  readonly #meter: DemandMeter
+  readonly #host: EnforcerHost
+
+  constructor(clock: Clock, meter: DemandMeter, host: EnforcerHost) {
+    this.#bucket = new TokenBucket(clock, 0, 0, 0)
+    this.#meter = meter
+    this.#host = host
+  }
+
+  tryAcquire(cost: number, waiting: number): boolean {
+    this.#meter.ask(cost)
+    if (waiting === 0 && this.#bucket.tryTake(cost)) return true
+    this.#host.refused()
+    return false
+  }
+
+  take(cost: number): boolean {
+    return this.#bucket.tryTake(cost)
+  }
+
+  permit(): Permit {
+    return ratePermit
+  }
+
+  meterWaiter(cost: number): void {
+    this.#meter.ask(cost)
+  }
+
+  apply(capacity: number, burst: number): void {
+    this.#bucket.setRate(capacity, burst)
+  }
+
+  msUntil(cost: number): number {
+    return this.#bucket.msUntil(cost)
+  }
+
+  remaining(): number {
+    return Math.floor(this.#bucket.tokens)
+  }
+
+  takeDemand(nowMs: number, waitingCost: number): number {
+    return this.#meter.take(nowMs, 'rate', waitingCost)
+  }
+
+  throttled(nowMs: number, capacity: number): boolean {
+    return this.#meter.rateSoFar(nowMs) > 1.5 * capacity + 1
+  }
+}
+
+class SlotPermit implements Permit {
+  #host: EnforcerHost | undefined
+  readonly #cost: number
+  constructor(host: EnforcerHost, cost: number) {
+    this.#host = host
+    this.#cost = cost
+  }
+  release(): void {
+    const host = this.#host
+    if (host === undefined) return
+    this.#host = undefined
+    host.slotsReleased(this.#cost)
+  }
+}
+
+export class SlotEnforcer implements Enforcer {
+  readonly kind = 'concurrency'
+  #inFlight = 0
+  #limit = 0
+  readonly #meter: DemandMeter
+  readonly #host: EnforcerHost
+
+  constructor(meter: DemandMeter, host: EnforcerHost) {
+    this.#meter = meter
+    this.#host = host
+  }
+
+  get inFlight(): number {
+    return this.#inFlight
+  }
+
+  get fits(): boolean {
+    return this.#inFlight <= this.#limit
+  }
+
+  tryAcquire(cost: number, waiting: number): boolean {
+    if (waiting === 0 && this.#inFlight + cost <= this.#limit) {
+      this.#inFlight += cost
+      this.#meter.observe(this.#inFlight)
+      return true
+    }
+    this.#meter.observe(this.#inFlight + cost)
+    return false
+  }
+
+  take(cost: number): boolean {
+    if (this.#inFlight + cost > this.#limit) return false
+    this.#inFlight += cost
+    this.#meter.observe(this.#inFlight)
+    return true
+  }
+
+  permit(cost: number): Permit {
+    return new SlotPermit(this.#host, cost)
+  }
+
+  meterWaiter(cost: number, waiting: number): void {
+    this.#meter.observe(this.#inFlight + cost + waiting)
+  }
+
+  /** Gives back slots; never below 0. */
+  release(cost: number): void {
+    this.#inFlight = Math.max(0, this.#inFlight - cost)
+  }
+
+  apply(capacity: number): void {
+    this.#limit = Math.floor(capacity + 1e-9)
+  }
+
+  msUntil(cost: number): number {
+    return this.#inFlight + cost <= this.#limit ? 0 : Infinity
+  }
+
+  remaining(): number {
+    return Math.max(0, this.#limit - this.#inFlight)
+  }
+
+  takeDemand(nowMs: number, waitingCost: number): number {
+    return this.#meter.take(nowMs, 'concurrency', this.#inFlight + waitingCost)
+  }
+
+  throttled(_nowMs: number, _capacity: number, waiting: number): boolean {
+    return waiting > 0
+  }
+}

@@ -1,0 +1,24 @@
+import { describe, expect, it } from 'vitest'
+import { createClient } from '../../client/index.js'
+import { ManualClock } from '../../shared/index.js'
+import { closedAfterEach } from '../helpers/coordinator.js'
+
+describe('client options and resource ids', () => {
+  const track = closedAfterEach()
+
+  it('refuses unknown client options, naming the option', () => {
+    expect(() => createClient({ url: 'ws://127.0.0.1:1/v1/connect', wieght: 2 } as never)).toThrow(
+      expect.objectContaining({ code: 'SLUICE_ERR_OPTION_INVALID' }),
+    )
+  })
+
+  it('refuses a resource id the protocol cannot carry, with SLUICE_ERR_RESOURCE_INVALID', () => {
+    const client = createClient({ url: 'ws://127.0.0.1:1/v1/connect', clock: new ManualClock() })
+    track.running.push(client)
+    for (const id of ['', 'a\u0000b', 'x'.repeat(1025)])
+      expect(() => client.resource(id)).toThrow(
+        expect.objectContaining({ code: 'SLUICE_ERR_RESOURCE_INVALID' }),
+      )
+    expect(client.resource('a/b c').id).toBe('a/b c')
+  })
+})
