@@ -1,0 +1,121 @@
+import type { Resource, SluiceClient } from '../../client/index.js'
+import type { FailureMode, ResourceKind } from '../../shared/index.js'
+import type { Config } from '../config/index.js'
+import type { DemandCurve } from './demand.js'
+import type { Scenario } from './scenario.js'
+
+/** One CSV row: one resource at one sample time. */
+export interface SampleRow {
+  readonly tSec: number
+  readonly resource: string
+  readonly capacity: number
+  readonly demand: number
+  readonly admittedRate: number
+  /** Σ capacity the clients enforce, at its highest over the sample's ticks. */
+  readonly enforced: number
+  /** Σ committed at the coordinator (0 while it is down). */
+  readonly committed: number
+  readonly jain: number
+  /** max over clients of |grant − ideal| ÷ max(ideal, capacity / clients). */
+  readonly maxDeviation: number
+  readonly clients: number
+}
+
+export interface ConvergenceRecord {
+  readonly event: string
+  readonly atSec: number
+  /** In a failover, partition or start-up window: not held to the convergence target. */
+  readonly disturbed: boolean
+  /** undefined: not converged before the next event. */
+  readonly ms: number | undefined
+  readonly refreshes: number | undefined
+}
+
+export interface SimResourceSummary {
+  readonly resource: string
+  readonly refreshMs: number
+  /** Mean admitted ÷ capacity over ticks where demand ≥ capacity. */
+  readonly utilisation: number
+  /** The same, outside failover and partition windows. */
+  readonly utilisationSteady: number
+  /** Worst admitted ÷ capacity over any 1 s window. */
+  readonly worst1s: number
+  readonly worst1sSteady: number
+  /** Most admitted beyond ∫capacity + Σburst over any interval outside failovers and partitions (≤ 0: bound held). */
+  readonly excessOverBoundSteady: number
+  readonly excessOverBound: number
+  /** 1 s samples above capacity (by more than 1%), grouped in runs. */
+  readonly overCapacityEpisodes: number
+  readonly overCapacityPeak: number
+  readonly jainMean: number
+  readonly jainMin: number
+  readonly convergence: readonly ConvergenceRecord[]
+  /**
+   * After each crash: seconds until admitted is back to 98% of min(capacity, demand) for good
+   * (within the failover's disturbed window; 0 when it never fell below).
+   */
+  readonly catchUpSec: readonly number[]
+}
+
+export interface TrackedClient {
+  readonly id: string
+  readonly resource: string
+  readonly grants: number[]
+  readonly ideals: number[]
+}
+
+export interface SimResult {
+  readonly scenario: Scenario
+  readonly rows: readonly SampleRow[]
+  readonly tracked: readonly TrackedClient[]
+  readonly summary: {
+    readonly name: string
+    readonly simulatedSec: number
+    readonly wallMs: number
+    readonly clients: number
+    readonly messages: number
+    /** Packets lost and resent. */
+    readonly lost: number
+    readonly crashes: number
+    readonly resources: readonly SimResourceSummary[]
+    readonly checks: readonly { name: string; ok: boolean; detail: string }[]
+  }
+}
+
+/** One simulated client process: its demand curve and, while it runs, its real client. */
+export interface SimClient {
+  readonly id: string
+  readonly resource: string
+  readonly weight: number
+  readonly failureMode: FailureMode
+  readonly joinMs: number
+  readonly leaveMs: number
+  readonly curve: DemandCurve
+  readonly seed: number
+  client: SluiceClient | undefined
+  handle: Resource | undefined
+  demand: number
+  carry: number
+  /** Concurrency: slots held since the last tick. */
+  held: number
+}
+
+/** What the run records of one resource, tick by tick. */
+export interface ResourceTrack {
+  readonly id: string
+  readonly kind: ResourceKind
+  readonly burst: number
+  readonly refreshMs: number
+  readonly surplus: Config['resources'][number]['surplus']
+  readonly algorithm: Config['resources'][number]['algorithm']
+  capacity: number
+  readonly admitted: number[]
+  readonly capacityPerTick: number[]
+  readonly demandPerTick: number[]
+  readonly deviation: number[]
+  sampleEnforced: number
+  sampleAdmitted: number
+  sampleDemand: number
+  idealVersion: number
+  ideal: Map<string, number>
+}
