@@ -1,6 +1,7 @@
 // @ts-check
 import js from '@eslint/js'
 import tseslint from 'typescript-eslint'
+import { layers, timerPaths } from './eslint.layers.js'
 
 // Time is injected: only shared/clock.ts may touch the ambient clock and timers.
 const ambientTime = {
@@ -18,16 +19,7 @@ const ambientTime = {
     { object: 'globalThis', property: 'setTimeout', message: 'Use the injected Clock.' },
     { object: 'globalThis', property: 'setInterval', message: 'Use the injected Clock.' },
   ],
-  'no-restricted-imports': [
-    'error',
-    {
-      paths: [
-        { name: 'node:timers', message: 'Use the injected Clock.' },
-        { name: 'node:timers/promises', message: 'Use the injected Clock.' },
-        { name: 'timers', message: 'Use the injected Clock.' },
-      ],
-    },
-  ],
+  'no-restricted-imports': ['error', { paths: timerPaths }],
 }
 
 export default tseslint.config(
@@ -52,6 +44,7 @@ export default tseslint.config(
       ],
     },
   },
+  ...layers,
   {
     // The one place that owns ambient time; benchmarks measure wall-clock time by design.
     files: ['shared/clock.ts', 'bench/**'],
@@ -72,7 +65,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['eslint.config.js'],
+    files: ['eslint.config.js', 'eslint.layers.js'],
     ...tseslint.configs.disableTypeChecked,
   },
 )

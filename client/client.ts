@@ -2,6 +2,7 @@ import { socketStates, type ClientSocket } from './socket.js'
 import { EventEmitter } from 'node:events'
 import {
   SluiceError,
+  backoffDelayMs,
   bearerHeader,
   decodeServerMessage,
   describeIssues,
@@ -13,7 +14,6 @@ import {
   type LeaseMessage,
   type Timer,
 } from '../shared/index.js'
-import { backoffDelayMs } from '../shared/backoff.js'
 import { resolveClientOptions, type ClientOptions, type ResolvedClientOptions } from './options.js'
 import { Resource, type ResourceOptions, type ResourceOwner } from './resource.js'
 

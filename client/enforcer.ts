@@ -1,6 +1,6 @@
 import type { Clock, ResourceKind } from '../shared/index.js'
 import type { DemandMeter } from './demand-meter.js'
-import { TokenBucket } from './limiters/token-bucket.js'
+import { TokenBucket } from './limiters/index.js'
 
 /** Held capacity from `acquire`; `release()` gives concurrency slots back (a no-op for rate resources). */
 export interface Permit {

@@ -15,7 +15,7 @@ import { Coordinator } from './coordinator/index.js'
 import { EtcdElection, type LeaderElection } from './ha/index.js'
 import type { SluiceClient } from '../client/index.js'
 import { Upstream } from './tree/index.js'
-import { buildHttpApp } from './http/app.js'
+import { buildHttpApp } from './http/index.js'
 import { Gateway } from './transport/index.js'
 
 export interface CoordinatorOptions {

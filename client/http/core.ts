@@ -6,8 +6,7 @@ import {
   systemClock,
   type Clock,
 } from '../../shared/index.js'
-import { KeyedLimiter } from '../limiters/keyed.js'
-import type { Limiter } from '../limiters/base.js'
+import { KeyedLimiter, type Limiter } from '../limiters/index.js'
 import type { Resource } from '../resource.js'
 import {
   policyHeader,

@@ -1,5 +1,5 @@
 import { SluiceError, systemClock } from '../../shared/index.js'
-import type { ResourceSummary } from '../http/status.js'
+import type { ResourceSummary } from '../http/index.js'
 import { parseCommandArgs } from './args.js'
 import { exitCodes, type CommandIo } from './io.js'
 

@@ -1,7 +1,6 @@
 import { z } from 'zod'
 import { SluiceError, describeIssues, domainLimits, failureModes } from '../../shared/index.js'
-import { readYamlFile } from '../config/load.js'
-import { resourceTemplateSchema } from '../config/schema.js'
+import { readYamlFile, resourceTemplateSchema } from '../config/index.js'
 
 const sec = z
   .number()

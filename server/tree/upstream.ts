@@ -100,7 +100,7 @@ export class Upstream {
     return {
       kind: r.kind,
       capacity,
-      burst: leased ? r.lease!.burst : capacity,
+      burst: leased ? r.lease.burst : capacity,
       deadlineMs: leased ? link.deadlineMs : undefined,
     }
   }

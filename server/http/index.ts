@@ -1,0 +1,3 @@
+export { buildHttpApp } from './app.js'
+export type { HttpOptions } from './app.js'
+export type { ClientDetail, ResourceSummary } from './status.js'
