@@ -1,5 +1,11 @@
 export { PatternList, globToRegExp, isGlob } from './glob.js'
-export { loadConfigFile, parseConfig, parseConfigText, readYamlFile, resolveConfig } from './load.js'
+export {
+  loadConfigFile,
+  parseConfig,
+  parseConfigText,
+  readYamlFile,
+  resolveConfig,
+} from './load.js'
 export { CompiledConfig } from './resolve.js'
 export type { ResourceSettings } from './resolve.js'
 export { configSchema, resourceTemplateSchema } from './schema.js'
