@@ -27,7 +27,7 @@ export interface DemandReport {
  * batches to send, and counts each one as committed the moment it returns it
  * (a batch lost on the way only lapses).
  *
- * The invariant (design brief §3): per resource, Σ committed ≤ capacity,
+ * The invariant (docs/protocol.md, `lease` and `ack`): per resource, Σ committed ≤ capacity,
  * where a client's committed capacity is the largest of its leases that is
  * neither replaced (a newer one acknowledged) nor lapsed (ttl + grace after
  * sending). Decreases are sent at once but free capacity only on ack or
