@@ -81,6 +81,7 @@ export async function benchClient(runs: number): Promise<string[]> {
     ttlMs: 3_600_000,
     refreshMs: 1000,
     safeCapacity: 0,
+    safeHoldMs: 0,
   })
   const bare = new BareBucket(huge / 1000, huge)
   const memory = new RateLimiterMemory({ points: 1e9, duration: 60 })

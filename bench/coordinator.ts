@@ -74,7 +74,8 @@ export async function spawnCoordinator(
 function startServer(resources: number): Promise<{ child: ChildProcess; wsUrl: string }> {
   const templates = Array.from(
     { length: resources },
-    (_, i) => `  - { match: "r${i}", kind: rate, capacity: 100000, learningMs: 0 }`,
+    (_, i) =>
+      `  - { match: "r${i}", kind: rate, capacity: 100000, learningMs: 0, unsafeLearning: true }`,
   )
   return spawnCoordinator(
     `server:\n  limits: { maxClients: 50000 }\nresources:\n${templates.join('\n')}\n`,

@@ -41,7 +41,7 @@ async function infrastructure(
 ): Promise<{ child?: ChildProcess; url?: string; redisSocket?: string }> {
   if (mode === 'sluice') {
     const { child, wsUrl } = await spawnCoordinator(
-      `resources:\n  - { match: e2e, kind: rate, capacity: ${limitPerSec}, leaseTtlMs: 5000, refreshMs: 500, graceMs: 1000, learningMs: 0 }\n`,
+      `resources:\n  - { match: e2e, kind: rate, capacity: ${limitPerSec}, leaseTtlMs: 5000, refreshMs: 500, graceMs: 1000, learningMs: 0, unsafeLearning: true }\n`,
     )
     return { child, url: wsUrl }
   }

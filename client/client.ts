@@ -1,5 +1,6 @@
-import { socketStates, type ClientSocket } from './socket.js'
+import { randomBytes } from 'node:crypto'
 import { EventEmitter } from 'node:events'
+import { socketStates, type ClientSocket } from './socket.js'
 import {
   SluiceError,
   backoffDelayMs,
@@ -9,7 +10,7 @@ import {
   describeValue,
   resourceId,
   encodeMessage,
-  errorCatalogue,
+  closeCodeOf,
   type ClientMessage,
   type LeaseMessage,
   type Timer,
@@ -22,7 +23,14 @@ import { Resource, type ResourceOptions, type ResourceOwner } from './resource.j
  * Leases are kept right in the background; the hot path (`tryAcquire`) never
  * touches the network.
  *
- * Events: `connect`, `disconnect` (close code), `error` (coded error message from the coordinator).
+ * Liveness: the client hears the coordinator's pings and pings back when
+ * it is quiet; a connection silent for 1.5 heartbeat periods (the
+ * coordinator's `heartbeatMs`) is dead, so a dead connection is noticed
+ * within two periods, closed, and replaced with backoff. While it cannot hear
+ * the coordinator, each lease runs out by this process's own clock.
+ *
+ * Events: `connect`, `disconnect` (close code), `error` (a `SluiceError`: a
+ * coded error message from the coordinator, or the session being taken over).
  */
 export class SluiceClient extends EventEmitter implements ResourceOwner {
   readonly options: ResolvedClientOptions
@@ -38,7 +46,16 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
   #reportPeriodMs: number
   #connected = false
   #closed = false
-  #pendingAck = 0
+  /**
+   * Acks held back, per resource: the batch whose lease for it is in force but not yet
+   * drained to (a concurrency decrease). Scoped to the connection they came on.
+   */
+  readonly #pendingAcks = new Map<string, number>()
+  #clientId: string
+  /** This process's nonce: a reconnect under the same id and instance keeps its leases. */
+  readonly #instance = randomBytes(12).toString('base64url')
+  #heartbeatTimer: Timer | undefined
+  #lastHeardMs = 0
   #earlyBudget: number
   #earlyRequested = false
   #earlyTimer: Timer | undefined
@@ -48,11 +65,13 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
     this.options = resolveClientOptions(options)
     this.#reportPeriodMs = this.options.refreshMs
     this.#earlyBudget = this.options.maxEarlyReportsPerRefresh
+    this.#clientId = this.options.clientId
     this.#connect()
   }
 
+  /** The id this process uses; a new one after another process took the old one over. */
   get clientId(): string {
-    return this.options.clientId
+    return this.#clientId
   }
 
   /** Whether the coordinator has welcomed this connection. */
@@ -102,6 +121,7 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
     this.#reconnectTimer?.cancel()
     this.#reportTimer?.cancel()
     this.#earlyTimer?.cancel()
+    this.#heartbeatTimer?.cancel()
     const ws = this.#ws
     if (ws !== undefined && ws.readyState === socketStates.open && this.#connected) {
       this.#send({ type: 'release', resources: [...this.#resources.keys()] })
@@ -137,16 +157,25 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
   }
 
   drained(): void {
-    if (this.#pendingAck === 0) return
-    for (const r of this.#resources.values()) if (!r.drainedToLimit) return
-    this.#send({ type: 'ack', seq: this.#pendingAck })
-    this.#pendingAck = 0
+    if (this.#pendingAcks.size === 0) return
+    // Each resource's ack goes as soon as that resource fits its lease; never one for another.
+    const ready = new Map<number, string[]>()
+    for (const [id, seq] of this.#pendingAcks) {
+      const r = this.#resources.get(id)
+      if (r !== undefined && !r.drainedToLimit) continue
+      this.#pendingAcks.delete(id)
+      const list = ready.get(seq)
+      if (list === undefined) ready.set(seq, [id])
+      else list.push(id)
+    }
+    for (const [seq, resources] of ready) this.#send({ type: 'ack', seq, resources })
   }
 
   releaseResource(id: string): void {
     const r = this.#resources.get(id)
     if (r === undefined) return
     this.#resources.delete(id)
+    this.#pendingAcks.delete(id)
     r.close()
     if (this.#connected) this.#send({ type: 'release', resources: [id] })
   }
@@ -161,36 +190,73 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
     if (this.options.token !== undefined) headers.authorization = bearerHeader(this.options.token)
     const ws = this.options.socketFactory(url, headers)
     this.#ws = ws
+    // Until the welcome, the connect timeout is the bound: a handshake into a black hole ends.
+    this.#watch(ws, this.options.connectTimeoutMs, 'no welcome in time')
     ws.on('open', () => {
-      const holdings = [...this.#resources.values()]
-        .filter((r) => r.lease !== undefined)
-        .map((r) => ({ resource: r.id, capacity: r.lease!.capacity }))
+      const holdings = []
+      for (const r of this.#resources.values()) {
+        const h = r.holding()
+        if (h !== undefined) holdings.push(h)
+      }
       this.#send({
         type: 'hello',
         v: 1,
-        clientId: this.options.clientId,
+        clientId: this.#clientId,
+        instance: this.#instance,
         ...(this.options.token === undefined ? {} : { token: this.options.token }),
         ...(holdings.length === 0 ? {} : { holdings }),
       })
     })
-    ws.on('message', (data: Buffer | string) =>
-      this.#onMessage(typeof data === 'string' ? data : data.toString('utf8')),
-    )
+    ws.on('message', (data: Buffer | string) => {
+      this.#heard()
+      this.#onMessage(typeof data === 'string' ? data : data.toString('utf8'))
+    })
+    ws.on('ping', () => this.#heard())
+    ws.on('pong', () => this.#heard())
     ws.on('error', (error) =>
       this.options.logger?.debug({ err: error, url }, 'sluice connection error'),
     )
     ws.on('close', (code) => this.#onClose(ws, code))
   }
 
+  /**
+   * Declares `ws` dead when nothing is heard on it for `silenceMs`: checked
+   * every third of that, and the quiet side pings, so a dead connection is
+   * noticed within `silenceMs` plus a third.
+   */
+  #watch(ws: ClientSocket, silenceMs: number, why: string): void {
+    this.#heartbeatTimer?.cancel()
+    this.#lastHeardMs = this.options.clock.now()
+    const stepMs = Math.max(1, Math.floor(silenceMs / 3))
+    this.#heartbeatTimer = this.options.clock
+      .setInterval(() => {
+        if (ws !== this.#ws || ws.readyState >= socketStates.closing) return
+        const quietMs = this.options.clock.now() - this.#lastHeardMs
+        if (quietMs >= silenceMs) {
+          this.options.logger?.warn(
+            { quietMs: Math.round(quietMs), clientId: this.#clientId },
+            `sluice: connection to the coordinator is dead (${why}); reconnecting`,
+          )
+          ws.terminate()
+        } else if (quietMs >= stepMs && ws.readyState === socketStates.open) ws.ping()
+      }, stepMs)
+      .unref()
+  }
+
+  #heard(): void {
+    this.#lastHeardMs = this.options.clock.now()
+  }
+
   #onClose(ws: ClientSocket, code: number): void {
     if (ws !== this.#ws) return
     const wasConnected = this.#connected
     this.#connected = false
-    this.#pendingAck = 0
+    this.#pendingAcks.clear()
+    this.#heartbeatTimer?.cancel()
+    this.#heartbeatTimer = undefined
     if (wasConnected) this.emit('disconnect', code)
     if (this.#closed) return
-    // Another connection with our id took over: that one is the live one.
-    if (code === errorCatalogue.SLUICE_ERR_SESSION_REPLACED.closeCode) return
+    if (code === closeCodeOf('SLUICE_ERR_SESSION_REPLACED')) this.#replaced()
     // A redirect is followed at once, a few times in a row; a loop of them falls back to the jittered backoff.
     if (this.#redirectUrl !== undefined && this.#redirects < 3) {
       this.#redirects++
@@ -230,6 +296,9 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
         this.#connected = true
         this.#attempt = 0
         this.#redirects = 0
+        // 1.5 periods of silence: with the coordinator's ping every period, a live link is never
+        // that quiet, and a dead one is noticed within two periods.
+        if (this.#ws !== undefined) this.#watch(this.#ws, 1.5 * msg.heartbeatMs, 'heartbeat missed')
         for (const r of this.#resources.values()) r.setLearning(msg.learningMs > 0)
         this.emit('connect')
         this.#report(false)
@@ -237,6 +306,8 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
       case 'lease':
         return this.#onLease(msg)
       case 'error': {
+        // The close that follows says it better (with the fresh id): see #replaced.
+        if (msg.code === 'SLUICE_ERR_SESSION_REPLACED') return
         // An EventEmitter 'error' with no listener throws: only emit when someone listens.
         const error = SluiceError.fromWire(msg.code, msg.message, msg.resource)
         if (this.listenerCount('error') > 0) this.emit('error', error)
@@ -251,14 +322,27 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
   }
 
   #onLease(msg: LeaseMessage): void {
-    let ackNow = true
+    // Each lease is acknowledged on its own: at once when in force, or (a concurrency decrease)
+    // once in-flight work fits it. A held-back ack never holds back, nor is implied by, another.
+    let held = 0
+    const ready: string[] = []
     let period = Infinity
     for (const grant of msg.leases) {
       const r = this.#resources.get(grant.resource)
-      if (r === undefined) continue
-      if (!r.applyLease(grant)) ackNow = false
       period = Math.min(period, grant.refreshMs)
+      if (r === undefined) {
+        ready.push(grant.resource)
+        continue
+      }
+      const inForce = r.applyLease(grant)
       r.setLearning(false)
+      if (inForce) {
+        this.#pendingAcks.delete(grant.resource)
+        ready.push(grant.resource)
+      } else {
+        this.#pendingAcks.set(grant.resource, msg.seq)
+        held++
+      }
     }
     if (Number.isFinite(period) && period !== this.#reportPeriodMs) {
       this.#reportPeriodMs = period
@@ -266,9 +350,25 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
       this.#reportTimer = undefined
       this.#scheduleReports()
     }
-    // A concurrency decrease is acknowledged only once in-flight work fits the new limit.
-    if (ackNow) this.#send({ type: 'ack', seq: msg.seq })
-    else this.#pendingAck = msg.seq
+    if (held === 0) this.#send({ type: 'ack', seq: msg.seq })
+    else if (ready.length > 0) this.#send({ type: 'ack', seq: msg.seq, resources: ready })
+  }
+
+  /**
+   * Another process took our client id over (4409). Whatever this process
+   * was leased may now be counted as that one's: stop enforcing it at once
+   * (capacity 0 until a new lease), and come back under a fresh id.
+   */
+  #replaced(): void {
+    for (const r of this.#resources.values()) r.revoke()
+    const previous = this.#clientId
+    this.#clientId = `${this.options.clientId.slice(0, 200)}-${randomBytes(6).toString('base64url')}`
+    const error = new SluiceError(
+      'SLUICE_ERR_SESSION_REPLACED',
+      `client id ${JSON.stringify(previous)} was taken by another process; leases dropped, reconnecting as ${JSON.stringify(this.#clientId)}`,
+    )
+    if (this.listenerCount('error') > 0) this.emit('error', error)
+    else this.options.logger?.warn({ code: error.code }, error.message)
   }
 
   #scheduleReports(): void {

@@ -16,6 +16,8 @@ const optionsSchema = z.strictObject({
   refreshMs: z.number().int().min(10).default(1_000),
   /** Early reports allowed per refresh period when throttled. */
   maxEarlyReportsPerRefresh: z.number().int().min(0).max(10).default(4),
+  /** A connection attempt not welcomed within this long is dropped and retried, ms. */
+  connectTimeoutMs: z.number().int().min(10).max(600_000).default(10_000),
 })
 
 export interface ClientOptions extends z.input<typeof optionsSchema> {

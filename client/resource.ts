@@ -20,8 +20,13 @@ import { WaitQueue } from './wait-queue.js'
 export type { FailureMode } from '../shared/index.js'
 export type { Permit } from './enforcer.js'
 
-/** The capacity rule in force. */
-export type ResourceMode = 'leased' | 'learning' | FailureMode
+/**
+ * The capacity rule in force: a lease; or, without one, the failure mode
+ * (`learning` while a new coordinator re-learns); `lapsed` once safe mode's
+ * hold has run out, or another process took the client id over: 0 until a
+ * lease comes.
+ */
+export type ResourceMode = 'leased' | 'learning' | 'lapsed' | FailureMode
 
 export interface ResourceOptions {
   /** Explicit demand (tokens/s or slots); unset: measured from use. */
@@ -92,7 +97,11 @@ export class Resource extends EventEmitter {
   readonly #permit = (cost: number): Permit => this.#enforcer.permit(cost)
   #wakeTimer: Timer | undefined = undefined
   #expiryTimer: Timer | undefined = undefined
-  #lastSafeCapacity: number
+  #holdTimer: Timer | undefined = undefined
+  /** What safe mode enforces now: from the last lease while its hold lasts, then 0. */
+  #fallbackCapacity: number
+  #fallbackBurst: number
+  #lapsed = false
   #lastReported = 0
   #learning = false
   #closed = false
@@ -108,7 +117,10 @@ export class Resource extends EventEmitter {
     this.#wants = options.wants
     this.#committed = options.committed
     this.#waiters = new WaitQueue<Permit>(clock, options.maxWaiters ?? 10_000, () => this.#serve())
-    this.#lastSafeCapacity = options.safeCapacity ?? 0
+    // Before any lease, safe mode runs at the option (default 0): the user's choice, not the
+    // coordinator's, and so outside what it counts.
+    this.#fallbackCapacity = options.safeCapacity ?? 0
+    this.#fallbackBurst = this.#fallbackCapacity
     const meter = new DemandMeter(clock.now())
     const host: EnforcerHost = {
       refused: () => owner.requestEarlyReport(),
@@ -145,14 +157,30 @@ export class Resource extends EventEmitter {
   get capacity(): number {
     const state = this.#state
     if (state.mode === 'leased') return state.lease.capacity
-    const rule = state.mode === 'learning' || state.mode === 'safe' ? this.failureMode : state.mode
-    switch (rule) {
+    if (this.#lapsed) return 0
+    switch (this.failureMode) {
       case 'pessimistic':
         return 0
       case 'optimistic':
         return this.#wants ?? this.#lastReported
       case 'safe':
-        return this.#lastSafeCapacity
+        return this.#fallbackCapacity
+    }
+  }
+
+  /**
+   * What this process may enforce now, as a hello reports it: its lease, or
+   * its safe fallback while the hold lasts (optimistic: its demand), and for
+   * concurrency the slots in flight. Undefined when nothing.
+   */
+  holding(): { resource: string; capacity: number; inFlight?: number } | undefined {
+    const capacity = this.capacity
+    const inFlight = this.#enforcer.inFlight
+    if (!(capacity > 0) && inFlight === 0) return undefined
+    return {
+      resource: this.id,
+      capacity: Math.min(1e15, Math.max(0, capacity)),
+      ...(this.kind === 'concurrency' && inFlight > 0 ? { inFlight } : {}),
     }
   }
 
@@ -245,10 +273,12 @@ export class Resource extends EventEmitter {
   applyLease(grant: LeaseGrant): boolean {
     if (this.#closed) return true
     this.#enforcer = grant.kind === 'concurrency' ? this.#slots : this.#rate
-    this.#lastSafeCapacity = grant.safeCapacity
     this.#expiryTimer?.cancel()
+    this.#holdTimer?.cancel()
+    this.#holdTimer = undefined
+    this.#lapsed = false
     // A lease running out is no reason to keep the process alive.
-    this.#expiryTimer = this.#clock.setTimeout(() => this.#lapse(), grant.ttlMs).unref()
+    this.#expiryTimer = this.#clock.setTimeout(() => this.#lapse(grant), grant.ttlMs).unref()
     this.#setState({ mode: 'leased', lease: grant })
     this.#applyCapacity()
     this.emit('lease', grant)
@@ -268,9 +298,27 @@ export class Resource extends EventEmitter {
     if (this.mode !== 'leased') this.#setState(this.#unleased())
   }
 
+  /**
+   * Stops enforcing anything at once: another process took this client's id
+   * over, and what this one was leased may be counted as that one's now.
+   * Capacity 0 (`lapsed`) until a new lease comes.
+   */
+  revoke(): void {
+    this.#expiryTimer?.cancel()
+    this.#expiryTimer = undefined
+    this.#holdTimer?.cancel()
+    this.#holdTimer = undefined
+    this.#fallbackCapacity = 0
+    this.#fallbackBurst = 0
+    this.#lapsed = true
+    this.#setState(this.#unleased())
+    this.#applyCapacity()
+  }
+
   close(): void {
     this.#closed = true
     this.#expiryTimer?.cancel()
+    this.#holdTimer?.cancel()
     this.#wakeTimer?.cancel()
     this.#waiters.rejectAll('SLUICE_ERR_CLIENT_CLOSED', this.id)
   }
@@ -278,11 +326,33 @@ export class Resource extends EventEmitter {
   // ---- internals ----
 
   #unleased(): LeaseState {
-    return { mode: this.#learning ? 'learning' : this.failureMode, lease: undefined }
+    if (this.#learning) return { mode: 'learning', lease: undefined }
+    if (this.#lapsed) return { mode: 'lapsed', lease: undefined }
+    return { mode: this.failureMode, lease: undefined }
   }
 
-  #lapse(): void {
+  /**
+   * The lease ran out unrenewed. Safe mode falls back to the lease's safe
+   * capacity, never above the lease itself, with the same share of burst, for
+   * the lease's safe hold; then to 0. The coordinator counts exactly this as
+   * committed, so a partition of any shape stays within capacity.
+   */
+  #lapse(lease: LeaseGrant): void {
     this.#expiryTimer = undefined
+    const fallback = Math.max(0, Math.min(lease.safeCapacity, lease.capacity))
+    this.#fallbackCapacity = fallback
+    this.#fallbackBurst = lease.capacity > 0 ? (lease.burst * fallback) / lease.capacity : 0
+    this.#holdTimer?.cancel()
+    this.#holdTimer = this.#clock
+      .setTimeout(() => {
+        this.#holdTimer = undefined
+        this.#fallbackCapacity = 0
+        this.#fallbackBurst = 0
+        this.#lapsed = this.failureMode === 'safe'
+        this.#setState(this.#unleased())
+        this.#applyCapacity()
+      }, lease.safeHoldMs)
+      .unref()
     this.#setState(this.#unleased())
     this.#applyCapacity()
   }
@@ -296,7 +366,13 @@ export class Resource extends EventEmitter {
   #applyCapacity(): void {
     const capacity = this.capacity
     const state = this.#state
-    this.#enforcer.apply(capacity, state.mode === 'leased' ? state.lease.burst : capacity)
+    const burst =
+      state.mode === 'leased'
+        ? state.lease.burst
+        : this.failureMode === 'safe'
+          ? Math.min(this.#fallbackBurst, capacity)
+          : capacity
+    this.#enforcer.apply(capacity, burst)
     this.#serve()
   }
 

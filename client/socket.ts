@@ -9,8 +9,10 @@ export interface ClientSocket {
   readonly readyState: number
   send(data: string): void
   close(code?: number): void
+  /** Drops the connection at once, without a closing handshake (it may be dead). */
+  terminate(): void
   ping(): void
-  on(event: 'open' | 'pong', listener: () => void): this
+  on(event: 'open' | 'pong' | 'ping', listener: () => void): this
   on(event: 'message', listener: (data: Buffer | string) => void): this
   on(event: 'close', listener: (code: number) => void): this
   on(event: 'error', listener: (error: Error) => void): this

@@ -173,6 +173,8 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
       logger,
     })
   if (election !== undefined) {
+    const elected = election
+    coordinator.fence(() => elected.leadingUntilMs())
     election.on('elected', () => {
       coordinator.becomeLeader()
       events.emit('role', 'leader', advertiseUrl)

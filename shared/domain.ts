@@ -58,14 +58,33 @@ export function defaultBurst(kind: ResourceKind, capacity: number, burst?: numbe
 }
 
 /**
+ * How long a silent client may still enforce something an earlier
+ * coordinator granted: its lease (ttl, plus grace for the delay on the way)
+ * and then its safe fallback for the safe hold.
+ */
+export function commitmentLifeMs(t: {
+  readonly leaseTtlMs: number
+  readonly graceMs: number
+  readonly safeHoldMs: number
+}): number {
+  return t.leaseTtlMs + t.graceMs + t.safeHoldMs
+}
+
+/**
  * How long a coordinator that has just started re-learns what clients hold
- * before granting anything new: unless set, one whole lease life, so every
- * lease an earlier coordinator sent has lapsed or been reported.
+ * before granting anything new: unless set, the whole life of a commitment,
+ * so everything an earlier coordinator sent has lapsed or been reported.
  */
 export function defaultLearningMs(t: {
   readonly leaseTtlMs: number
   readonly graceMs: number
+  readonly safeHoldMs: number
   readonly learningMs?: number | undefined
 }): number {
-  return t.learningMs ?? t.leaseTtlMs + t.graceMs
+  return t.learningMs ?? commitmentLifeMs(t)
+}
+
+/** The safe hold unless set: half a lease life (docs/operations.md gives the trade-off, measured). */
+export function defaultSafeHoldMs(leaseTtlMs: number): number {
+  return Math.round(leaseTtlMs / 2)
 }

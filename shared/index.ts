@@ -17,8 +17,10 @@ export {
 export {
   clampQuantity,
   clampWeight,
+  commitmentLifeMs,
   defaultBurst,
   defaultLearningMs,
+  defaultSafeHoldMs,
   domainLimits,
   failureModes,
   resourceKinds,

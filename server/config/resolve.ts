@@ -1,6 +1,7 @@
 import {
   defaultBurst,
   defaultLearningMs,
+  defaultSafeHoldMs,
   type FailureMode,
   type ResourceKind,
 } from '../../shared/index.js'
@@ -23,6 +24,8 @@ export interface ResourceSettings {
   readonly learningMs: number
   /** Undefined: capacity / clients. */
   readonly safeCapacity: number | undefined
+  /** How long a client may run at its safe capacity after its lease lapses. */
+  readonly safeHoldMs: number
   readonly estimator: 'max' | 'ewma'
   readonly window: number
   /** Tenant name → { weight, cap } for this resource. */
@@ -34,6 +37,16 @@ export interface ResourceSettings {
    * here outlives it. Undefined: leases run their full leaseTtlMs.
    */
   readonly leaseDeadlineMs?: number | undefined
+}
+
+/** A template's learning period, defaults applied. */
+export function templateLearningMs(t: ResourceTemplate): number {
+  return defaultLearningMs({ ...t, safeHoldMs: t.safeHoldMs ?? defaultSafeHoldMs(t.leaseTtlMs) })
+}
+
+/** A template's safe hold, defaults applied. */
+export function templateSafeHoldMs(t: ResourceTemplate): number {
+  return t.safeHoldMs ?? defaultSafeHoldMs(t.leaseTtlMs)
 }
 
 /**
@@ -81,6 +94,13 @@ export class CompiledConfig {
     return list === undefined || list.match(id) === true
   }
 
+  /** The longest learning period of any template: how long a new coordinator learns. */
+  maxLearningMs(): number {
+    let max = 0
+    for (const t of this.config.resources) max = Math.max(max, templateLearningMs(t))
+    return max
+  }
+
   /** Settings for resource `id`, or undefined when no template matches. */
   settingsFor(id: string): ResourceSettings | undefined {
     const t = this.#templates.match(id)
@@ -90,6 +110,7 @@ export class CompiledConfig {
       const cap = this.#tenantCaps.get(name)!.match(id)
       tenants[name] = cap === undefined ? { weight: tenant.weight } : { weight: tenant.weight, cap }
     }
+    const safeHoldMs = templateSafeHoldMs(t)
     return Object.freeze({
       id,
       kind: t.kind,
@@ -100,8 +121,9 @@ export class CompiledConfig {
       leaseTtlMs: t.leaseTtlMs,
       refreshMs: t.refreshMs,
       graceMs: t.graceMs,
-      learningMs: defaultLearningMs(t),
+      learningMs: defaultLearningMs({ ...t, safeHoldMs }),
       safeCapacity: t.safeCapacity,
+      safeHoldMs,
       estimator: t.demand.estimator,
       window: t.demand.window,
       tenants: Object.freeze(tenants),

@@ -1,5 +1,11 @@
 import { z } from 'zod'
-import { domainLimits, failureModes, resourceKinds } from '../../shared/index.js'
+import {
+  commitmentLifeMs,
+  defaultSafeHoldMs,
+  domainLimits,
+  failureModes,
+  resourceKinds,
+} from '../../shared/index.js'
 import { algorithms, surplusPolicies } from '../allocation/index.js'
 
 const quantity = z.number().min(0).max(domainLimits.maxQuantity)
@@ -99,10 +105,17 @@ export const resourceTemplateSchema = z
     leaseTtlMs: ms(100, 3_600_000).default(10_000),
     refreshMs: ms(10, 600_000).default(1_000),
     graceMs: ms(0, 600_000).default(2_000),
-    /** Default leaseTtlMs + graceMs; 0 disables learning. */
+    /**
+     * After a start or a failover, how long the coordinator only re-learns what clients hold.
+     * Default leaseTtlMs + graceMs + safeHoldMs; shorter is refused unless unsafeLearning.
+     */
     learningMs: ms(0, 3_600_000).optional(),
-    /** Per client, when the coordinator is unreachable; default capacity / clients. */
+    /** Allows a learningMs shorter than a commitment's life: a restart may then over-grant. */
+    unsafeLearning: z.boolean().default(false),
+    /** Per client, when the coordinator is unreachable; default capacity / clients, never above the client's lease. */
     safeCapacity: quantity.optional(),
+    /** How long safe mode may use safeCapacity after a lease lapses, then 0; default leaseTtlMs / 2. */
+    safeHoldMs: ms(0, 3_600_000).optional(),
     demand: demandEstimatorSchema.prefault({}),
     /** Downstream coordinators (server.parent): capacity when the parent's lease lapses. */
     failureMode: z.enum(failureModes).default('safe'),
@@ -110,6 +123,19 @@ export const resourceTemplateSchema = z
   .refine((t) => t.refreshMs < t.leaseTtlMs, {
     message: 'refreshMs must be below leaseTtlMs, or leases lapse between renewals',
     path: ['refreshMs'],
+  })
+  .superRefine((t, ctx) => {
+    if (t.learningMs === undefined || t.unsafeLearning) return
+    const lifeMs = commitmentLifeMs({
+      ...t,
+      safeHoldMs: t.safeHoldMs ?? defaultSafeHoldMs(t.leaseTtlMs),
+    })
+    if (t.learningMs < lifeMs)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['learningMs'],
+        message: `${t.learningMs} is shorter than leaseTtlMs + graceMs + safeHoldMs (${lifeMs}): a restarted coordinator could grant what clients still hold; raise it, or set unsafeLearning: true`,
+      })
   })
 
 export const configSchema = z

@@ -1,6 +1,6 @@
 import { protocolVersion, type ErrorCode, type HelloMessage } from '../../shared/index.js'
 import type { CompiledConfig, Limits, ResourceSettings } from '../config/index.js'
-import type { Pool } from '../pool/index.js'
+import { clientKey, type Pool } from '../pool/index.js'
 
 /** A refusal: the code to send and what to add to its catalogue line. */
 export interface Refusal {
@@ -38,22 +38,27 @@ export function admitClient(
     if (tenant === undefined)
       return { code: 'SLUICE_ERR_AUTH_INVALID_TOKEN', detail: 'no tenant has this token' }
   }
+  // The client bounds count live clients: a process that closed or died does not hold a place,
+  // though what it was leased counts against capacity until it lapses. A hello that replaces a
+  // live session adds no client.
   const { pool, limits } = ctx
-  const known = pool.hasClient(hello.clientId)
-  if (!known && pool.clientCount >= limits.maxClients)
+  const key = clientKey(tenant, hello.clientId)
+  const adds = !pool.isConnected(key)
+  if (adds && pool.connectedCount() >= limits.maxClients)
     return { code: 'SLUICE_ERR_LIMIT_CLIENTS', detail: `limits.maxClients is ${limits.maxClients}` }
-  const tenantMax = tenant === undefined ? undefined : ctx.config.tenant(tenant)?.maxClients
-  if (
-    tenant !== undefined &&
-    tenantMax !== undefined &&
-    (!known || pool.clientTenant(hello.clientId) !== tenant) &&
-    pool.tenantClientCount(tenant) >= tenantMax
-  ) {
+  // Memory: clients gone but still holding leases are bounded too, by twice maxClients.
+  if (!pool.hasClient(key) && pool.clientCount >= 2 * limits.maxClients)
     return {
       code: 'SLUICE_ERR_LIMIT_CLIENTS',
-      detail: `tenant ${tenant} allows ${tenantMax} clients`,
+      detail: `${pool.clientCount} clients hold leases; limits.maxClients is ${limits.maxClients}`,
     }
-  }
+  const tenantMax = tenant === undefined ? undefined : ctx.config.tenant(tenant)?.maxClients
+  if (tenant !== undefined && tenantMax !== undefined && adds)
+    if (pool.connectedCount(tenant) >= tenantMax)
+      return {
+        code: 'SLUICE_ERR_LIMIT_CLIENTS',
+        detail: `tenant ${tenant} allows ${tenantMax} clients`,
+      }
   return { tenant }
 }
 
@@ -65,7 +70,7 @@ export function admitClient(
  */
 export function admitResource(
   ctx: AdmissionContext,
-  clientId: string,
+  key: string,
   tenant: string | undefined,
   resourceId: string,
   alreadyAdded: number,
@@ -81,7 +86,7 @@ export function admitResource(
       code: 'SLUICE_ERR_RESOURCE_FORBIDDEN',
       detail: `tenant ${tenant} may not use this resource`,
     }
-  if (pool.subscriptionCount(clientId) + alreadyAdded >= limits.maxResourcesPerClient)
+  if (pool.subscriptionCount(key) + alreadyAdded >= limits.maxResourcesPerClient)
     return {
       code: 'SLUICE_ERR_LIMIT_RESOURCES',
       detail: `limits.maxResourcesPerClient is ${limits.maxResourcesPerClient}`,

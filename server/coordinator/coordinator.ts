@@ -2,7 +2,6 @@ import type { Logger } from 'pino'
 import {
   formatError,
   protocolVersion,
-  defaultLearningMs,
   type AckMessage,
   type ClientMessage,
   type Clock,
@@ -12,7 +11,7 @@ import {
   type ReleaseMessage,
 } from '../../shared/index.js'
 import { CompiledConfig, type Config, type Limits, type ResourceSettings } from '../config/index.js'
-import { Pool, type DemandReport, type LeaseBatch } from '../pool/index.js'
+import { Pool, clientKey, type DemandReport, type LeaseBatch } from '../pool/index.js'
 import type { Upstream } from '../tree/index.js'
 import { admitClient, admitResource, type AdmissionContext, type Refusal } from './admission.js'
 import { CoordinatorMetrics } from './metrics.js'
@@ -45,6 +44,8 @@ export class Coordinator {
   #startedMs: number
   #role: Role
   #leaderUrl: string | undefined
+  /** Until when this replica surely leads (an election's lease); always, without one. */
+  #leadingUntilMs: () => number = () => Infinity
   #closed = false
 
   /** `role` follower: a replica that waits for an election before it grants anything. */
@@ -137,6 +138,23 @@ export class Coordinator {
     }
   }
 
+  /**
+   * Fencing: from now on every message and every round first checks that
+   * this replica still surely leads, and steps down if not, before anything
+   * is granted.
+   */
+  fence(leadingUntilMs: () => number): void {
+    this.#leadingUntilMs = leadingUntilMs
+  }
+
+  /** Whether this replica may grant now; a leader past its deadline steps down here. */
+  #mayGrant(): boolean {
+    if (this.#role !== 'leader') return false
+    if (this.#clock.now() < this.#leadingUntilMs()) return true
+    this.stepDown(undefined, 'leadership not confirmed in time (paused, or etcd unreachable)')
+    return false
+  }
+
   /** A follower learned who leads (undefined: nobody known). */
   setLeaderUrl(url: string | undefined): void {
     if (this.#role === 'follower') this.#leaderUrl = url
@@ -169,6 +187,8 @@ export class Coordinator {
    * through here, so the protocol's order rules live in one place.
    */
   receive(session: SessionPort, msg: ClientMessage): void {
+    // Fencing: a replica that may have lost leadership answers nothing but a redirect.
+    if (!this.#mayGrant()) return this.#sendAway(session)
     if (msg.type === 'hello') {
       if (session.clientId !== undefined)
         return this.#fail(session, 'SLUICE_ERR_PROTO_UNEXPECTED', 'second hello')
@@ -191,23 +211,32 @@ export class Coordinator {
     const clientId = session.clientId
     if (clientId === undefined || !this.#sessions.unbind(session)) return
     this.metrics.connections.set(this.#sessions.size)
-    for (const id of this.#pool.disconnect(clientId)) this.#rounds.prompt(id)
-    this.#log.info({ clientId }, 'client disconnected')
+    const key = clientKey(session.tenant, clientId)
+    for (const id of this.#pool.disconnect(key, this.#clock.now())) this.#rounds.prompt(id)
+    this.#log.info({ clientId, tenant: session.tenant }, 'client disconnected')
   }
 
   #hello(session: SessionPort, msg: HelloMessage): void {
-    if (this.#role !== 'leader') return this.#sendAway(session)
     const verdict = admitClient(this.#admission(), msg, session.upgradeToken)
     if ('code' in verdict) return this.#fail(session, verdict.code, verdict.detail)
     const tenant = verdict.tenant
-    this.#sessions.bind(session, msg.clientId, tenant)
-    this.#pool.connect(msg.clientId, tenant)
+    const key = clientKey(tenant, msg.clientId)
+    this.#sessions.bind(session, key, msg.clientId, tenant)
+    const outcome = this.#pool.connect(key, msg.clientId, tenant, msg.instance, this.#clock.now())
     this.metrics.connections.set(this.#sessions.size)
+    if (outcome === 'replaced')
+      this.#log.warn(
+        { clientId: msg.clientId, tenant },
+        'another process took this client id over; the old one keeps its leases until they lapse',
+      )
     this.#log.info(
-      { clientId: msg.clientId, tenant, holdings: msg.holdings?.length ?? 0 },
+      { clientId: msg.clientId, tenant, outcome, holdings: msg.holdings?.length ?? 0 },
       'client connected',
     )
-    const learningLeftMs = Math.max(0, this.#startedMs + this.#maxLearningMs() - this.#clock.now())
+    const learningLeftMs = Math.max(
+      0,
+      this.#startedMs + this.#settings.config.maxLearningMs() - this.#clock.now(),
+    )
     session.send({
       type: 'welcome',
       v: protocolVersion,
@@ -220,14 +249,17 @@ export class Coordinator {
     // an unknown resource in a hello is what a config change leaves behind, not a mistake.
     const holdings = this.#admitted(session, msg.holdings ?? [], (r) => r.resource, true)
     if (holdings.length === 0) return
-    this.#dispatch(this.#pool.learnHoldings(msg.clientId, holdings, this.#clock.now()))
+    this.#dispatch(this.#pool.learnHoldings(key, holdings, this.#clock.now()))
     for (const h of holdings) this.#ensureSchedule(h.resource)
   }
 
   #demand(session: SessionPort, msg: DemandMessage): void {
-    const clientId = session.clientId!
     const reports: DemandReport[] = this.#admitted(session, msg.resources, (e) => e.resource, false)
-    const { batches, newResources } = this.#pool.reportDemand(clientId, reports, this.#clock.now())
+    const { batches, newResources } = this.#pool.reportDemand(
+      this.#key(session),
+      reports,
+      this.#clock.now(),
+    )
     this.#dispatch(batches)
     for (const id of newResources) {
       this.#ensureSchedule(id)
@@ -238,12 +270,14 @@ export class Coordinator {
 
   #ack(session: SessionPort, msg: AckMessage): void {
     this.metrics.acks.inc()
-    this.#dispatch(this.#pool.acknowledge(session.clientId!, msg.seq, this.#clock.now()))
+    this.#dispatch(
+      this.#pool.acknowledge(this.#key(session), msg.seq, msg.resources, this.#clock.now()),
+    )
     this.#settings.upstream?.drained()
   }
 
   #release(session: SessionPort, msg: ReleaseMessage): void {
-    this.#dispatch(this.#pool.release(session.clientId!, msg.resources, this.#clock.now()))
+    this.#dispatch(this.#pool.release(this.#key(session), msg.resources, this.#clock.now()))
     for (const id of msg.resources) this.#rounds.prompt(id)
     this.#settings.upstream?.drained()
   }
@@ -259,14 +293,14 @@ export class Coordinator {
     resourceOf: (entry: T) => string,
     quietUnknown: boolean,
   ): T[] {
-    const clientId = session.clientId!
+    const key = this.#key(session)
     const ctx = this.#admission()
     const out: T[] = []
     let added = 0
     for (const entry of entries) {
       const id = resourceOf(entry)
-      if (!this.#pool.isSubscribed(clientId, id)) {
-        const refusal = admitResource(ctx, clientId, session.tenant, id, added)
+      if (!this.#pool.isSubscribed(key, id)) {
+        const refusal = admitResource(ctx, key, session.tenant, id, added)
         if (refusal !== undefined) {
           this.#refuse(session, id, refusal, quietUnknown)
           continue
@@ -287,6 +321,11 @@ export class Coordinator {
       message: formatError(refusal.code, refusal.detail),
       resource,
     })
+  }
+
+  /** The pool's key of a session's client. */
+  #key(session: SessionPort): string {
+    return clientKey(session.tenant, session.clientId!)
   }
 
   #admission(): AdmissionContext {
@@ -333,6 +372,7 @@ export class Coordinator {
   /** Runs one round for a resource now. */
   runRound(resourceId: string): void {
     this.#rounds.settlePrompt(resourceId)
+    if (!this.#mayGrant()) return
     const startedMs = this.#clock.now()
     const batches = this.#pool.round(resourceId, startedMs)
     this.metrics.rounds.inc({ resource: resourceId })
@@ -390,11 +430,5 @@ export class Coordinator {
 
   #dropSchedule(resourceId: string): void {
     if (this.#rounds.drop(resourceId)) this.#settings.upstream?.unlink(resourceId)
-  }
-
-  #maxLearningMs(): number {
-    let max = 0
-    for (const t of this.config.resources) max = Math.max(max, defaultLearningMs(t))
-    return max
   }
 }

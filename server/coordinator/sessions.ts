@@ -1,8 +1,8 @@
 import type { ServerMessage } from '../../shared/index.js'
-import type { LeaseBatch } from '../pool/index.js'
+import { clientKey, type LeaseBatch } from '../pool/index.js'
 import type { SessionPort } from './session.js'
 
-/** The live session of each client id: where lease batches and replies go. */
+/** The live session of each client (by its pool key: the id scoped by tenant): where lease batches and replies go. */
 export class SessionTable {
   readonly #sessions = new Map<string, SessionPort>()
 
@@ -12,34 +12,37 @@ export class SessionTable {
 
   /** Whether `session` is the live one for its client id. */
   isLive(session: SessionPort): boolean {
-    return session.clientId !== undefined && this.#sessions.get(session.clientId) === session
+    return (
+      session.clientId !== undefined &&
+      this.#sessions.get(clientKey(session.tenant, session.clientId)) === session
+    )
   }
 
   /**
    * Binds a client id to `session`. A previous session with the id is
    * detached and closed with SLUICE_ERR_SESSION_REPLACED.
    */
-  bind(session: SessionPort, clientId: string, tenant: string | undefined): void {
-    const previous = this.#sessions.get(clientId)
+  bind(session: SessionPort, key: string, clientId: string, tenant: string | undefined): void {
+    const previous = this.#sessions.get(key)
     if (previous !== undefined && previous !== session) {
-      this.#sessions.delete(clientId)
+      this.#sessions.delete(key)
       previous.clientId = undefined
       previous.fail('SLUICE_ERR_SESSION_REPLACED', 'a newer connection took over this client id')
     }
     session.clientId = clientId
     session.tenant = tenant
-    this.#sessions.set(clientId, session)
+    this.#sessions.set(key, session)
   }
 
   /** Forgets a session; false when it was not the live one. */
   unbind(session: SessionPort): boolean {
     if (!this.isLive(session)) return false
-    this.#sessions.delete(session.clientId!)
+    this.#sessions.delete(clientKey(session.tenant, session.clientId!))
     return true
   }
 
-  send(clientId: string, message: ServerMessage): boolean {
-    const session = this.#sessions.get(clientId)
+  send(key: string, message: ServerMessage): boolean {
+    const session = this.#sessions.get(key)
     if (session === undefined) return false
     session.send(message)
     return true
@@ -49,7 +52,8 @@ export class SessionTable {
   dispatch(batches: readonly LeaseBatch[]): number {
     let sent = 0
     for (const batch of batches)
-      if (this.send(batch.clientId, { type: 'lease', seq: batch.seq, leases: batch.leases })) sent++
+      if (this.send(batch.clientKey, { type: 'lease', seq: batch.seq, leases: batch.leases }))
+        sent++
     return sent
   }
 

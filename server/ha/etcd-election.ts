@@ -66,6 +66,11 @@ export class EtcdElection extends EventEmitter implements LeaderElection {
     return this.#leading
   }
 
+  /** The step-down deadline: the surest end of our etcd lease, less the margin. */
+  leadingUntilMs(): number {
+    return this.#leading ? this.#deadlineMs() : -Infinity
+  }
+
   start(): void {
     this.#campaign()
     this.#observe()

@@ -1,30 +1,57 @@
 import type { ResourceSettings } from '../config/index.js'
 import { DemandHistory } from './demand.js'
 
-/** One lease as the coordinator counts it: held until `holdUntilMs` (sent + ttl + grace). */
+/**
+ * One lease as the coordinator counts it. The client may enforce `capacity`
+ * until `holdUntilMs` (sent + ttl + grace), then, in `safe` mode,
+ * `fallback` until `fallbackUntilMs` (+ safeHoldMs); after that nothing.
+ */
 export interface LeaseRecord {
   readonly seq: number
   readonly capacity: number
   /** As sent: leaseTtlMs, or less when a parent's lease ends sooner. */
   readonly ttlMs: number
-  readonly holdUntilMs: number
   readonly sentMs: number
+  holdUntilMs: number
+  /** What the client may fall back to once this lease lapses: min(safeCapacity, capacity). */
+  readonly fallback: number
+  fallbackUntilMs: number
+  /** Whether the client acknowledged this lease (it is in force there). */
+  acked: boolean
+  /** Lapsed while its client was away: it never counts in full again, even once it is back. */
+  lapsed: boolean
 }
 
-/** A client process as the pool knows it: connected or not, with its lease sequence. */
+/** What a record commits at `nowMs`. */
+function recordCommits(l: LeaseRecord, nowMs: number): number {
+  if (nowMs < l.holdUntilMs && !l.lapsed) return l.capacity
+  if (nowMs < l.fallbackUntilMs) return l.fallback
+  return 0
+}
+
+/**
+ * A client process as the pool knows it. `key` is the pool's own name for
+ * it: the client id scoped by tenant, or for the leftover of a replaced
+ * process, a name of its own, so its commitments count until they lapse.
+ */
 export class ClientState {
-  readonly id: string
+  readonly key: string
+  readonly clientId: string
   readonly tenant: string | undefined
+  /** The process's instance nonce from its hello; undefined when it sent none. */
+  instance: string | undefined
   connected = true
+  /** Batches numbered below this were sent on an earlier connection: their acks are void. */
+  sinceSeq = 1
   /** Sequence number of the newest batch sent to this client; 0 before any. */
   lastSentSeq = 0
-  /** Newest batch the client acknowledged. */
-  ackedSeq = 0
   readonly entries = new Map<string, Entry>()
 
-  constructor(id: string, tenant: string | undefined) {
-    this.id = id
+  constructor(key: string, clientId: string, tenant: string | undefined, instance?: string) {
+    this.key = key
+    this.clientId = clientId
     this.tenant = tenant
+    this.instance = instance
   }
 }
 
@@ -53,6 +80,13 @@ export class ResourceState {
 /**
  * One client's use of one resource: its demand history, its target from the
  * last round, and every lease that still counts against the pool.
+ *
+ * What counts (docs/protocol.md, "What the coordinator counts"): every lease
+ * not yet replaced by an acknowledged newer one, until it lapses, then its
+ * fallback until the safe hold ends. A concurrency lease does not lapse while
+ * its client is connected (slots taken under it may still be in flight until
+ * the client acknowledges a smaller one); once the connection is gone, it
+ * lapses a whole lease life (ttl + grace) later at the earliest.
  */
 export class Entry {
   readonly client: ClientState
@@ -63,8 +97,16 @@ export class Entry {
   target = 0
   /** Leases still counted, ascending by seq; older ones go when a newer one is acked, or lapse. */
   leases: LeaseRecord[] = []
-  /** max capacity over `leases`, as last computed; never below the true value (lapses only lower it). */
+  /** What the entry commits, as last computed; never below the true value (lapses only lower it). */
   committed = 0
+  /**
+   * What the newest lease lets the client use, as last computed: its capacity, or once it has
+   * lapsed its fallback while the hold lasts, then 0. Renewals and the next round start here, so
+   * renewing a lapsed lease never raises what is committed without free capacity.
+   */
+  #current = 0
+  /** The next report renews the lease whatever its age (after a reconnect: renewals carry acks). */
+  resendDue = false
 
   constructor(client: ClientState, resource: ResourceState) {
     this.client = client
@@ -72,10 +114,9 @@ export class Entry {
     this.history = new DemandHistory(resource.settings.estimator, resource.settings.window)
   }
 
-  /** Capacity of the newest lease sent; 0 before any. */
+  /** What the newest lease sent lets the client use now (see #current); 0 before any. */
   get newest(): number {
-    const last = this.leases.at(-1)
-    return last === undefined ? 0 : last.capacity
+    return this.#current
   }
 
   get lastSentMs(): number {
@@ -87,51 +128,110 @@ export class Entry {
     return this.leases.at(-1)?.ttlMs ?? this.resource.settings.leaseTtlMs
   }
 
+  /** Whether a lease sent at `sinceMs` or before still waits for its ack while committing more than it. */
+  awaitsDecreaseAck(sinceMs: number): boolean {
+    const newest = this.leases.at(-1)
+    if (newest === undefined || newest.acked || newest.sentMs > sinceMs) return false
+    return this.committed > newest.capacity + this.resource.epsilon
+  }
+
+  /** Concurrency leases of a connected client never lapse on their own. */
+  get #pinned(): boolean {
+    return this.client.connected && this.resource.settings.kind === 'concurrency'
+  }
+
   /** What this entry commits at `nowMs`, lapses counted, without changing anything. */
   committedAt(nowMs: number): number {
     let max = 0
-    for (const l of this.leases) if (l.holdUntilMs > nowMs && l.capacity > max) max = l.capacity
+    const pinned = this.#pinned
+    for (const l of this.leases) {
+      const c = pinned && !l.lapsed ? l.capacity : recordCommits(l, nowMs)
+      if (c > max) max = c
+    }
     return max
   }
 
-  /** Drops lapsed leases and recomputes `committed`, keeping the resource's sum in step. */
+  /** Drops what has lapsed entirely and recomputes `committed`, keeping the resource's sum in step. */
   refresh(nowMs: number): void {
-    if (this.leases.length > 0 && this.leases.some((l) => l.holdUntilMs <= nowMs)) {
-      this.leases = this.leases.filter((l) => l.holdUntilMs > nowMs)
-    }
-    this.#setCommitted()
+    const pinned = this.#pinned
+    const gone = (l: LeaseRecord): boolean => l.fallbackUntilMs <= nowMs && (!pinned || l.lapsed)
+    if (this.leases.some(gone)) this.leases = this.leases.filter((l) => !gone(l))
+    this.#setCommitted(nowMs)
   }
 
   /** Records a lease of `ttlMs` as sent now. */
-  record(seq: number, capacity: number, ttlMs: number, nowMs: number): void {
+  record(seq: number, capacity: number, fallback: number, ttlMs: number, nowMs: number): void {
+    const s = this.resource.settings
+    const holdUntilMs = nowMs + ttlMs + s.graceMs
     this.leases.push({
       seq,
       capacity,
       ttlMs,
       sentMs: nowMs,
-      holdUntilMs: nowMs + ttlMs + this.resource.settings.graceMs,
+      holdUntilMs,
+      fallback,
+      fallbackUntilMs: holdUntilMs + s.safeHoldMs,
+      acked: false,
+      lapsed: false,
     })
-    this.#setCommitted()
+    this.resendDue = false
+    this.#setCommitted(nowMs)
   }
 
-  /** The client has put batch `seq` in force: every older lease of this entry is replaced. */
-  acknowledge(seq: number): void {
-    let newestAcked = -1
-    for (let i = 0; i < this.leases.length; i++) if (this.leases[i]!.seq <= seq) newestAcked = i
-    if (newestAcked > 0) this.leases = this.leases.slice(newestAcked)
-    this.#setCommitted()
+  /**
+   * The client has put the lease of batch `seq` in force: every older lease
+   * of this entry is replaced. False when this entry had no lease in that
+   * batch (an ack never reaches beyond the leases it names).
+   */
+  acknowledge(seq: number, nowMs: number): boolean {
+    const i = this.leases.findIndex((l) => l.seq === seq)
+    if (i < 0) return false
+    this.leases[i]!.acked = true
+    if (i > 0) this.leases = this.leases.slice(i)
+    this.#setCommitted(nowMs)
+    return true
+  }
+
+  /**
+   * The connection is gone: from now on leases lapse. A concurrency lease
+   * held while connected lapses no sooner than a lease life from now.
+   */
+  disconnected(nowMs: number): void {
+    if (this.resource.settings.kind !== 'concurrency') return
+    const s = this.resource.settings
+    for (const l of this.leases) {
+      const holdUntilMs = Math.max(l.holdUntilMs, nowMs + l.ttlMs + s.graceMs)
+      l.fallbackUntilMs += holdUntilMs - l.holdUntilMs
+      l.holdUntilMs = holdUntilMs
+    }
+  }
+
+  /**
+   * The client is back (the same process). A lease that lapsed while it was
+   * away stays lapsed: its capacity may have gone to others since.
+   */
+  reconnected(nowMs: number): void {
+    for (const l of this.leases) if (nowMs >= l.holdUntilMs) l.lapsed = true
+    this.resendDue = true
+    this.#setCommitted(nowMs)
   }
 
   /** The client gave the resource up: nothing of it counts any more. */
-  clear(): void {
+  clear(nowMs: number): void {
     this.leases = []
-    this.#setCommitted()
+    this.#setCommitted(nowMs)
   }
 
-  #setCommitted(): void {
-    let max = 0
-    for (const l of this.leases) if (l.capacity > max) max = l.capacity
-    this.resource.committedSum += max - this.committed
-    this.committed = max
+  #setCommitted(nowMs: number): void {
+    const value = this.committedAt(nowMs)
+    this.resource.committedSum += value - this.committed
+    this.committed = value
+    const last = this.leases.at(-1)
+    this.#current =
+      last === undefined
+        ? 0
+        : this.#pinned && !last.lapsed
+          ? last.capacity
+          : recordCommits(last, nowMs)
   }
 }

@@ -9,7 +9,8 @@ export type SettingsSource = (resourceId: string) => ResourceSettings | undefine
 
 /** A batch of leases for one client, to send as one `lease` message. */
 export interface LeaseBatch {
-  readonly clientId: string
+  /** The pool's key of the client (see `clientKey`). */
+  readonly clientKey: string
   readonly seq: number
   readonly leases: LeaseGrant[]
 }
@@ -21,19 +22,46 @@ export interface DemandReport {
   readonly priority?: number | undefined
 }
 
+/** What a client says it may enforce now, in its hello. */
+export interface Holding {
+  readonly resource: string
+  readonly capacity: number
+  /** Concurrency: slots in flight (they count even above the lease until they drain). */
+  readonly inFlight?: number | undefined
+}
+
+/** How the connection of a hello relates to what the pool knew of its client id. */
+export type ConnectOutcome =
+  /** The id was unknown (or forgotten): a fresh client. */
+  | 'new'
+  /** The same process again (same instance): it keeps its leases. */
+  | 'resumed'
+  /** Another process took the id: the old one's leases count apart until they lapse. */
+  | 'replaced'
+
+/**
+ * The pool's key for a client: its id, scoped by tenant, so two tenants can
+ * never name (and so replace) the same client.
+ */
+export function clientKey(tenant: string | undefined, clientId: string): string {
+  return tenant === undefined ? clientId : `${tenant}\u0000${clientId}`
+}
+
 /**
  * Lease bookkeeping for every resource and client of one coordinator. Pure:
  * every method takes `nowMs`; no timers, no I/O. It returns the lease
  * batches to send, and counts each one as committed the moment it returns it
  * (a batch lost on the way only lapses).
  *
- * The invariant (docs/protocol.md, `lease` and `ack`): per resource, Σ committed ≤ capacity,
- * where a client's committed capacity is the largest of its leases that is
- * neither replaced (a newer one acknowledged) nor lapsed (ttl + grace after
- * sending). Decreases are sent at once but free capacity only on ack or
- * lapse; increases come only out of free capacity. After a capacity cut the
- * sum may stand above the new capacity until the decreases are acknowledged
- * or lapse; no increase is granted until it is back under.
+ * The invariant (docs/protocol.md, "What the coordinator counts"): per
+ * resource, Σ committed ≤ capacity, where a client's committed capacity is
+ * the largest of its leases that is neither replaced (a newer one
+ * acknowledged) nor lapsed (ttl + grace after sending), and after a lapse its
+ * safe fallback until the safe hold ends. Decreases are sent at once but free
+ * capacity only on ack or lapse; increases come only out of free capacity.
+ * After a capacity cut the sum may stand above the new capacity until the
+ * decreases are acknowledged or lapse; no increase is granted until it is
+ * back under, and what silent clients hold is kept out of what is shared.
  *
  * Settings come in one way, from the `SettingsSource` given at construction
  * (`refreshSettings` re-reads them); state goes out as frozen snapshots,
@@ -48,6 +76,7 @@ export class Pool {
   // One sequence for all batches of this pool: a client id that is forgotten and comes back
   // never sees a sequence number reused, so a late ack can never match a newer batch.
   #lastSeq = 0
+  #replaced = 0
 
   constructor(startMs: number, settingsFor: SettingsSource) {
     this.#startMs = startMs
@@ -56,12 +85,21 @@ export class Pool {
 
   // ---- queries (no state changes) ----
 
+  /** Clients known to the pool: connected, or holding commitments that have not lapsed. */
   get clientCount(): number {
     return this.#clients.size
   }
 
   get resourceCount(): number {
     return this.#resources.size
+  }
+
+  /** Clients connected now (of one tenant, when given). */
+  connectedCount(tenant?: string): number {
+    let n = 0
+    for (const c of this.#clients.values())
+      if (c.connected && (tenant === undefined || c.tenant === tenant)) n++
+    return n
   }
 
   /** Ids of the resources that have clients, in the order they first appeared. */
@@ -74,25 +112,25 @@ export class Pool {
   }
 
   /** Whether the pool knows this client (connected, or disconnected with leases). */
-  hasClient(clientId: string): boolean {
-    return this.#clients.has(clientId)
+  hasClient(key: string): boolean {
+    return this.#clients.has(key)
   }
 
-  /** The tenant a known client connected as. */
-  clientTenant(clientId: string): string | undefined {
-    return this.#clients.get(clientId)?.tenant
+  /** Whether a known client is connected now. */
+  isConnected(key: string): boolean {
+    return this.#clients.get(key)?.connected === true
   }
 
   /** How many resources a client uses. */
-  subscriptionCount(clientId: string): number {
-    return this.#clients.get(clientId)?.entries.size ?? 0
+  subscriptionCount(key: string): number {
+    return this.#clients.get(key)?.entries.size ?? 0
   }
 
-  isSubscribed(clientId: string, resourceId: string): boolean {
-    return this.#clients.get(clientId)?.entries.has(resourceId) === true
+  isSubscribed(key: string, resourceId: string): boolean {
+    return this.#clients.get(key)?.entries.has(resourceId) === true
   }
 
-  /** Ids of the clients using a resource. */
+  /** Keys of the clients using a resource. */
   subscribers(resourceId: string): string[] {
     const r = this.#resources.get(resourceId)
     return r === undefined ? [] : [...r.entries.keys()]
@@ -110,6 +148,11 @@ export class Pool {
     let sum = 0
     for (const e of r.entries.values()) sum += e.committedAt(nowMs)
     return sum
+  }
+
+  isLearning(resourceId: string, nowMs: number): boolean {
+    const r = this.#resources.get(resourceId)
+    return r !== undefined && nowMs < r.learningUntilMs
   }
 
   /** A resource's figures at `nowMs`, or undefined when nobody uses it. */
@@ -142,7 +185,7 @@ export class Pool {
     for (const e of r.entries.values()) {
       out.push(
         Object.freeze({
-          id: e.client.id,
+          id: e.client.clientId,
           tenant: e.client.tenant,
           connected: e.client.connected,
           wants: e.history.last,
@@ -159,28 +202,40 @@ export class Pool {
     return out
   }
 
-  /** Clients of a tenant known to the pool (connected, or disconnected with leases). */
-  tenantClientCount(tenant: string): number {
-    let n = 0
-    for (const c of this.#clients.values()) if (c.tenant === tenant) n++
-    return n
-  }
+  // ---- connections ----
 
-  isLearning(resourceId: string, nowMs: number): boolean {
-    const r = this.#resources.get(resourceId)
-    return r !== undefined && nowMs < r.learningUntilMs
-  }
-
-  /** A client (re)connects. A known id keeps its leases and sequence. */
-  connect(clientId: string, tenant: string | undefined): ClientState {
-    let client = this.#clients.get(clientId)
-    if (client === undefined || client.tenant !== tenant) {
-      if (client !== undefined) this.#forget(client)
-      client = new ClientState(clientId, tenant)
-      this.#clients.set(clientId, client)
+  /**
+   * A client (re)connects under `key`. The same process (same `instance`)
+   * keeps its leases; batches sent on earlier connections can no longer be
+   * acknowledged, and the next report renews every lease on this one. Any
+   * other process taking a known key does not inherit what the old one
+   * holds: that stays counted, apart, until it lapses.
+   */
+  connect(
+    key: string,
+    clientId: string,
+    tenant: string | undefined,
+    instance: string | undefined,
+    nowMs: number,
+  ): ConnectOutcome {
+    let client = this.#clients.get(key)
+    let outcome: ConnectOutcome = 'new'
+    if (client !== undefined) {
+      if (instance !== undefined && client.instance === instance) outcome = 'resumed'
+      else {
+        this.#setAside(client, nowMs)
+        client = undefined
+        outcome = 'replaced'
+      }
+    }
+    if (client === undefined) {
+      client = new ClientState(key, clientId, tenant, instance)
+      this.#clients.set(key, client)
     }
     client.connected = true
-    return client
+    client.sinceSeq = this.#lastSeq + 1
+    for (const e of client.entries.values()) e.reconnected(nowMs)
+    return outcome
   }
 
   /**
@@ -188,12 +243,8 @@ export class Pool {
    * accepts them (never beyond its free capacity) and confirms them with a
    * lease; otherwise they are ignored, since the pool's own records rule.
    */
-  learnHoldings(
-    clientId: string,
-    holdings: ReadonlyArray<{ resource: string; capacity: number }>,
-    nowMs: number,
-  ): LeaseBatch[] {
-    const client = this.#clients.get(clientId)
+  learnHoldings(key: string, holdings: readonly Holding[], nowMs: number): LeaseBatch[] {
+    const client = this.#clients.get(key)
     if (client === undefined) return []
     for (const h of holdings) {
       const settings = this.#settingsFor(h.resource)
@@ -202,9 +253,11 @@ export class Pool {
       const r = entry.resource
       if (nowMs >= r.learningUntilMs || entry.leases.length > 0) continue
       const free = Math.max(0, r.settings.capacity - r.committedSum)
-      const accepted = Math.min(h.capacity, free)
+      const claimed = Math.max(h.capacity, h.inFlight ?? 0)
+      const accepted = Math.min(claimed, free)
       entry.target = accepted
-      this.#send(entry, accepted, nowMs)
+      // Slots are whole: a claim is confirmed in whole slots, never above what is free.
+      this.#send(entry, r.settings.kind === 'concurrency' ? Math.floor(accepted) : accepted, nowMs)
     }
     return this.#flush()
   }
@@ -212,15 +265,16 @@ export class Pool {
   /**
    * A demand report: records each resource's demand (subscribing the client
    * to resources it has not used before) and renews the client's leases on
-   * the reported resources once a third of their life has passed. Returns the renewal batch and the resources that
+   * the reported resources once a third of their life has passed (at once
+   * after a reconnect). Returns the renewal batch and the resources that
    * deserve a prompt round (new subscriptions).
    */
   reportDemand(
-    clientId: string,
+    key: string,
     reports: readonly DemandReport[],
     nowMs: number,
   ): { batches: LeaseBatch[]; newResources: string[] } {
-    const client = this.#clients.get(clientId)
+    const client = this.#clients.get(key)
     if (client === undefined) return { batches: [], newResources: [] }
     const newResources: string[] = []
     for (const report of reports) {
@@ -237,40 +291,54 @@ export class Pool {
       entry.refresh(nowMs)
       // Renew once a third of the lease's life has passed: the client keeps two thirds in hand
       // against lost messages, and a report a second costs a reply only every few seconds.
-      if (entry.leases.length > 0 && nowMs - entry.lastSentMs >= entry.lastTtlMs / 3) {
+      if (
+        entry.leases.length > 0 &&
+        (entry.resendDue || nowMs - entry.lastSentMs >= entry.lastTtlMs / 3)
+      ) {
         this.#send(entry, entry.newest, nowMs)
       }
     }
     return { batches: this.#flush(), newResources }
   }
 
-  /** The client put batch `seq` in force. Frees replaced leases and grants what now fits. */
-  acknowledge(clientId: string, seq: number, nowMs: number): LeaseBatch[] {
-    const client = this.#clients.get(clientId)
-    if (client === undefined) return []
-    // An ack can only cover batches that were sent.
-    const upTo = Math.min(seq, client.lastSentSeq)
-    if (upTo <= client.ackedSeq) return []
-    client.ackedSeq = upTo
-    const touched: ResourceState[] = []
-    for (const entry of client.entries.values()) {
+  /**
+   * The client put the leases of batch `seq` in force: of every resource in
+   * the batch, or only of `resources` when given. Each frees the older leases
+   * of its own resource, never another's; a batch sent on an earlier
+   * connection is not acknowledged on this one. Grants what now fits.
+   */
+  acknowledge(
+    key: string,
+    seq: number,
+    resources: readonly string[] | undefined,
+    nowMs: number,
+  ): LeaseBatch[] {
+    const client = this.#clients.get(key)
+    if (client === undefined || seq < client.sinceSeq || seq > client.lastSentSeq) return []
+    const touched = new Set<ResourceState>()
+    const ack = (entry: Entry): void => {
       const before = entry.committed
-      entry.acknowledge(upTo)
-      if (entry.committed < before) touched.push(entry.resource)
+      if (entry.acknowledge(seq, nowMs) && entry.committed < before) touched.add(entry.resource)
     }
+    if (resources === undefined) for (const entry of client.entries.values()) ack(entry)
+    else
+      for (const id of resources) {
+        const entry = client.entries.get(id)
+        if (entry !== undefined) ack(entry)
+      }
     for (const r of touched) this.#grantIncreases(r, nowMs)
     return this.#flush()
   }
 
   /** The client gives resources up: it promises not to use them, so their leases stop counting. */
-  release(clientId: string, resourceIds: readonly string[], nowMs: number): LeaseBatch[] {
-    const client = this.#clients.get(clientId)
+  release(key: string, resourceIds: readonly string[], nowMs: number): LeaseBatch[] {
+    const client = this.#clients.get(key)
     if (client === undefined) return []
     const touched: ResourceState[] = []
     for (const id of resourceIds) {
       const entry = client.entries.get(id)
       if (entry === undefined) continue
-      entry.clear()
+      entry.clear(nowMs)
       this.#unsubscribe(entry)
       touched.push(entry.resource)
     }
@@ -281,12 +349,19 @@ export class Pool {
   /**
    * The connection is gone. The leases stay committed until they lapse (the
    * process may still be running); its demand drops out of the next round.
+   * A client that holds nothing is forgotten at once.
    */
-  disconnect(clientId: string): string[] {
-    const client = this.#clients.get(clientId)
+  disconnect(key: string, nowMs: number): string[] {
+    const client = this.#clients.get(key)
     if (client === undefined) return []
     client.connected = false
-    return [...client.entries.keys()]
+    for (const e of client.entries.values()) {
+      e.disconnected(nowMs)
+      e.refresh(nowMs)
+    }
+    const ids = [...client.entries.keys()]
+    if (client.entries.size === 0) this.#clients.delete(key)
+    return ids
   }
 
   /**
@@ -336,6 +411,12 @@ export class Pool {
    * One round for a resource: drop lapsed leases, allocate targets over
    * estimated demand (unless learning), push decreases, then grant
    * increases out of free capacity. Returns the batches to send.
+   *
+   * What a silent client holds is kept out of what is shared: a client that
+   * is disconnected, or that has left a decrease unacknowledged for a whole
+   * refresh period (stalled, or draining slots), keeps its commitment, and
+   * the others share the capacity left beside it. So a capacity cut takes
+   * effect on what such clients hold too: the others shrink until it lapses.
    */
   round(resourceId: string, nowMs: number): LeaseBatch[] {
     const r = this.#resources.get(resourceId)
@@ -348,10 +429,22 @@ export class Pool {
     r.rounds++
     if (nowMs < r.learningUntilMs) return this.#flush()
 
-    const entries = [...r.entries.values()]
-    const clients: ClientDemand[] = entries.map((e) => ({
-      id: e.client.id,
-      wants: e.client.connected ? e.history.estimate() : 0,
+    const silentSinceMs = nowMs - r.settings.refreshMs
+    const sharing: Entry[] = []
+    let reserved = 0
+    for (const e of r.entries.values()) {
+      if (!e.client.connected) {
+        e.target = 0
+        reserved += e.committed
+      } else if (e.awaitsDecreaseAck(silentSinceMs)) {
+        // Its decrease is on its way or in force, but not acknowledged: keep what it holds.
+        e.target = e.newest
+        reserved += e.committed
+      } else sharing.push(e)
+    }
+    const clients: ClientDemand[] = sharing.map((e) => ({
+      id: e.client.key,
+      wants: e.history.estimate(),
       weight: e.weight,
       priority: e.priority,
       tenant:
@@ -359,8 +452,10 @@ export class Pool {
           ? e.client.tenant
           : undefined,
     }))
+    // Slots are whole: what is left beside the reserved slots is shared in whole slots.
+    const left = Math.max(0, r.settings.capacity - reserved)
     const result = allocate({
-      capacity: r.settings.capacity,
+      capacity: r.settings.kind === 'concurrency' ? Math.floor(left + 1e-9) : left,
       algorithm: r.settings.algorithm,
       surplus: r.settings.surplus,
       tenants: r.settings.tenants,
@@ -368,20 +463,17 @@ export class Pool {
     })
     // Slots are whole: a semaphore cannot use half of one.
     const grants = r.settings.kind === 'concurrency' ? wholeUnits(result.grants) : result.grants
-    for (let i = 0; i < entries.length; i++) entries[i]!.target = grants[i]!
+    for (let i = 0; i < sharing.length; i++) sharing[i]!.target = grants[i]!
 
     // Decreases first: pushed at once, freeing capacity only on ack or lapse.
     const eps = r.epsilon
-    for (const e of entries) {
-      if (e.client.connected && e.target < e.newest - eps) this.#send(e, e.target, nowMs)
-    }
+    for (const e of sharing) if (e.target < e.newest - eps) this.#send(e, e.target, nowMs)
     r.starved.clear()
-    for (const e of entries) if (e.client.connected && e.target > e.newest + eps) r.starved.add(e)
+    for (const e of sharing) if (e.target > e.newest + eps) r.starved.add(e)
     this.#grantIncreases(r, nowMs)
     // A client with no lease yet learns where it stands at once, even at 0 while it waits for
     // free capacity: it gets the lease's parameters (safe capacity, refresh) instead of guessing.
-    for (const e of entries)
-      if (e.client.connected && e.leases.length === 0) this.#send(e, 0, nowMs)
+    for (const e of sharing) if (e.leases.length === 0) this.#send(e, 0, nowMs)
     return this.#flush()
   }
 
@@ -431,29 +523,54 @@ export class Pool {
     }
     entry = new Entry(client, r)
     client.entries.set(resourceId, entry)
-    r.entries.set(client.id, entry)
+    r.entries.set(client.key, entry)
     return entry
   }
 
   #unsubscribe(entry: Entry): void {
     const { client, resource } = entry
     client.entries.delete(resource.settings.id)
-    resource.entries.delete(client.id)
+    resource.entries.delete(client.key)
     resource.starved.delete(entry)
     resource.committedSum -= entry.committed
-    if (client.entries.size === 0 && !client.connected) this.#clients.delete(client.id)
+    if (client.entries.size === 0 && !client.connected) this.#clients.delete(client.key)
   }
 
-  #forget(client: ClientState): void {
-    for (const entry of [...client.entries.values()]) this.#unsubscribe(entry)
-    this.#clients.delete(client.id)
+  /**
+   * Moves what a replaced process holds under a key of its own, disconnected:
+   * it counts until it lapses, and nothing the new process does frees it.
+   */
+  #setAside(client: ClientState, nowMs: number): void {
+    this.#clients.delete(client.key)
+    if (client.entries.size === 0) return
+    const aside = new ClientState(
+      `${client.key}\u0001${++this.#replaced}`,
+      client.clientId,
+      client.tenant,
+    )
+    aside.connected = false
+    this.#clients.set(aside.key, aside)
+    for (const entry of [...client.entries.values()]) {
+      const r = entry.resource
+      const moved = new Entry(aside, r)
+      moved.leases = entry.leases
+      moved.weight = entry.weight
+      moved.priority = entry.priority
+      r.entries.delete(client.key)
+      r.starved.delete(entry)
+      r.committedSum -= entry.committed
+      r.entries.set(aside.key, moved)
+      aside.entries.set(r.settings.id, moved)
+      moved.disconnected(nowMs)
+      moved.refresh(nowMs)
+    }
   }
 
   #send(entry: Entry, capacity: number, nowMs: number): void {
     const client = entry.client
     let batch = this.#batches.get(client)
     if (batch === undefined) {
-      batch = { clientId: client.id, seq: ++this.#lastSeq, leases: [] }
+      batch = { clientKey: client.key, seq: ++this.#lastSeq, leases: [] }
       client.lastSentSeq = batch.seq
       this.#batches.set(client, batch)
     }
@@ -463,7 +580,13 @@ export class Pool {
       s.leaseDeadlineMs === undefined
         ? s.leaseTtlMs
         : Math.max(0, Math.min(s.leaseTtlMs, Math.floor(s.leaseDeadlineMs - nowMs)))
-    entry.record(batch.seq, capacity, ttlMs, nowMs)
+    // The fallback never exceeds the lease: what a silent client may enforce is what it was leased.
+    const safeShare = s.safeCapacity ?? s.capacity / Math.max(1, entry.resource.entries.size)
+    const safeCapacity = Math.min(
+      capacity,
+      s.kind === 'concurrency' ? Math.floor(safeShare + 1e-9) : safeShare,
+    )
+    entry.record(batch.seq, capacity, safeCapacity, ttlMs, nowMs)
     const share = s.capacity > 0 ? capacity / s.capacity : 0
     batch.leases.push({
       resource: s.id,
@@ -472,7 +595,8 @@ export class Pool {
       burst: s.kind === 'rate' ? s.burst * share : capacity,
       ttlMs,
       refreshMs: s.refreshMs,
-      safeCapacity: s.safeCapacity ?? s.capacity / Math.max(1, entry.resource.entries.size),
+      safeCapacity,
+      safeHoldMs: s.safeHoldMs,
     })
   }
 

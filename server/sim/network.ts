@@ -205,8 +205,18 @@ export class SimSocket extends EventEmitter implements ClientSocket {
     this.#host.clock.setTimeout(() => this.ended(code), 0)
   }
 
+  /** A ping travels the network like any frame (a partition drops it); the session answers. */
   ping(): void {
-    this.#host.clock.setTimeout(() => this.emit('pong'), 2 * this.#host.latency())
+    const session = this.#session
+    if (this.readyState !== 1 || session === undefined) return
+    this.#host.deliver(this.toServer, this.client, () => session.pinged())
+  }
+
+  /** Drops the connection at once; the coordinator hears of it if the network lets it. */
+  terminate(): void {
+    if (this.readyState === 3) return
+    this.#session?.peerClosed()
+    this.ended(1006)
   }
 
   /** The connection is over, as this end sees it. */
@@ -263,6 +273,15 @@ export class SimSession implements SessionPort {
     const decoded = decodeClientMessage(text)
     if (!decoded.ok) return this.fail(decoded.code, decoded.detail)
     this.#coordinator.receive(this, decoded.message)
+  }
+
+  /** A ping arrived: the pong goes back the same way. */
+  pinged(): void {
+    if (this.#dead) return
+    const socket = this.#socket
+    this.#host.deliver(this.toClient, socket.client, () => {
+      if (socket.readyState === 1) socket.emit('pong')
+    })
   }
 
   /** The client closed its end: the close arrives after what the client sent before it. */

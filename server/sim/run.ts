@@ -1,14 +1,8 @@
 import { pino } from 'pino'
 import { createClient } from '../../client/index.js'
-import {
-  ManualClock,
-  SluiceError,
-  defaultLearningMs,
-  seededRandom,
-  systemClock,
-} from '../../shared/index.js'
+import { ManualClock, SluiceError, seededRandom, systemClock } from '../../shared/index.js'
 import { allocate } from '../allocation/index.js'
-import { parseConfig, type Config } from '../config/index.js'
+import { parseConfig, templateLearningMs, type Config } from '../config/index.js'
 import { DemandCurve } from './demand.js'
 import { jain } from './metrics.js'
 import { SimHost } from './network.js'
@@ -178,7 +172,7 @@ export class SimRun {
     const host = this.#host
     const maxRefreshMs = Math.max(...this.#config.resources.map((r) => r.refreshMs))
     // A coordinator that has just started learns before it grants: the start is disturbed too.
-    const maxLearningMs = Math.max(...this.#config.resources.map((r) => defaultLearningMs(r)))
+    const maxLearningMs = Math.max(...this.#config.resources.map(templateLearningMs))
     this.#disturbed.push([0, maxLearningMs + 2 * maxRefreshMs])
     for (const e of scenario.events) {
       const atMs = e.atSec * 1000

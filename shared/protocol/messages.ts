@@ -37,9 +37,25 @@ export const helloMessage = z.strictObject({
     .max(L.maxClientIdLength)
     .regex(printable, 'must hold printable characters only'),
   token: z.string().max(L.maxTokenLength).optional(),
-  /** What the client holds now, so a coordinator in learning mode can rebuild its state. */
+  /**
+   * A random value the process picks once: a hello with the same client id and instance is the
+   * same process reconnecting (it keeps its leases); any other takes the id over from a process
+   * that may still be running (whose leases keep counting until they lapse).
+   */
+  instance: z
+    .string()
+    .min(8)
+    .max(64)
+    .regex(/^[A-Za-z0-9_-]+$/)
+    .optional(),
+  /**
+   * What the client may enforce now (its lease, or its fallback while the hold lasts) and, for
+   * concurrency, the slots in flight, so a coordinator in learning mode can rebuild its state.
+   */
   holdings: z
-    .array(z.strictObject({ resource: resourceId, capacity: quantity }))
+    .array(
+      z.strictObject({ resource: resourceId, capacity: quantity, inFlight: quantity.optional() }),
+    )
     .max(L.maxEntries)
     .optional(),
 })
@@ -61,8 +77,14 @@ export const demandMessage = z.strictObject({
 
 export const ackMessage = z.strictObject({
   type: z.literal('ack'),
-  /** The newest lease batch the client has put in force. */
+  /** A lease batch sent on this connection. */
   seq: z.number().int().min(1),
+  /**
+   * The resources of batch `seq` whose lease the client has put in force; absent: all of the
+   * batch. An ack covers exactly these leases (and so replaces the older leases of these
+   * resources), never another resource or another batch's lease.
+   */
+  resources: z.array(resourceId).min(1).max(L.maxEntries).optional(),
 })
 
 export const releaseMessage = z.strictObject({
@@ -90,8 +112,10 @@ export const leaseGrant = z.strictObject({
   ttlMs: z.number().int().min(0),
   /** How often to report demand. */
   refreshMs: z.number().int().min(1),
-  /** What to use if the lease lapses unrenewed, in `safe` failure mode. */
+  /** What to use if the lease lapses unrenewed, in `safe` failure mode (never above `capacity`). */
   safeCapacity: quantity,
+  /** How long `safe` mode may use safeCapacity after the lease lapses; then 0 until a lease comes. */
+  safeHoldMs: z.number().int().min(0),
 })
 
 export const welcomeMessage = z.strictObject({

@@ -14,6 +14,7 @@ const config = (overrides: Record<string, unknown> = {}): ConfigInput => ({
       refreshMs,
       graceMs: 200,
       learningMs: 0,
+      unsafeLearning: true,
       ...overrides,
     },
     {
@@ -24,6 +25,7 @@ const config = (overrides: Record<string, unknown> = {}): ConfigInput => ({
       refreshMs,
       graceMs: 200,
       learningMs: 0,
+      unsafeLearning: true,
     },
   ],
 })
@@ -106,9 +108,9 @@ describe('client and coordinator end to end (manual clock, real sockets)', () =>
     expect(status.committed).toBeLessThanOrEqual(300)
   })
 
-  it('keeps leases until they lapse while the coordinator is down, then runs at safe capacity; after a restart, learns, then shares fairly', async () => {
+  it('keeps leases until they lapse while the coordinator is down, then runs at safe capacity; after a restart, has its fallback confirmed as a holding, then shares fairly', async () => {
     cluster = new Cluster()
-    await cluster.start(config({ learningMs: 300 }))
+    await cluster.start(config({ learningMs: 300, unsafeLearning: true }))
     const resources = await Promise.all(
       ['a', 'b', 'c'].map(async (id) => (await cluster!.client(id)).resource('api')),
     )
@@ -125,9 +127,11 @@ describe('client and coordinator end to end (manual clock, real sockets)', () =>
     expect(resources.map((r) => r.mode)).toEqual(['safe', 'safe', 'safe'])
     expect(resources.map((r) => r.capacity)).toEqual([100, 100, 100]) // the lease's safeCapacity: 300 / 3
 
-    await cluster.start(config({ learningMs: 300 }), port)
+    await cluster.start(config({ learningMs: 300, unsafeLearning: true }), port)
     await cluster.reconnected() // backoff ≤ 200 ms, into learning mode
-    expect(resources.map((r) => r.mode)).toEqual(['learning', 'learning', 'learning'])
+    // Each reports its safe fallback as a holding; the learning coordinator confirms it with a lease.
+    expect(resources.map((r) => r.mode)).toEqual(['leased', 'leased', 'leased'])
+    expect(resources.map((r) => r.lease?.capacity)).toEqual([100, 100, 100])
     await run(loads, 400)
     expect(resources.map((r) => r.mode)).toEqual(['leased', 'leased', 'leased'])
     expect(resources.map((r) => r.lease?.capacity)).toEqual([100, 100, 100])

@@ -45,6 +45,7 @@ describe('early demand reports', () => {
                   ttlMs: 60000,
                   refreshMs: 1000,
                   safeCapacity: 0,
+                  safeHoldMs: 0,
                 },
               ],
             }),

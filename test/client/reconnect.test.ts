@@ -15,6 +15,7 @@ const config = (learningMs = 0): ConfigInput => ({
       refreshMs: 100,
       graceMs: 200,
       learningMs,
+      unsafeLearning: true,
     },
   ],
 })

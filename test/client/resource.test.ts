@@ -26,6 +26,7 @@ function lease(overrides: Partial<LeaseGrant> = {}): LeaseGrant {
     ttlMs: 1000,
     refreshMs: 100,
     safeCapacity: 3,
+    safeHoldMs: 5000,
     ...overrides,
   }
 }

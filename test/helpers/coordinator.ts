@@ -38,6 +38,7 @@ export function simpleConfig(
         refreshMs: 100,
         graceMs: 200,
         learningMs: 0,
+        unsafeLearning: true,
         surplus: 'hold',
         demand: { window: 1 },
         ...overrides,

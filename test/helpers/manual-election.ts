@@ -11,6 +11,9 @@ export class ManualElection extends EventEmitter implements LeaderElection {
   readonly advertiseUrl: string
   started = false
   closed = false
+  /** What `leadingUntilMs` answers while elected; a test moves it to play a lapsed lease. */
+  deadlineMs = Infinity
+  #leading = false
 
   constructor(advertiseUrl: string) {
     super()
@@ -26,11 +29,17 @@ export class ManualElection extends EventEmitter implements LeaderElection {
     return Promise.resolve()
   }
 
+  leadingUntilMs(): number {
+    return this.#leading ? this.deadlineMs : -Infinity
+  }
+
   elect(): void {
+    this.#leading = true
     this.emit('elected')
   }
 
   depose(reason = 'test'): void {
+    this.#leading = false
     this.emit('deposed', reason)
   }
 

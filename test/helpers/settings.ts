@@ -14,6 +14,7 @@ export function resourceSettings(overrides: Partial<ResourceSettings> = {}): Res
     graceMs: 200,
     learningMs: 0,
     safeCapacity: undefined,
+    safeHoldMs: 500,
     estimator: 'max',
     window: 1,
     tenants: {},

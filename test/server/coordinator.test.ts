@@ -65,7 +65,7 @@ describe('coordinator over WebSocket', () => {
     expect(status()).toBeLessThanOrEqual(300)
   })
 
-  it('frees an unacknowledged decrease only when the old lease lapses (ttl + grace)', async () => {
+  it('frees an unacknowledged decrease only when the old lease lapses (ttl + grace) and its safe fallback after it (safeHoldMs)', async () => {
     const { server, clock, join } = await start()
     const a = await join('a', 1000)
     clock.advance(0)
@@ -74,11 +74,16 @@ describe('coordinator over WebSocket', () => {
     clock.advance(0)
     expect(capacityOf(await a.nextLease('api'))).toBe(150)
     expect(capacityOf(await b.nextLease('api'))).toBe(0)
-    // a stays silent: its 300 lease counts until 1000 + 200 ms after it was sent.
+    // a stays silent: its 300 lease counts until 1000 + 200 ms after it was sent, then its
+    // safe fallback (300, the whole capacity when it was alone) for safeHoldMs (500 ms).
     clock.advance(1100)
     await b.flush()
     expect(server.coordinator.view.clients('api').find((c) => c.id === 'b')!.lease).toBe(0)
     clock.advance(200)
+    await b.flush()
+    expect(server.coordinator.view.committed('api')).toBe(300)
+    expect(server.coordinator.view.clients('api').find((c) => c.id === 'b')!.lease).toBe(0)
+    clock.advance(400)
     const grown = await b.next<LeaseMessage>(
       (m) => m.type === 'lease' && m.leases.some((l) => l.capacity > 0),
     )
@@ -101,7 +106,7 @@ describe('coordinator over WebSocket', () => {
     expect(capacityOf(renewal)).toBe(capacityOf(first))
   })
 
-  it('keeps a disconnected client’s lease committed until it lapses', async () => {
+  it('keeps a disconnected client’s lease committed until it lapses, and its safe fallback for the safe hold', async () => {
     const { server, clock, join } = await start()
     const a = await join('a', 300)
     clock.advance(0)
@@ -113,6 +118,9 @@ describe('coordinator over WebSocket', () => {
     expect(capacityOf(await b.nextLease('api'))).toBe(0)
     expect(server.coordinator.view.committed('api')).toBe(300)
     clock.advance(1200)
+    await b.flush()
+    expect(server.coordinator.view.committed('api')).toBe(300)
+    clock.advance(500)
     const grown = await b.next<LeaseMessage>(
       (m) => m.type === 'lease' && m.leases.some((l) => l.capacity > 0),
     )
@@ -150,8 +158,14 @@ describe('coordinator over WebSocket', () => {
     const { server, clock } = await start({
       server: { limits: { roundDebounceMs: 0 } },
       resources: [
-        { match: 'tenant/*', kind: 'rate', capacity: 10, learningMs: 0 },
-        { match: 'tenant/special', kind: 'concurrency', capacity: 7, learningMs: 0 },
+        { match: 'tenant/*', kind: 'rate', capacity: 10, learningMs: 0, unsafeLearning: true },
+        {
+          match: 'tenant/special',
+          kind: 'concurrency',
+          capacity: 7,
+          learningMs: 0,
+          unsafeLearning: true,
+        },
       ],
     } as never)
     const c = await TestClient.connect(server.wsUrl)
@@ -181,7 +195,9 @@ describe('coordinator over WebSocket', () => {
 
 describe('learning mode', () => {
   it('accepts reported holdings (never beyond capacity) and makes newcomers wait until it ends', async () => {
-    const { server, clock } = await startCoordinator(simpleConfig({ learningMs: 1000 }))
+    const { server, clock } = await startCoordinator(
+      simpleConfig({ learningMs: 1000, unsafeLearning: true }),
+    )
     running.push(server)
     const old1 = await TestClient.connect(server.wsUrl)
     const old2 = await TestClient.connect(server.wsUrl)

@@ -11,7 +11,16 @@ const config: ConfigInput = {
     gold: { token: 'gold-token-1', weight: 3, caps: { 'search*': 500 } },
     bronze: { token: 'bronze-token', weight: 1, resources: ['search'], maxClients: 1 },
   },
-  resources: [{ match: '*', kind: 'rate', capacity: 400, surplus: 'hold', learningMs: 0 }],
+  resources: [
+    {
+      match: '*',
+      kind: 'rate',
+      capacity: 400,
+      surplus: 'hold',
+      learningMs: 0,
+      unsafeLearning: true,
+    },
+  ],
 }
 
 async function join(url: string, id: string, token: string): Promise<TestClient> {

@@ -171,7 +171,7 @@ describe('a replicated downstream coordinator', () => {
     const elections: InstanceType<typeof ManualElection>[] = []
     const replica = async (): Promise<RunningCoordinator> => {
       const server = await createCoordinator({
-        config: config(1, { learningMs: 1200 }),
+        config: config(1, { learningMs: 1200, unsafeLearning: true }),
         host: '127.0.0.1',
         port: 0,
         clock,

@@ -197,6 +197,7 @@ describe('a cluster-wide limit at the edge', () => {
           refreshMs: 100,
           graceMs: 200,
           learningMs: 0,
+          unsafeLearning: true,
         },
       ],
     })

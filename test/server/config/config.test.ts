@@ -36,7 +36,12 @@ describe('config', () => {
       demand: { estimator: 'max', window: 5 },
     })
     const settings = new CompiledConfig(config).settingsFor('api')!
-    expect(settings).toMatchObject({ burst: 1000, learningMs: 12000, safeCapacity: undefined })
+    expect(settings).toMatchObject({
+      burst: 1000,
+      learningMs: 17000,
+      safeHoldMs: 5000,
+      safeCapacity: undefined,
+    })
   })
 
   it('is frozen once parsed', () => {

@@ -121,6 +121,7 @@ describe('replica roles', () => {
       refreshMs: 100,
       graceMs: 200,
       learningMs: 1200,
+      unsafeLearning: true,
     }
     const a = await replica(config)
     const b = await replica(config)

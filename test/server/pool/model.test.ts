@@ -3,123 +3,234 @@ import { describe, expect, it } from 'vitest'
 import { allocate } from '../../../server/allocation/index.js'
 import type { ResourceSettings } from '../../../server/config/index.js'
 import { Pool, type LeaseBatch } from '../../../server/pool/index.js'
+import type { LeaseGrant } from '../../../shared/index.js'
 import { resourceSettings } from '../../helpers/settings.js'
 
 /**
- * Model-based test of the pool: random joins, leaves, disconnects, demand
- * changes, acks, lost messages, clock steps and capacity changes, against
- * a simulated network of clients and a naive ledger of every lease sent.
+ * Model-based test of the pool against simulated client processes: random
+ * joins, reports, rounds, deliveries (with acks held back, lost or sent
+ * late), lost batches, disconnects and reconnects of the same process,
+ * another process taking a client id over, slots taken and given back,
+ * clock steps and capacity cuts, over two resources (rate and concurrency)
+ * that every client uses at once.
+ *
+ * The check after every step is the promise itself, measured on the
+ * processes, not on the pool's books: what the processes may enforce (rate:
+ * the lease in force, or its safe fallback while the hold lasts; concurrency:
+ * the larger of that and the slots in flight) never exceeds what the pool
+ * counts as committed, and that never exceeds the capacity (after a cut, the
+ * old one until the excess drains).
+ *
+ * The model's assumptions are the protocol's: a message delayed beyond
+ * graceMs is lost, and work holding a slot ends within graceMs of the lease
+ * it was taken under ending.
  */
 
-const R = 'r'
+const RATE = 'rate-r'
+const SLOTS = 'slot-r'
+const resources = [RATE, SLOTS] as const
+type Rid = (typeof resources)[number]
 const ids = ['a', 'b', 'c', 'd'] as const
 type Id = (typeof ids)[number]
 
-interface InFlight {
-  batch: LeaseBatch
-  sentMs: number
+interface InForce {
+  readonly lease: LeaseGrant
+  readonly receivedMs: number
 }
 
-interface SimClient {
-  connected: boolean
-  joined: boolean
-  wants: number
-  inFlight: InFlight[]
-  /** The lease the process enforces: the newest it received, until ttl after receipt. */
-  inForce: { capacity: number; expiresMs: number } | undefined
-}
+/** One client process, as the model runs it. */
+class Process {
+  readonly id: Id
+  readonly instance: string
+  connected = false
+  /** An orphan lost its id to another process and never heard of it: it runs on what it has. */
+  orphan = false
+  /** Batches on the way to this process on its current connection. */
+  inFlight: { batch: LeaseBatch; sentMs: number }[] = []
+  readonly inForce = new Map<Rid, InForce>()
+  /** Concurrency: slots taken and not yet given back. */
+  slots = 0
+  /** When the slot limit last dropped below the slots in flight. */
+  overSinceMs: number | undefined
+  /** Concurrency acks held back until the slots fit: seq of the batch. */
+  pendingAck: number | undefined
+  /** Batches lost with an earlier connection, never received. */
+  lostWithConnection: number[] = []
+  wants: Record<Rid, number> = { [RATE]: 0, [SLOTS]: 0 }
 
-interface SentLease {
-  clientId: string
-  seq: number
-  capacity: number
-  sentMs: number
+  constructor(id: Id, generation: number) {
+    this.id = id
+    this.instance = `${id}-instance-${generation}`
+  }
+
+  /** When the slot limit fell below `slots` by the clock (the lease's end, or its fallback's). */
+  dropMs(slots: number): number {
+    const f = this.inForce.get(SLOTS)
+    if (f === undefined) return -Infinity
+    const endMs = f.receivedMs + f.lease.ttlMs
+    const fallback = Math.floor(Math.min(f.lease.safeCapacity, f.lease.capacity) + 1e-9)
+    return slots > fallback ? endMs : endMs + f.lease.safeHoldMs
+  }
+
+  /** What this process may enforce of `r` at `nowMs`. */
+  limit(r: Rid, nowMs: number): number {
+    const f = this.inForce.get(r)
+    if (f === undefined) return 0
+    const endMs = f.receivedMs + f.lease.ttlMs
+    if (nowMs < endMs) return f.lease.capacity
+    if (nowMs < endMs + f.lease.safeHoldMs) return Math.min(f.lease.safeCapacity, f.lease.capacity)
+    return 0
+  }
 }
 
 class World {
   nowMs = 0
-  settings: ResourceSettings
+  readonly settings = new Map<Rid, ResourceSettings>()
   readonly pool: Pool
-  readonly clients = new Map<Id, SimClient>()
-  readonly ledger: SentLease[] = []
-  readonly acked = new Map<string, number>()
+  processes = new Map<Id, Process>()
+  /** Processes that lost their id and still enforce what they hold. */
+  orphans: Process[] = []
+  generation = 0
   /** Σ committed may not exceed this: the capacity, or after a cut the old one until the excess drains. */
-  bound: number
+  readonly bound = new Map<Rid, number>()
 
-  constructor(capacity: number) {
-    this.settings = resourceSettings({ capacity, burst: capacity })
-    this.bound = capacity
-    this.pool = new Pool(0, this.settingsFor)
-    for (const id of ids)
-      this.clients.set(id, {
-        connected: false,
-        joined: false,
-        wants: 0,
-        inFlight: [],
-        inForce: undefined,
-      })
+  constructor(rateCapacity: number, slotCapacity: number) {
+    this.settings.set(
+      RATE,
+      resourceSettings({ id: RATE, capacity: rateCapacity, burst: rateCapacity }),
+    )
+    this.settings.set(
+      SLOTS,
+      resourceSettings({
+        id: SLOTS,
+        kind: 'concurrency',
+        capacity: slotCapacity,
+        burst: slotCapacity,
+      }),
+    )
+    this.bound.set(RATE, rateCapacity)
+    this.bound.set(SLOTS, slotCapacity)
+    this.pool = new Pool(0, (id) => this.settings.get(id as Rid))
+    for (const id of ids) this.processes.set(id, new Process(id, this.generation++))
   }
 
-  settingsFor = (id: string): ResourceSettings | undefined => (id === R ? this.settings : undefined)
+  get graceMs(): number {
+    return this.settings.get(RATE)!.graceMs
+  }
 
   enqueue(batches: LeaseBatch[]): void {
     for (const batch of batches) {
       for (const l of batch.leases) {
         expect(Number.isFinite(l.capacity) && l.capacity >= 0).toBe(true)
-        this.ledger.push({
-          clientId: batch.clientId,
-          seq: batch.seq,
-          capacity: l.capacity,
-          sentMs: this.nowMs,
-        })
+        expect(l.safeCapacity).toBeLessThanOrEqual(l.capacity)
       }
-      const c = this.clients.get(batch.clientId as Id)!
-      if (c.connected) c.inFlight.push({ batch, sentMs: this.nowMs })
+      const p = this.processes.get(batch.clientKey as Id)
+      if (p !== undefined && p.connected) p.inFlight.push({ batch, sentMs: this.nowMs })
     }
   }
 
-  deliver(id: Id, ack: boolean): void {
-    const c = this.clients.get(id)!
-    const next = c.inFlight.shift()
-    if (next === undefined || !c.connected) return
-    for (const l of next.batch.leases)
-      c.inForce = { capacity: l.capacity, expiresMs: this.nowMs + l.ttlMs }
-    if (ack) this.enqueue(this.pool.acknowledge(id, next.batch.seq, this.nowMs))
-    if (ack) this.acked.set(id, Math.max(this.acked.get(id) ?? 0, next.batch.seq))
+  report(p: Process): void {
+    this.enqueue(
+      this.pool.reportDemand(
+        p.id,
+        resources.map((r) => ({ resource: r, wants: p.wants[r] })),
+        this.nowMs,
+      ).batches,
+    )
+  }
+
+  connect(p: Process): void {
+    p.connected = true
+    p.inFlight = []
+    p.pendingAck = undefined
+    this.pool.connect(p.id, p.id, undefined, p.instance, this.nowMs)
+    this.report(p)
+  }
+
+  /** The process applies the next batch; acks what is in force (unless the ack is lost). */
+  deliver(p: Process, ackLost: boolean): void {
+    const next = p.inFlight.shift()
+    if (next === undefined || !p.connected) return
+    const ready: string[] = []
+    for (const l of next.batch.leases) {
+      const r = l.resource as Rid
+      const before = p.limit(r, this.nowMs)
+      p.inForce.set(r, { lease: l, receivedMs: this.nowMs })
+      if (r === SLOTS && p.slots > l.capacity) {
+        if (before >= p.slots) p.overSinceMs = this.nowMs
+        p.pendingAck = next.batch.seq
+      } else {
+        if (r === SLOTS) p.pendingAck = undefined
+        ready.push(r)
+      }
+    }
+    if (ackLost || ready.length === 0) return
+    const all = ready.length === next.batch.leases.length
+    this.enqueue(this.pool.acknowledge(p.id, next.batch.seq, all ? undefined : ready, this.nowMs))
+  }
+
+  /** Slots come back; a held-back ack goes once they fit. */
+  finish(p: Process, n: number): void {
+    p.slots = Math.max(0, p.slots - n)
+    if (p.pendingAck !== undefined && p.connected && p.slots <= p.limit(SLOTS, this.nowMs)) {
+      this.enqueue(this.pool.acknowledge(p.id, p.pendingAck, [SLOTS], this.nowMs))
+      p.pendingAck = undefined
+    }
+  }
+
+  use(p: Process): void {
+    const limit = Math.floor(p.limit(SLOTS, this.nowMs) + 1e-9)
+    if (p.slots < limit) p.slots = Math.min(limit, Math.max(p.slots, Math.round(p.wants[SLOTS])))
+  }
+
+  disconnect(p: Process): void {
+    p.connected = false
+    p.lostWithConnection.push(...p.inFlight.map((m) => m.batch.seq))
+    p.inFlight = []
+    p.pendingAck = undefined
+    this.pool.disconnect(p.id, this.nowMs)
+  }
+
+  /** Another process takes `p`'s id; `p` never hears of it and runs on what it holds. */
+  takeOver(p: Process): void {
+    p.orphan = true
+    p.connected = false
+    p.inFlight = []
+    this.orphans.push(p)
+    const fresh = new Process(p.id, this.generation++)
+    fresh.wants = { ...p.wants }
+    this.processes.set(p.id, fresh)
+    this.connect(fresh)
   }
 
   advance(ms: number): void {
     this.nowMs += ms
-    for (const c of this.clients.values()) {
-      // A message delayed beyond graceMs is treated as lost: the design's safety holds for delays below grace.
-      c.inFlight = c.inFlight.filter((m) => this.nowMs - m.sentMs < this.settings.graceMs)
-      if (c.inForce !== undefined && c.inForce.expiresMs <= this.nowMs) c.inForce = undefined
+    for (const p of [...this.processes.values(), ...this.orphans]) {
+      // A message delayed beyond graceMs counts as lost: the design's safety holds for delays below grace.
+      p.inFlight = p.inFlight.filter((m) => this.nowMs - m.sentMs < this.graceMs)
+      // Work holding a slot ends within graceMs of the lease it was taken under ending.
+      const limit = Math.floor(p.limit(SLOTS, this.nowMs) + 1e-9)
+      if (p.slots > limit) {
+        p.overSinceMs ??= p.dropMs(p.slots)
+        if (this.nowMs - p.overSinceMs >= this.graceMs) p.slots = limit
+      } else p.overSinceMs = undefined
     }
-  }
-
-  /** Naive Σ committed: per client, the max over leases neither lapsed nor replaced by an acked newer one. */
-  naiveCommitted(): number {
-    const hold = this.settings.leaseTtlMs + this.settings.graceMs
-    let total = 0
-    for (const id of ids) {
-      const mine = this.ledger.filter((l) => l.clientId === id && l.sentMs + hold > this.nowMs)
-      const acked = this.acked.get(id) ?? 0
-      const newestAcked = Math.max(-1, ...mine.filter((l) => l.seq <= acked).map((l) => l.seq))
-      const counted = mine.filter((l) => l.seq >= newestAcked)
-      total += Math.max(0, ...counted.map((l) => l.capacity))
-    }
-    return total
   }
 
   check(): void {
-    const eps = 1e-9 * Math.max(1, this.bound) * 10
-    const committed = this.pool.committed(R, this.nowMs)
-    if (committed <= this.settings.capacity + eps) this.bound = this.settings.capacity
-    expect(committed).toBeLessThanOrEqual(this.bound + eps)
-    expect(committed).toBeCloseTo(this.naiveCommitted(), 6)
-    let inForce = 0
-    for (const c of this.clients.values()) inForce += c.inForce?.capacity ?? 0
-    expect(inForce).toBeLessThanOrEqual(this.bound + eps)
+    for (const r of resources) {
+      const capacity = this.settings.get(r)!.capacity
+      const eps = 1e-9 * Math.max(1, this.bound.get(r)!) * 10
+      const committed = this.pool.committed(r, this.nowMs)
+      if (committed <= capacity + eps) this.bound.set(r, capacity)
+      expect(committed, `${r}: Σ committed`).toBeLessThanOrEqual(this.bound.get(r)! + eps)
+      let enforced = 0
+      for (const p of [...this.processes.values(), ...this.orphans]) {
+        const limit = p.limit(r, this.nowMs)
+        enforced += r === SLOTS ? Math.max(p.slots, Math.floor(limit + 1e-9)) : limit
+      }
+      expect(enforced, `${r}: Σ enforced against Σ committed`).toBeLessThanOrEqual(committed + eps)
+    }
   }
 }
 
@@ -140,128 +251,167 @@ const cmd = (
 })
 
 const id = fc.constantFrom(...ids)
+const rid = fc.constantFrom(...resources)
 const wants = fc.oneof(
   fc.constant(0),
-  fc.integer({ min: 1, max: 200 }),
-  fc.double({ min: 0, max: 500, noNaN: true }),
+  fc.integer({ min: 1, max: 40 }),
+  fc.double({ min: 0, max: 120, noNaN: true }),
 )
+const connected = (i: Id) => (w: World) => w.processes.get(i)!.connected
 
-const baseCommands = [
-  fc.tuple(id, wants).map(([i, w]) =>
-    cmd(`join(${i}, ${w})`, (world) => {
-      const c = world.clients.get(i)!
-      c.connected = c.joined = true
-      c.wants = w
-      world.pool.connect(i, undefined)
-      world.enqueue(world.pool.reportDemand(i, [{ resource: R, wants: w }], world.nowMs).batches)
-    }),
-  ),
-  fc.tuple(id, wants).map(([i, w]) =>
+const commands = [
+  fc.tuple(id, wants, wants).map(([i, w1, w2]) =>
     cmd(
-      `report(${i}, ${w})`,
+      `join(${i}, ${w1}, ${w2})`,
       (world) => {
-        world.clients.get(i)!.wants = w
-        world.enqueue(world.pool.reportDemand(i, [{ resource: R, wants: w }], world.nowMs).batches)
+        const p = world.processes.get(i)!
+        p.wants = { [RATE]: w1, [SLOTS]: w2 }
+        world.connect(p)
       },
-      (world) => world.clients.get(i)!.connected,
+      (world) => !world.processes.get(i)!.connected,
     ),
   ),
-  fc.constant(cmd('round', (world) => world.enqueue(world.pool.round(R, world.nowMs)))),
+  fc.tuple(id, rid, wants).map(([i, r, w]) =>
+    cmd(
+      `report(${i}, ${r}, ${w})`,
+      (world) => {
+        const p = world.processes.get(i)!
+        p.wants[r] = w
+        world.report(p)
+      },
+      connected(i),
+    ),
+  ),
+  rid.map((r) => cmd(`round(${r})`, (world) => world.enqueue(world.pool.round(r, world.nowMs)))),
   fc
     .tuple(id, fc.boolean())
-    .map(([i, ack]) => cmd(`deliver(${i}, ack=${ack})`, (world) => world.deliver(i, ack))),
-  id.map((i) => cmd(`lose(${i})`, (world) => void world.clients.get(i)!.inFlight.shift())),
+    .map(([i, lost]) =>
+      cmd(`deliver(${i}, ackLost=${lost})`, (world) =>
+        world.deliver(world.processes.get(i)!, lost),
+      ),
+    ),
+  id.map((i) => cmd(`lose(${i})`, (world) => void world.processes.get(i)!.inFlight.shift())),
+  id.map((i) => cmd(`use(${i})`, (world) => world.use(world.processes.get(i)!))),
+  fc
+    .tuple(id, fc.integer({ min: 1, max: 20 }))
+    .map(([i, n]) =>
+      cmd(`finish(${i}, ${n})`, (world) => world.finish(world.processes.get(i)!, n)),
+    ),
+  id.map((i) =>
+    cmd(`disconnect(${i})`, (world) => world.disconnect(world.processes.get(i)!), connected(i)),
+  ),
   id.map((i) =>
     cmd(
-      `disconnect(${i})`,
+      `bounce(${i})`,
       (world) => {
-        const c = world.clients.get(i)!
-        c.connected = false
-        c.inFlight = []
-        world.pool.disconnect(i)
+        const p = world.processes.get(i)!
+        world.disconnect(p)
+        world.connect(p)
       },
-      (world) => world.clients.get(i)!.connected,
+      connected(i),
     ),
+  ),
+  // A client that acks a batch it lost with an earlier connection (what an ack covering
+  // "everything up to seq" did): the pool must not let it free anything.
+  id.map((i) =>
+    cmd(
+      `staleAck(${i})`,
+      (world) => {
+        const p = world.processes.get(i)!
+        const seq = p.lostWithConnection.at(-1)
+        if (seq !== undefined) world.enqueue(world.pool.acknowledge(i, seq, undefined, world.nowMs))
+      },
+      connected(i),
+    ),
+  ),
+  id.map((i) =>
+    cmd(`takeOver(${i})`, (world) => world.takeOver(world.processes.get(i)!), connected(i)),
   ),
   id.map((i) =>
     cmd(
       `leave(${i})`,
       (world) => {
-        const c = world.clients.get(i)!
-        c.inForce = undefined // the process stops using the resource before it says so
-        c.inFlight = []
-        world.enqueue(world.pool.release(i, [R], world.nowMs))
-        world.ledger.splice(0, world.ledger.length, ...world.ledger.filter((l) => l.clientId !== i))
-        world.pool.disconnect(i)
-        c.connected = false
+        const p = world.processes.get(i)!
+        // The process stops using the resources before it says so.
+        p.inForce.clear()
+        p.slots = 0
+        p.inFlight = []
+        world.enqueue(world.pool.release(i, [...resources], world.nowMs))
+        world.disconnect(p)
       },
-      (world) => world.clients.get(i)!.connected,
+      connected(i),
     ),
   ),
   fc.integer({ min: 1, max: 700 }).map((ms) => cmd(`advance(${ms})`, (world) => world.advance(ms))),
-  fc.integer({ min: 0, max: 300 }).map((capacity) =>
-    cmd(`capacity(${capacity})`, (world) => {
-      world.bound = Math.max(world.bound, capacity)
-      world.settings = { ...world.settings, capacity, burst: capacity }
-      world.pool.refreshSettings(R)
+  fc.tuple(rid, fc.integer({ min: 0, max: 60 })).map(([r, capacity]) =>
+    cmd(`capacity(${r}, ${capacity})`, (world) => {
+      world.bound.set(r, Math.max(world.bound.get(r)!, capacity))
+      world.settings.set(r, { ...world.settings.get(r)!, capacity, burst: capacity })
+      world.pool.refreshSettings(r)
     }),
   ),
 ]
 
-// Joins, reports, rounds and deliveries drive the interesting interleavings: weight them up.
-const [join, report, round, deliver, ...rest] = baseCommands
-const commands = [
-  join!,
-  join!,
-  report!,
-  report!,
-  round!,
-  round!,
-  round!,
-  deliver!,
-  deliver!,
-  deliver!,
-  deliver!,
-  ...rest,
+// Joins, reports, rounds, deliveries and reconnects drive the interesting interleavings: weight them up.
+const [join, report, round, deliver, , use, , , bounce, staleAck] = commands
+const weighted = [
+  ...commands,
+  ...[
+    join,
+    join,
+    report,
+    report,
+    round,
+    round,
+    deliver,
+    deliver,
+    deliver,
+    use,
+    bounce,
+    bounce,
+    staleAck,
+  ].map((c) => c!),
 ]
 
-/** Lets messages flow: every connected client reports, rounds run, every batch is delivered and acked. */
+/** Lets messages flow: every connected process reports, rounds run, every batch is delivered and acked. */
 function heal(world: World): void {
-  const hold = world.settings.leaseTtlMs + world.settings.graceMs
-  for (let t = 0; t <= hold + 2 * world.settings.refreshMs; t += world.settings.refreshMs) {
-    for (const [i, c] of world.clients) {
-      if (c.connected)
-        world.enqueue(
-          world.pool.reportDemand(i, [{ resource: R, wants: c.wants }], world.nowMs).batches,
-        )
+  const s = world.settings.get(RATE)!
+  const lifeMs = s.leaseTtlMs + s.graceMs + s.safeHoldMs
+  for (let t = 0; t <= lifeMs + 3 * s.refreshMs; t += s.refreshMs) {
+    for (const p of world.processes.values()) {
+      if (!p.connected) continue
+      world.report(p)
+      world.finish(p, Infinity)
     }
-    world.enqueue(world.pool.round(R, world.nowMs))
+    for (const r of resources) world.enqueue(world.pool.round(r, world.nowMs))
     for (let pass = 0; pass < 10; pass++)
-      for (const i of ids) while (world.clients.get(i)!.inFlight.length > 0) world.deliver(i, true)
+      for (const p of world.processes.values())
+        while (p.inFlight.length > 0) world.deliver(p, false)
     world.check()
-    world.advance(world.settings.refreshMs)
+    world.advance(s.refreshMs)
   }
 }
 
 describe('pool (model-based)', () => {
-  it('keeps Σ committed and Σ in force within capacity under any interleaving, then converges to the allocation', () => {
+  it('never lets what processes enforce exceed what the pool counts, nor that exceed capacity, under any interleaving; then converges to the allocation', () => {
     fc.assert(
       fc.property(
         fc.integer({ min: 0, max: 300 }),
-        fc.commands(commands, { maxCommands: 120, size: 'large' }),
-        (capacity, cmds) => {
-          const world = new World(capacity)
+        fc.integer({ min: 0, max: 40 }),
+        fc.commands(weighted, { maxCommands: 150, size: 'large' }),
+        (rateCapacity, slotCapacity, cmds) => {
+          const world = new World(rateCapacity, slotCapacity)
           fc.modelRun(() => ({ model: {}, real: world }), cmds)
           heal(world)
-          const connected = ids.filter((i) => world.clients.get(i)!.connected)
+          const live = ids.filter((i) => world.processes.get(i)!.connected)
           const expected = allocate({
-            capacity: world.settings.capacity,
+            capacity: world.settings.get(RATE)!.capacity,
             surplus: 'hold',
-            clients: connected.map((i) => ({ id: i, wants: world.clients.get(i)!.wants })),
+            clients: live.map((i) => ({ id: i, wants: world.processes.get(i)!.wants[RATE] })),
           })
-          connected.forEach((i, k) => {
-            const inForce = world.clients.get(i)!.inForce?.capacity ?? 0
-            expect(inForce).toBeCloseTo(expected.grants[k]!, 6)
+          live.forEach((i, k) => {
+            const p = world.processes.get(i)!
+            expect(p.limit(RATE, world.nowMs)).toBeCloseTo(expected.grants[k]!, 6)
           })
         },
       ),

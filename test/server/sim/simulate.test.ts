@@ -23,7 +23,7 @@ function small(extra: Partial<ScenarioInput> = {}): ScenarioInput {
     seed: 3,
     durationSec: 40,
     network: { latencyMs: 3, jitterMs: 2 },
-    resources: [{ ...api, learningMs: 3500 }],
+    resources: [{ ...api }],
     clients: [
       {
         id: 'a',
@@ -109,7 +109,7 @@ describe('simulator', () => {
   it('sees the double grant of a new leader that does not learn first', () => {
     // learningMs 0: the new coordinator grants before the old leases (3 s) have lapsed.
     const unsafe = small({
-      resources: [{ ...api, learningMs: 0 }],
+      resources: [{ ...api, learningMs: 0, unsafeLearning: true }],
       coordinator: { failoverMs: 500 },
       clients: [
         {
@@ -134,7 +134,7 @@ describe('simulator', () => {
     const over = (input: ScenarioInput): number =>
       Math.max(...simulate(parseScenario(input)).rows.map((r) => r.enforced - r.capacity))
     expect(over(unsafe)).toBeGreaterThan(100)
-    expect(over({ ...unsafe, resources: [{ ...api, learningMs: 3500 }] })).toBeLessThanOrEqual(1e-6)
+    expect(over({ ...unsafe, resources: [{ ...api }] })).toBeLessThanOrEqual(1e-6)
   })
 
   it('sluice simulate writes the CSV, the JSON summary and the chart, and fails when an expectation does', async () => {

@@ -121,7 +121,7 @@ describe('protocol errors close the connection with the catalogue’s code', () 
   it('answers past maxResourcesPerClient with an error reply and keeps serving the rest', async () => {
     const config = {
       server: { limits: { roundDebounceMs: 0, maxResourcesPerClient: 2 } },
-      resources: [{ match: '*', kind: 'rate', capacity: 10, learningMs: 0 }],
+      resources: [{ match: '*', kind: 'rate', capacity: 10, learningMs: 0, unsafeLearning: true }],
     } as const
     const { open, clock } = await start(config as never)
     const c = await open()
