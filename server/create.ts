@@ -1,10 +1,11 @@
 import { EventEmitter } from 'node:events'
-import { watch, type FSWatcher } from 'node:fs'
+import { readFile } from 'node:fs/promises'
 import { hostname } from 'node:os'
 import type { FastifyInstance } from 'fastify'
 import { pino, type Logger } from 'pino'
 import { SluiceError, connectPath, systemClock, type Clock, type Timer } from '../shared/index.js'
 import {
+  ConfigFileWatcher,
   loadConfigFile,
   parseConfig,
   resolveConfig,
@@ -195,21 +196,25 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
     'coordinator listening',
   )
 
-  let watcher: FSWatcher | undefined
-  let debounce: Timer | undefined
+  let watcher: ConfigFileWatcher | undefined
+  let lastText: string | undefined
   if (configPath !== undefined && options.watchConfig !== false) {
-    watcher = watch(configPath, () => {
-      // Editors write in several steps: reload once things settle.
-      events.emit('config-file-changed')
-      debounce?.cancel()
-      debounce = clock.setTimeout(() => {
-        debounce = undefined
-        reload().catch(() => undefined)
-      }, 200)
+    lastText = await readFile(configPath, 'utf8').catch(() => undefined)
+    watcher = new ConfigFileWatcher(configPath, clock, 200, {
+      // Editors write in several steps: reload once things settle, and only if the text changed.
+      changed: () => events.emit('config-file-changed'),
+      settled: () => {
+        readFile(configPath, 'utf8')
+          .then((text) => {
+            if (text === lastText) return
+            lastText = text
+            return reload()
+          })
+          .catch(() => undefined)
+      },
+      failed: (error) =>
+        logger.warn({ err: error }, 'config watch failed; reload by SIGHUP or the admin API'),
     })
-    watcher.on('error', (error) =>
-      logger.warn({ err: error }, 'config watch failed; reload by SIGHUP or the admin API'),
-    )
   }
 
   return {
@@ -225,7 +230,6 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
     async close() {
       ready = false
       watcher?.close()
-      debounce?.cancel()
       // Resign first, so a successor takes over without waiting out the etcd lease.
       await election?.close()
       await upstream?.close()

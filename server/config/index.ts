@@ -18,3 +18,4 @@ export type {
   ResourceTemplate,
   TenantConfig,
 } from './schema.js'
+export { ConfigFileWatcher } from './watch.js'

@@ -1,5 +1,5 @@
 import { once } from 'node:events'
-import { mkdtemp, writeFile } from 'node:fs/promises'
+import { mkdtemp, rename, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
@@ -170,5 +170,39 @@ describe('config file reload', () => {
     const [error] = (await rejected) as [Error]
     expect(error.message).toContain('resources[0].capacity')
     expect(server.coordinator.config.resources[0]!.capacity).toBe(120)
+  })
+
+  it('keeps hearing the file when it is replaced by rename, and when it is deleted and created again', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'sluice-'))
+    const file = join(dir, 'sluice.yaml')
+    await writeFile(file, 'resources:\n  - { match: api, kind: rate, capacity: 300 }\n')
+    const { server, clock } = await startCoordinator(file)
+    running.push(server)
+    const capacity = (): number => server.coordinator.config.resources[0]!.capacity
+
+    // Write a temporary file and rename it over the config, as editors and ConfigMaps do.
+    for (const next of [120, 90, 60]) {
+      const changed = once(server.events, 'config-file-changed')
+      const temp = join(dir, `.sluice.yaml.${next}.tmp`)
+      await writeFile(temp, `resources:\n  - { match: api, kind: rate, capacity: ${next} }\n`)
+      await rename(temp, file)
+      await changed
+      const applied = once(server.events, 'config-applied')
+      clock.advance(200)
+      await applied
+      expect(capacity()).toBe(next)
+    }
+
+    const removed = once(server.events, 'config-file-changed')
+    await rm(file)
+    await removed
+    clock.advance(200)
+    const created = once(server.events, 'config-file-changed')
+    await writeFile(file, 'resources:\n  - { match: api, kind: rate, capacity: 45 }\n')
+    await created
+    const applied = once(server.events, 'config-applied')
+    clock.advance(200)
+    await applied
+    expect(capacity()).toBe(45)
   })
 })
