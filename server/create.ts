@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises'
 import { hostname } from 'node:os'
 import type { FastifyInstance } from 'fastify'
 import { pino, type Logger } from 'pino'
-import { SluiceError, connectPath, systemClock, type Clock, type Timer } from '../shared/index.js'
+import { SluiceError, connectPath, systemClock, type Clock } from '../shared/index.js'
 import {
   ConfigFileWatcher,
   loadConfigFile,

@@ -114,14 +114,37 @@ describe('replica roles', () => {
     expect(after).toBeLessThanOrEqual(4 + 10)
   })
 
+  it('a leader past its leadership deadline (a long pause) grants nothing: the first message or round after it steps it down', async () => {
+    const a = await replica()
+    a.election.elect()
+    const c = client([a.server.wsUrl], 'c1')
+    const r = c.resource('api', { wants: 100 })
+    for (let t = 0; t < 400; t += 50) {
+      clock.advance(50)
+      await idle(a.server, 3)
+      await c.roundTrip()
+    }
+    expect(r.mode).toBe('leased')
+    const pushes = async (): Promise<number> =>
+      (await a.server.coordinator.metrics.pushes.get()).values[0]!.value
+    const before = await pushes()
+    // The process was frozen past its deadline; its step-down timer has not run yet, but a report
+    // arrives (the client's period is up): it must be answered with nothing but a send-off.
+    a.election.deadlineMs = clock.now()
+    clock.advance(100)
+    await progress(a.server, async () => a.server.coordinator.role === 'follower')
+    expect(await pushes()).toBe(before)
+    expect(await closes(a.server, 'SLUICE_ERR_NO_LEADER')).toBeGreaterThanOrEqual(1)
+  })
+
   it('hands over: the old leader sends clients on, the new one learns their holdings before granting', async () => {
     const config = {
       capacity: 300,
       leaseTtlMs: 1000,
       refreshMs: 100,
       graceMs: 200,
-      learningMs: 1200,
-      unsafeLearning: true,
+      safeHoldMs: 300,
+      learningMs: 1500,
     }
     const a = await replica(config)
     const b = await replica(config)
