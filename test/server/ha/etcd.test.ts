@@ -37,14 +37,18 @@ afterEach(async () => {
   await Promise.all(replicas.splice(0).map((r) => r.kill('SIGKILL')))
 })
 
-async function startReplicas(n: number, leaseTtlMs: number): Promise<Replica[]> {
+async function startReplicas(
+  n: number,
+  leaseTtlMs: number,
+  heartbeatMs = 15_000,
+): Promise<Replica[]> {
   const configPath = join(dir!, `${randomUUID()}.json`)
   await writeFile(
     configPath,
     JSON.stringify({
       server: {
         ha: { etcd: [etcd.clientUrl], name: `test-${randomUUID()}`, ttlSec: 2 },
-        limits: { roundDebounceMs: 10 },
+        limits: { roundDebounceMs: 10, heartbeatMs },
       },
       resources: [
         {
@@ -157,6 +161,37 @@ describe('high availability on a real etcd', () => {
     const metrics = await (await fetch(`${second.url}/metrics`)).text()
     expect(metrics).toMatch(/^sluice_leader 1$/m)
     expect(metrics).toMatch(/^sluice_role_changes_total\{to="leader"\} 1$/m)
+  })
+
+  it('a leader frozen past its etcd lease (SIGSTOP) sends nothing when it resumes: it steps down first', async () => {
+    // Clients hear a silent coordinator only after 1.5 heartbeats (15 s here): the frozen leader's
+    // client is still connected when it resumes, and its report from the pause is waiting.
+    const group = await startReplicas(2, 5000, 10_000)
+    const first = await oneLeader(group)
+    const resources = startClients([[first.wsUrl]], [100])
+    await waitFor('a grant', () => allLeased(resources, [capacity]))
+    const leases: number[] = []
+    resources[0]!.on('lease', () => leases.push(systemClock.now()))
+    let sentAwayMs = Infinity
+    clients[0]!.on('disconnect', () => (sentAwayMs = Math.min(sentAwayMs, systemClock.now())))
+
+    first.child.kill('SIGSTOP')
+    const frozenMs = systemClock.now()
+    const second = await oneLeader(group.filter((r) => r !== first))
+    expect(second).not.toBe(first)
+    // Past the lease's whole commitment (5 s + 0.3 s + 2.5 s) on the frozen leader's books, so its
+    // rounds, whose timers are due first when it wakes, would grant it afresh.
+    await delay(Math.max(0, 8500 - (systemClock.now() - frozenMs)))
+    const resumedMs = systemClock.now()
+    first.child.kill('SIGCONT')
+    await waitFor('the old leader to follow', async () =>
+      (await first.readiness())?.role === 'follower' ? true : undefined,
+    )
+    await waitFor('the client to be sent away', () => (sentAwayMs < Infinity ? true : undefined))
+    // Nothing from the old leader between its resuming and its sending the client away: not a
+    // renewal, not a grant (what comes later comes from the new leader).
+    expect(sentAwayMs).toBeGreaterThanOrEqual(resumedMs)
+    expect(leases.filter((t) => t >= resumedMs && t <= sentAwayMs)).toEqual([])
   })
 
   it('steps the leader down when etcd is lost, and elects one leader again when it is back', async () => {

@@ -1,0 +1,375 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import type { FailureMode, ResourceKind } from '../../shared/index.js'
+import { hostMs } from './host-time.js'
+import {
+  excessOverBound,
+  maxInFlight,
+  utilisation,
+  worstWindowRatio,
+  type Admission,
+  type CapacitySteps,
+  type SlotEvent,
+} from './measure.js'
+import { TcpProxy, type ProxyMode } from './proxy.js'
+import type { WorkerSpec } from './worker.js'
+
+/** A resource as the scenario's config has it (the coordinator's template, abridged). */
+export interface FaultResource {
+  readonly id: string
+  readonly kind: ResourceKind
+  readonly capacity: number
+  readonly leaseTtlMs: number
+  readonly refreshMs: number
+  readonly graceMs: number
+  readonly safeHoldMs: number
+  readonly learningMs?: number | undefined
+}
+
+export interface FaultClientGroup {
+  readonly prefix: string
+  readonly count: number
+  readonly resources: readonly {
+    readonly id: string
+    readonly wants: number
+    readonly failureMode: FailureMode
+    readonly holdMs?: number | undefined
+  }[]
+}
+
+/** Something done to the system at `atMs` after the clients start. */
+export type FaultAction =
+  /** Clients whose id starts with `clients` get their link cut, stalled or opened. */
+  | {
+      readonly atMs: number
+      readonly type: 'link'
+      readonly clients: string
+      readonly mode: ProxyMode
+    }
+  /** SIGKILL of the coordinator process. */
+  | { readonly atMs: number; readonly type: 'kill' }
+  /** A new coordinator process on the same port and config. */
+  | { readonly atMs: number; readonly type: 'restart' }
+  /** SIGSTOP of the coordinator for `forMs` (a long GC pause, a stalled VM), then SIGCONT. */
+  | { readonly atMs: number; readonly type: 'pause'; readonly forMs: number }
+  /** The config file gets a new capacity for `resource`, then SIGHUP. */
+  | {
+      readonly atMs: number
+      readonly type: 'capacity'
+      readonly resource: string
+      readonly capacity: number
+    }
+  /** A second process starts with the id of client `client`, through its own link. */
+  | { readonly atMs: number; readonly type: 'duplicate'; readonly client: string }
+
+export interface FaultScenario {
+  readonly name: string
+  readonly description: string
+  readonly durationMs: number
+  /** Coordinator heartbeat (ping period), ms. */
+  readonly heartbeatMs: number
+  readonly resources: readonly FaultResource[]
+  readonly clients: readonly FaultClientGroup[]
+  readonly actions: readonly FaultAction[]
+  /** Extra config for every template (e.g. unsafe learning), merged as is. */
+  readonly templateExtra?: Readonly<Record<string, unknown>> | undefined
+}
+
+export interface FaultResult {
+  readonly scenario: string
+  readonly resource: string
+  readonly kind: ResourceKind
+  readonly failureModes: string
+  /** rate: capacity·t + burst; concurrency: in flight ≤ capacity. */
+  readonly bound: string
+  /** Worst admitted ÷ capacity over any 1 s window (rate). */
+  readonly worst1s: number
+  /** Most admitted beyond ∫capacity + burst over any interval (rate; ≤ 0: held). */
+  readonly excess: number
+  /** Most slots in flight at once (concurrency). */
+  readonly inFlightMax: number
+  readonly capacity: number
+  /** Admitted ÷ ∫capacity over the run after the first learning period. */
+  readonly utilisation: number
+  readonly ok: boolean
+}
+
+function findRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url))
+  while (!existsSync(join(dir, 'package.json')) && dirname(dir) !== dir) dir = dirname(dir)
+  return dir
+}
+const root = findRoot()
+
+async function freePort(): Promise<number> {
+  const server = createServer()
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as { port: number }
+  await new Promise((resolve) => server.close(resolve))
+  return port
+}
+
+const sleep = (ms: number): Promise<void> =>
+  new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)))
+
+/** The coordinator as a real process: `sluice serve` on a fixed port, so a restart takes it again. */
+class CoordinatorProcess {
+  child: ChildProcess | undefined
+  readonly #configPath: string
+  readonly port: number
+  log = ''
+
+  constructor(configPath: string, port: number) {
+    this.#configPath = configPath
+    this.port = port
+  }
+
+  async start(): Promise<void> {
+    const child = spawn(
+      process.execPath,
+      [
+        join(root, 'dist/server/cli/bin.js'),
+        'serve',
+        '--config',
+        this.#configPath,
+        '--port',
+        String(this.port),
+      ],
+      { env: { ...process.env, SLUICE_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] },
+    )
+    this.child = child
+    child.stdout!.on('data', (d: Buffer) => (this.log += d.toString()))
+    child.stderr!.on('data', (d: Buffer) => (this.log += d.toString()))
+    for (let i = 0; i < 200; i++) {
+      const ok = await fetch(`http://127.0.0.1:${this.port}/healthz`)
+        .then((r) => r.ok)
+        .catch(() => false)
+      if (ok) return
+      if (child.exitCode !== null) break
+      await sleep(25)
+    }
+    throw new Error(`coordinator did not start:\n${this.log.slice(-2000)}`)
+  }
+
+  signal(signal: NodeJS.Signals): void {
+    this.child?.kill(signal)
+  }
+
+  async stop(): Promise<void> {
+    const child = this.child
+    if (child === undefined || child.exitCode !== null || child.signalCode !== null) return
+    const exited = new Promise((resolve) => child.once('exit', resolve))
+    child.kill('SIGCONT')
+    child.kill('SIGKILL')
+    await exited
+  }
+}
+
+function configText(scenario: FaultScenario, capacities: ReadonlyMap<string, number>): string {
+  const config = {
+    server: {
+      host: '127.0.0.1',
+      limits: { heartbeatMs: scenario.heartbeatMs, roundDebounceMs: 20 },
+    },
+    resources: scenario.resources.map((r) => ({
+      match: r.id,
+      kind: r.kind,
+      capacity: capacities.get(r.id) ?? r.capacity,
+      leaseTtlMs: r.leaseTtlMs,
+      refreshMs: r.refreshMs,
+      graceMs: r.graceMs,
+      safeHoldMs: r.safeHoldMs,
+      surplus: 'spread',
+      demand: { window: 1 },
+      ...(r.learningMs === undefined ? {} : { learningMs: r.learningMs }),
+      ...scenario.templateExtra,
+    })),
+  }
+  // JSON is YAML.
+  return JSON.stringify(config, null, 2)
+}
+
+interface Worker {
+  readonly id: string
+  readonly child: ChildProcess
+  readonly proxy: TcpProxy
+  output: string
+  readonly exited: Promise<void>
+}
+
+/**
+ * Runs one fault scenario with real processes: a coordinator (`sluice
+ * serve`), one worker process per client, each behind its own TCP proxy, and
+ * the scenario's actions on the wall clock. Returns the measures per
+ * resource, from what the workers logged.
+ */
+export async function runFaultScenario(scenario: FaultScenario): Promise<FaultResult[]> {
+  const dir = await mkdtemp(join(tmpdir(), 'sluice-faults-'))
+  const configPath = join(dir, 'sluice.json')
+  const capacities = new Map<string, number>()
+  await writeFile(configPath, configText(scenario, capacities))
+  const coordinator = new CoordinatorProcess(configPath, await freePort())
+  const workers: Worker[] = []
+  const steps = new Map<string, { fromMs: number; capacity: number }[]>()
+  try {
+    await coordinator.start()
+    const spawnWorker = async (
+      id: string,
+      group: FaultClientGroup,
+      startMs: number,
+    ): Promise<Worker> => {
+      const proxy = await TcpProxy.start(coordinator.port)
+      const spec: WorkerSpec = {
+        url: `ws://127.0.0.1:${proxy.port}/v1/connect`,
+        clientId: id,
+        durationMs: Math.max(500, scenario.durationMs - startMs),
+        tickMs: 10,
+        resources: group.resources.map((r) => ({
+          ...r,
+          kind: scenario.resources.find((s) => s.id === r.id)!.kind,
+        })),
+      }
+      const child = spawn(
+        process.execPath,
+        [join(root, 'dist/bench/faults/worker.js'), JSON.stringify(spec)],
+        {
+          stdio: ['ignore', 'pipe', 'inherit'],
+        },
+      )
+      const worker: Worker = {
+        id,
+        child,
+        proxy,
+        output: '',
+        exited: new Promise((resolve) => child.once('exit', () => resolve())),
+      }
+      child.stdout!.on('data', (d: Buffer) => (worker.output += d.toString()))
+      return worker
+    }
+    const t0 = hostMs()
+    for (const r of scenario.resources) steps.set(r.id, [{ fromMs: t0, capacity: r.capacity }])
+    for (const group of scenario.clients)
+      for (let i = 0; i < group.count; i++)
+        workers.push(await spawnWorker(`${group.prefix}-${i}`, group, 0))
+
+    const actions = [...scenario.actions].sort((a, b) => a.atMs - b.atMs)
+    for (const action of actions) {
+      await sleep(t0 + action.atMs - hostMs())
+      switch (action.type) {
+        case 'link':
+          for (const w of workers) if (w.id.startsWith(action.clients)) w.proxy.set(action.mode)
+          break
+        case 'kill':
+          await coordinator.stop()
+          break
+        case 'restart':
+          await coordinator.start()
+          break
+        case 'pause':
+          coordinator.signal('SIGSTOP')
+          await sleep(action.forMs)
+          coordinator.signal('SIGCONT')
+          break
+        case 'capacity':
+          capacities.set(action.resource, action.capacity)
+          await writeFile(configPath, configText(scenario, capacities))
+          coordinator.signal('SIGHUP')
+          steps.get(action.resource)!.push({ fromMs: hostMs(), capacity: action.capacity })
+          break
+        case 'duplicate': {
+          const group = scenario.clients.find((g) => action.client.startsWith(`${g.prefix}-`))!
+          workers.push(await spawnWorker(action.client, group, action.atMs))
+          break
+        }
+      }
+    }
+    // Every worker stops by itself; bounded here too.
+    await Promise.race([
+      Promise.all(workers.map((w) => w.exited)),
+      sleep(scenario.durationMs + 15_000),
+    ])
+    return measure(scenario, workers, steps, t0)
+  } finally {
+    for (const w of workers) {
+      if (w.child.exitCode === null) w.child.kill('SIGKILL')
+      await w.proxy.close()
+    }
+    await coordinator.stop()
+    await rm(dir, { recursive: true, force: true })
+  }
+}
+
+function measure(
+  scenario: FaultScenario,
+  workers: readonly Worker[],
+  steps: ReadonlyMap<string, { fromMs: number; capacity: number }[]>,
+  t0: number,
+): FaultResult[] {
+  const admissions = new Map<string, Admission[]>()
+  const slots = new Map<string, SlotEvent[]>()
+  for (const w of workers)
+    for (const line of w.output.split('\n')) {
+      if (line === '') continue
+      const record = JSON.parse(line) as { t: number; r?: string; a?: number; s?: 1 | -1 }
+      if (record.r === undefined) continue
+      if (record.a !== undefined) {
+        let list = admissions.get(record.r)
+        if (list === undefined) admissions.set(record.r, (list = []))
+        list.push({ t: record.t, n: record.a })
+      } else if (record.s !== undefined) {
+        let list = slots.get(record.r)
+        if (list === undefined) slots.set(record.r, (list = []))
+        list.push({ t: record.t, d: record.s })
+      }
+    }
+  return scenario.resources.map((r) => {
+    const capacitySteps: CapacitySteps = steps.get(r.id)!
+    const modes = [
+      ...new Set(
+        scenario.clients.flatMap((g) =>
+          g.resources.filter((x) => x.id === r.id).map((x) => x.failureMode),
+        ),
+      ),
+    ]
+    const learnedMs = t0 + (r.learningMs ?? r.leaseTtlMs + r.graceMs + r.safeHoldMs)
+    const optimistic = modes.includes('optimistic')
+    if (r.kind === 'rate') {
+      const a = admissions.get(r.id) ?? []
+      // A rate resource's burst is one second of its capacity (the default).
+      const excess = excessOverBound(a, capacitySteps, r.capacity)
+      return {
+        scenario: scenario.name,
+        resource: r.id,
+        kind: r.kind,
+        failureModes: modes.join(', '),
+        bound: 'capacity·t + burst',
+        worst1s: worstWindowRatio(a, capacitySteps),
+        excess,
+        inFlightMax: 0,
+        capacity: r.capacity,
+        utilisation: utilisation(a, capacitySteps, learnedMs, t0 + scenario.durationMs),
+        ok: optimistic || excess <= 0,
+      }
+    }
+    const inFlight = maxInFlight(slots.get(r.id) ?? [])
+    const limit = Math.max(...capacitySteps.map((s) => s.capacity))
+    return {
+      scenario: scenario.name,
+      resource: r.id,
+      kind: r.kind,
+      failureModes: modes.join(', '),
+      bound: 'in flight ≤ capacity',
+      worst1s: 0,
+      excess: 0,
+      inFlightMax: inFlight,
+      capacity: r.capacity,
+      utilisation: 1,
+      ok: optimistic || inFlight <= limit,
+    }
+  })
+}

@@ -1,0 +1,161 @@
+import type { FailureMode } from '../../shared/index.js'
+import type { FaultClientGroup, FaultResource, FaultScenario } from './harness.js'
+
+// Short lease times, so a scenario shows every phase (lease, lapse, fallback, hold, recovery)
+// in seconds: a commitment lives 2 + 0.5 + 1 = 3.5 s.
+const times = { leaseTtlMs: 2000, refreshMs: 250, graceMs: 500, safeHoldMs: 1000 } as const
+const api: FaultResource = { id: 'api', kind: 'rate', capacity: 1000, ...times }
+const db: FaultResource = { id: 'db', kind: 'concurrency', capacity: 20, ...times }
+
+const rateClients = (count: number, failureMode: FailureMode = 'safe'): FaultClientGroup => ({
+  prefix: 'c',
+  count,
+  resources: [{ id: 'api', wants: 400, failureMode }],
+})
+
+const slotClients = (count: number, failureMode: FailureMode = 'safe'): FaultClientGroup => ({
+  prefix: 'w',
+  count,
+  resources: [{ id: 'db', wants: 6, failureMode, holdMs: 150 }],
+})
+
+const partition = (mode: FailureMode): FaultScenario => ({
+  name: `partition, ${mode}`,
+  description: `3 of 6 rate clients cut off (connections reset, reconnects refused) for 5 s, ${mode} mode`,
+  durationMs: 14_000,
+  heartbeatMs: 1000,
+  resources: [api],
+  clients: [rateClients(6, mode)],
+  actions: [
+    { atMs: 5000, type: 'link', clients: 'c-0', mode: 'cut' },
+    { atMs: 5000, type: 'link', clients: 'c-1', mode: 'cut' },
+    { atMs: 5000, type: 'link', clients: 'c-2', mode: 'cut' },
+    { atMs: 10_000, type: 'link', clients: 'c', mode: 'open' },
+  ],
+})
+
+/** Every scenario of `npm run faults`; `ci` marks the ones the test suite runs. */
+export const faultScenarios: readonly (FaultScenario & { readonly ci?: boolean })[] = [
+  { ...partition('safe'), ci: true },
+  {
+    name: 'stall, safe',
+    description: '2 of 6 rate clients black-holed (nothing passes, no reset) for 6 s',
+    durationMs: 14_000,
+    heartbeatMs: 1000,
+    resources: [api],
+    clients: [rateClients(6)],
+    actions: [
+      { atMs: 5000, type: 'link', clients: 'c-0', mode: 'stalled' },
+      { atMs: 5000, type: 'link', clients: 'c-1', mode: 'stalled' },
+      { atMs: 11_000, type: 'link', clients: 'c', mode: 'open' },
+    ],
+    ci: true,
+  },
+  {
+    name: 'slots partition, safe',
+    description:
+      '3 of 6 clients of a 20-slot resource cut off for 5 s (each wants 6 slots, held 150 ms)',
+    durationMs: 14_000,
+    heartbeatMs: 1000,
+    resources: [db],
+    clients: [slotClients(6)],
+    actions: [
+      { atMs: 5000, type: 'link', clients: 'w-0', mode: 'cut' },
+      { atMs: 5000, type: 'link', clients: 'w-1', mode: 'cut' },
+      { atMs: 5000, type: 'link', clients: 'w-2', mode: 'cut' },
+      { atMs: 10_000, type: 'link', clients: 'w', mode: 'open' },
+    ],
+    ci: true,
+  },
+  {
+    name: 'SIGKILL and restart',
+    description:
+      'the coordinator killed at 6 s and restarted at 7 s: it learns for a commitment life',
+    durationMs: 15_000,
+    heartbeatMs: 1000,
+    resources: [api, db],
+    clients: [rateClients(4), slotClients(4)],
+    actions: [
+      { atMs: 6000, type: 'kill' },
+      { atMs: 7000, type: 'restart' },
+    ],
+    ci: true,
+  },
+  partition('pessimistic'),
+  partition('optimistic'),
+  {
+    name: 'stall, then capacity cut',
+    description:
+      '2 of 6 rate clients black-holed at 5 s; capacity 1000 → 300 at 5.5 s; healed at 11 s',
+    durationMs: 16_000,
+    heartbeatMs: 1000,
+    resources: [api],
+    clients: [rateClients(6)],
+    actions: [
+      { atMs: 5000, type: 'link', clients: 'c-0', mode: 'stalled' },
+      { atMs: 5000, type: 'link', clients: 'c-1', mode: 'stalled' },
+      { atMs: 5500, type: 'capacity', resource: 'api', capacity: 300 },
+      { atMs: 11_000, type: 'link', clients: 'c', mode: 'open' },
+    ],
+  },
+  {
+    name: 'two resources, flapping links',
+    description:
+      '4 clients, each using api (rate) and db (slots); two of them cut and healed every 1.5 s, capacities cut mid-way',
+    durationMs: 16_000,
+    heartbeatMs: 1000,
+    resources: [api, db],
+    clients: [
+      {
+        prefix: 'm',
+        count: 4,
+        resources: [
+          { id: 'api', wants: 400, failureMode: 'safe' },
+          { id: 'db', wants: 8, failureMode: 'safe', holdMs: 400 },
+        ],
+      },
+    ],
+    actions: [
+      ...[4000, 7000, 10_000].flatMap((at) => [
+        { atMs: at, type: 'link' as const, clients: 'm-0', mode: 'cut' as const },
+        { atMs: at + 1500, type: 'link' as const, clients: 'm-0', mode: 'open' as const },
+        { atMs: at + 700, type: 'link' as const, clients: 'm-1', mode: 'stalled' as const },
+        { atMs: at + 2200, type: 'link' as const, clients: 'm-1', mode: 'open' as const },
+      ]),
+      { atMs: 8000, type: 'capacity', resource: 'api', capacity: 600 },
+    ],
+  },
+  {
+    name: 'duplicate client id',
+    description:
+      'at 6 s a second process starts with the id of c-0; c-0 is told 4409, drops to 0 and comes back as a new id',
+    durationMs: 14_000,
+    heartbeatMs: 1000,
+    resources: [api],
+    clients: [rateClients(4)],
+    actions: [{ atMs: 6000, type: 'duplicate', client: 'c-0' }],
+  },
+  {
+    name: 'coordinator paused (SIGSTOP 4 s)',
+    description:
+      'the coordinator frozen for 4 s: clients notice within two heartbeats, run out their leases, reconnect',
+    durationMs: 15_000,
+    heartbeatMs: 1000,
+    resources: [api],
+    clients: [rateClients(4)],
+    actions: [{ atMs: 6000, type: 'pause', forMs: 4000 }],
+  },
+  {
+    name: 'SIGKILL and restart, learningMs 0 (unsafe)',
+    description: 'as the restart above, with learning switched off: what unsafeLearning risks',
+    durationMs: 12_000,
+    heartbeatMs: 1000,
+    resources: [{ ...api, learningMs: 0 }],
+    clients: [rateClients(4)],
+    actions: [
+      { atMs: 5000, type: 'kill' },
+      { atMs: 5500, type: 'restart' },
+    ],
+    templateExtra: { unsafeLearning: true },
+  },
+]
