@@ -143,8 +143,8 @@ class CoordinatorProcess {
       { env: { ...process.env, SLUICE_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] },
     )
     this.child = child
-    child.stdout!.on('data', (d: Buffer) => (this.log += d.toString()))
-    child.stderr!.on('data', (d: Buffer) => (this.log += d.toString()))
+    child.stdout.on('data', (d: Buffer) => (this.log += d.toString()))
+    child.stderr.on('data', (d: Buffer) => (this.log += d.toString()))
     for (let i = 0; i < 200; i++) {
       const ok = await fetch(`http://127.0.0.1:${this.port}/healthz`)
         .then((r) => r.ok)
@@ -248,7 +248,7 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
         output: '',
         exited: new Promise((resolve) => child.once('exit', () => resolve())),
       }
-      child.stdout!.on('data', (d: Buffer) => (worker.output += d.toString()))
+      child.stdout.on('data', (d: Buffer) => (worker.output += d.toString()))
       return worker
     }
     const t0 = hostMs()
