@@ -5,6 +5,7 @@ import { benchCoordinatorRows } from './coordinator.js'
 import { benchE2e, demands, limitPerSec } from './e2e.js'
 import { benchFailover } from './failover.js'
 import { benchHttp } from './http.js'
+import { benchSafeHold } from './safe-hold.js'
 
 // `npm run bench`: runs every benchmark and prints markdown rows for docs/benchmarks.md.
 const only = process.argv[2]
@@ -73,6 +74,15 @@ if (only === undefined || only === 'e2e') {
   )
   console.log('| --- | --- | --- | --- | --- | --- | --- |')
   for (const row of await benchE2e(e2eRuns)) console.log(row)
+}
+
+if (only === 'safe-hold') {
+  console.log(
+    '\n## safe hold (simulator: utilisation under excess demand over the whole run / tokens beyond capacity·t + burst)\n',
+  )
+  console.log('| scenario | hold 0 | ttl / 4 | ttl / 2 (default) | ttl |')
+  console.log('| --- | --- | --- | --- | --- |')
+  for (const row of await benchSafeHold()) console.log(row)
 }
 
 // rate-limiter-flexible's memory store keeps per-key expiry timers alive; the figures are printed, so stop.
