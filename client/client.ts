@@ -89,6 +89,11 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
           'SLUICE_ERR_RESOURCE_INVALID',
           `client.resource(${describeValue(id)}): ${describeIssues(valid.error)}`,
         )
+      if (options.failureMode === 'optimistic')
+        this.options.logger?.warn(
+          { resource: id },
+          'sluice: failureMode optimistic may admit beyond the cluster-wide capacity while the coordinator is unreachable',
+        )
       r = new Resource(id, options, this.options.clock, this)
       this.#resources.set(id, r)
       this.#scheduleReports()

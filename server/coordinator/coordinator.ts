@@ -67,6 +67,17 @@ export class Coordinator {
     this.view = new ResourceView(() => this.#pool, clock)
     this.metrics = new CoordinatorMetrics(() => this.view.resources())
     this.metrics.isLeader.set(role === 'leader' ? 1 : 0)
+    this.#warnOptimistic(config)
+  }
+
+  /** Optimistic is the one failure mode that may exceed capacity: say so whenever it is configured. */
+  #warnOptimistic(config: Config): void {
+    for (const t of config.resources)
+      if (t.failureMode === 'optimistic')
+        this.#log.warn(
+          { match: t.match },
+          'failureMode optimistic: while the parent is unreachable, this coordinator may share out more than the parent leased',
+        )
   }
 
   get role(): Role {
@@ -360,6 +371,7 @@ export class Coordinator {
       this.#rounds.reschedule(id, this.#pool.settings(id)!.refreshMs)
       this.#rounds.prompt(id)
     }
+    this.#warnOptimistic(config)
     this.metrics.reloads.inc({ outcome: 'applied' })
     this.#log.info(
       { resources: config.resources.length, tenants: Object.keys(config.tenants).length },

@@ -1,3 +1,4 @@
+import { pino } from 'pino'
 import { describe, expect, it } from 'vitest'
 import { createClient } from '../../client/index.js'
 import { ManualClock } from '../../shared/index.js'
@@ -10,6 +11,21 @@ describe('client options and resource ids', () => {
     expect(() => createClient({ url: 'ws://127.0.0.1:1/v1/connect', wieght: 2 } as never)).toThrow(
       expect.objectContaining({ code: 'SLUICE_ERR_OPTION_INVALID' }),
     )
+  })
+
+  it('warns, through its logger, that an optimistic resource may exceed capacity', () => {
+    const lines: string[] = []
+    const logger = pino({ level: 'warn' }, { write: (line: string) => void lines.push(line) })
+    const client = createClient({
+      url: 'ws://127.0.0.1:1/v1/connect',
+      clock: new ManualClock(),
+      logger,
+    })
+    track.running.push(client)
+    client.resource('safe-one')
+    expect(lines).toEqual([])
+    client.resource('risky', { failureMode: 'optimistic' })
+    expect(lines.join('')).toContain('may admit beyond the cluster-wide capacity')
   })
 
   it('refuses a resource id the protocol cannot carry, with SLUICE_ERR_RESOURCE_INVALID', () => {

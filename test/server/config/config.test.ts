@@ -44,6 +44,32 @@ describe('config', () => {
     })
   })
 
+  it('refuses a learning period shorter than a commitment’s life unless marked unsafe, naming the field and the figures', () => {
+    const base = { match: 'api', kind: 'rate', capacity: 10 }
+    const error = refusal({ resources: [{ ...base, learningMs: 0 }] })
+    expect(error.code).toBe('SLUICE_ERR_CONFIG_INVALID')
+    expect(error.message).toContain('resources[0].learningMs')
+    expect(error.message).toContain('17000')
+    expect(error.message).toContain('unsafeLearning')
+    expect(() =>
+      parseConfig({ resources: [{ ...base, learningMs: 0, unsafeLearning: true }] }),
+    ).not.toThrow()
+    expect(() =>
+      parseConfig({
+        resources: [
+          { ...base, leaseTtlMs: 4000, graceMs: 1000, safeHoldMs: 1000, learningMs: 6000 },
+        ],
+      }),
+    ).not.toThrow()
+    expect(
+      refusal({
+        resources: [
+          { ...base, leaseTtlMs: 4000, graceMs: 1000, safeHoldMs: 1000, learningMs: 5999 },
+        ],
+      }).message,
+    ).toContain('6000')
+  })
+
   it('is frozen once parsed', () => {
     const config = parseConfig({ resources: [{ match: 'api', kind: 'rate', capacity: 1 }] })
     expect(Object.isFrozen(config)).toBe(true)
