@@ -101,7 +101,7 @@ export async function benchFailover(runs: number, ttlSec: number): Promise<strin
       samples.map((s) => s.electedMs),
     ),
     row(
-      'SIGKILL of the leader → every client holds a new lease (learning 2.3 s included)',
+      'SIGKILL of the leader → every client holds a new lease (learning 3.3 s included: ttl 2 s + grace 0.3 s + safe hold 1 s)',
       samples.map((s) => s.grantsMs),
     ),
   ]

@@ -19,6 +19,21 @@ const slotClients = (count: number, failureMode: FailureMode = 'safe'): FaultCli
   resources: [{ id: 'db', wants: 6, failureMode, holdMs: 150 }],
 })
 
+const slotPartition = (mode: FailureMode): FaultScenario => ({
+  name: `slots partition, ${mode}`,
+  description: `3 of 6 clients of a 20-slot resource cut off for 5 s (each wants 6 slots, held 150 ms), ${mode} mode`,
+  durationMs: 14_000,
+  heartbeatMs: 1000,
+  resources: [db],
+  clients: [slotClients(6, mode)],
+  actions: [
+    { atMs: 5000, type: 'link', clients: 'w-0', mode: 'cut' },
+    { atMs: 5000, type: 'link', clients: 'w-1', mode: 'cut' },
+    { atMs: 5000, type: 'link', clients: 'w-2', mode: 'cut' },
+    { atMs: 10_000, type: 'link', clients: 'w', mode: 'open' },
+  ],
+})
+
 const partition = (mode: FailureMode): FaultScenario => ({
   name: `partition, ${mode}`,
   description: `3 of 6 rate clients cut off (connections reset, reconnects refused) for 5 s, ${mode} mode`,
@@ -51,22 +66,7 @@ export const faultScenarios: readonly (FaultScenario & { readonly ci?: boolean }
     ],
     ci: true,
   },
-  {
-    name: 'slots partition, safe',
-    description:
-      '3 of 6 clients of a 20-slot resource cut off for 5 s (each wants 6 slots, held 150 ms)',
-    durationMs: 14_000,
-    heartbeatMs: 1000,
-    resources: [db],
-    clients: [slotClients(6)],
-    actions: [
-      { atMs: 5000, type: 'link', clients: 'w-0', mode: 'cut' },
-      { atMs: 5000, type: 'link', clients: 'w-1', mode: 'cut' },
-      { atMs: 5000, type: 'link', clients: 'w-2', mode: 'cut' },
-      { atMs: 10_000, type: 'link', clients: 'w', mode: 'open' },
-    ],
-    ci: true,
-  },
+  { ...slotPartition('safe'), ci: true },
   {
     name: 'SIGKILL and restart',
     description:
@@ -83,6 +83,8 @@ export const faultScenarios: readonly (FaultScenario & { readonly ci?: boolean }
   },
   partition('pessimistic'),
   partition('optimistic'),
+  slotPartition('pessimistic'),
+  slotPartition('optimistic'),
   {
     name: 'stall, then capacity cut',
     description:
