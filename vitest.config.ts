@@ -2,10 +2,31 @@ import { defineConfig } from 'vitest/config'
 
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     setupFiles: ['test/helpers/setup.ts'],
     reporters: ['default', ['json', { outputFile: 'test-results/vitest.json' }]],
     testTimeout: 30_000,
     hookTimeout: 30_000,
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: 'suite',
+          include: ['test/**/*.test.ts'],
+          exclude: ['test/faults/faults.test.ts'],
+          sequence: { groupOrder: 0 },
+        },
+      },
+      {
+        // Real processes on real time: run after everything else, one scenario at a time, so the
+        // machine's load does not stretch message delays beyond what the scenarios assume.
+        extends: true,
+        test: {
+          name: 'faults',
+          include: ['test/faults/faults.test.ts'],
+          fileParallelism: false,
+          sequence: { groupOrder: 1 },
+        },
+      },
+    ],
   },
 })

@@ -9,6 +9,7 @@ import {
   loadConfigFile,
   parseConfig,
   resolveConfig,
+  securityDowngrades,
   type Config,
   type ConfigInput,
 } from './config/index.js'
@@ -108,6 +109,9 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
           'SLUICE_ERR_CONFIG_INVALID',
           'no config file to reload from; send the config in the body',
         )
+      const lost = securityDowngrades(coordinator.config, next)
+      if (lost.length > 0 && !next.server.securityDowngrade)
+        throw new SluiceError('SLUICE_ERR_CONFIG_DOWNGRADE', lost.join('; '))
       coordinator.applyConfig(next)
       const summary = {
         resources: next.resources.length,

@@ -46,6 +46,10 @@ export const errorCatalogue = Object.freeze({
     message: 'configuration file cannot be read',
     retryable: false,
   },
+  SLUICE_ERR_CONFIG_DOWNGRADE: {
+    message: 'the new configuration lowers security; set server.securityDowngrade to allow it',
+    retryable: false,
+  },
   // wire protocol (each ends the connection with its close code)
   SLUICE_ERR_PROTO_MALFORMED: {
     message: 'message is not valid JSON of a known type and shape',
@@ -81,6 +85,11 @@ export const errorCatalogue = Object.freeze({
     message: 'tenant token missing or not recognised',
     retryable: false,
     closeCode: 4401,
+  },
+  SLUICE_ERR_AUTH_RATE_LIMITED: {
+    message: 'too many failed authentications from this address; try again later',
+    retryable: true,
+    closeCode: 4430,
   },
   SLUICE_ERR_SESSION_REPLACED: {
     message: 'another connection with the same client id took over',
@@ -126,6 +135,10 @@ export const errorCatalogue = Object.freeze({
     message: 'this tenant may not use this resource',
     retryable: false,
   },
+  SLUICE_ERR_AUTH_PRIORITY: {
+    message: "priority outside the tenant's allowed range",
+    retryable: false,
+  },
   SLUICE_ERR_RESOURCE_INVALID: {
     message: 'resource id or demand is not valid',
     retryable: false,
@@ -136,7 +149,7 @@ export const errorCatalogue = Object.freeze({
   },
   // HTTP API
   SLUICE_ERR_HTTP_UNAUTHORIZED: {
-    message: 'admin token missing or wrong',
+    message: 'token missing or wrong for this route',
     retryable: false,
   },
   SLUICE_ERR_HTTP_NOT_FOUND: {

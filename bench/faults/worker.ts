@@ -30,8 +30,11 @@ export interface WorkerSpec {
 async function main(): Promise<void> {
   const spec = JSON.parse(process.argv[2] ?? '{}') as WorkerSpec
   const out: string[] = []
-  const log = (record: Record<string, unknown>): void => {
-    out.push(JSON.stringify({ t: hostMs(), ...record }))
+  // Each event is stamped with the time read just before the call that makes it happen: a slot's
+  // release sends the ack that lets another process take it, so stamping after the call could
+  // put the release after that take when this process is preempted in between.
+  const log = (record: Record<string, unknown>, t = hostMs()): void => {
+    out.push(JSON.stringify({ t, ...record }))
     if (out.length >= 256) flush()
   }
   const flush = (): void => {
@@ -69,19 +72,23 @@ async function main(): Promise<void> {
         run.owed += (r.wants * elapsedMs) / 1000
         const asked = Math.floor(run.owed)
         run.owed -= asked
+        const t = hostMs()
         let admitted = 0
         for (let i = 0; i < asked; i++) if (handle.tryAcquire(1)) admitted++
-        if (admitted > 0) log({ r: r.id, a: admitted })
+        if (admitted > 0) log({ r: r.id, a: admitted }, t)
         continue
       }
       while (run.held.length > 0 && run.held[0]! <= now) {
         run.held.shift()
+        const t = hostMs()
         handle.releaseSlots(1)
-        log({ r: r.id, s: -1 })
+        log({ r: r.id, s: -1 }, t)
       }
-      while (run.held.length < r.wants && handle.tryAcquire(1)) {
+      for (;;) {
+        const t = hostMs()
+        if (run.held.length >= r.wants || !handle.tryAcquire(1)) break
         run.held.push(now + (r.holdMs ?? 200))
-        log({ r: r.id, s: 1 })
+        log({ r: r.id, s: 1 }, t)
       }
     }
   }, spec.tickMs)
@@ -89,8 +96,9 @@ async function main(): Promise<void> {
   timer.cancel()
   for (const run of runs)
     for (; run.held.length > 0; run.held.shift()) {
+      const t = hostMs()
       run.handle.releaseSlots(1)
-      log({ r: run.spec.id, s: -1 })
+      log({ r: run.spec.id, s: -1 }, t)
     }
   flush()
   await client.close()

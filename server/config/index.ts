@@ -13,9 +13,12 @@ export type {
   Config,
   ConfigInput,
   HaConfig,
+  HoldingsKeyConfig,
   Limits,
   ParentConfig,
   ResourceTemplate,
   TenantConfig,
+  TlsConfig,
 } from './schema.js'
 export { ConfigFileWatcher } from './watch.js'
+export { securityDowngrades } from './downgrade.js'

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import {
   defaultBurst,
   defaultLearningMs,
@@ -39,6 +40,10 @@ export interface ResourceSettings {
   readonly leaseDeadlineMs?: number | undefined
 }
 
+function tokenDigest(token: string): string {
+  return createHash('sha256').update(token).digest('base64')
+}
+
 /** A template's learning period, defaults applied. */
 export function templateLearningMs(t: ResourceTemplate): number {
   return defaultLearningMs({ ...t, safeHoldMs: t.safeHoldMs ?? defaultSafeHoldMs(t.leaseTtlMs) })
@@ -64,7 +69,7 @@ export class CompiledConfig {
     this.config = config
     this.#templates = new PatternList(config.resources.map((t) => [t.match, t] as const))
     for (const [name, tenant] of Object.entries(config.tenants)) {
-      this.#tenantsByToken.set(tenant.token, name)
+      this.#tenantsByToken.set(tokenDigest(tenant.token), name)
       this.#tenantCaps.set(name, new PatternList(Object.entries(tenant.caps)))
       if (tenant.resources !== undefined) {
         this.#tenantResources.set(
@@ -79,8 +84,12 @@ export class CompiledConfig {
     return this.#tenantsByToken.size > 0
   }
 
+  /**
+   * The tenant whose token this is. Looked up by SHA-256 digest, so the time
+   * a look-up takes tells nothing about how much of a token was right.
+   */
   tenantByToken(token: string): string | undefined {
-    return this.#tenantsByToken.get(token)
+    return this.#tenantsByToken.get(tokenDigest(token))
   }
 
   tenant(name: string): TenantConfig | undefined {

@@ -35,6 +35,30 @@ export const limitsSchema = z.strictObject({
   heartbeatMs: ms(10, 3_600_000).default(15_000),
   /** Delay that groups the prompt rounds a burst of joins or reports would cause. */
   roundDebounceMs: ms(0, 60_000).default(20),
+  /** Failed authentications allowed per source address and second (sustained); past it, refused unchecked. */
+  authFailuresPerSec: z.number().min(0.001).max(10_000).default(1),
+  /** Failed authentications a source address may make in a burst. */
+  authFailureBurst: z.number().int().min(1).max(10_000).default(10),
+})
+
+/** TLS for the HTTP and WebSocket listener; the files are re-read on every reload. */
+export const tlsSchema = z.strictObject({
+  /** PEM certificate chain of this coordinator. */
+  certFile: z.string().min(1),
+  /** PEM private key. */
+  keyFile: z.string().min(1),
+  /** PEM CA bundle that client certificates must chain to (with clientCerts). */
+  caFile: z.string().min(1).optional(),
+  /** `require`: every connection presents a certificate signed by caFile; `none`: no client certificates. */
+  clientCerts: z.enum(['none', 'require']).default('none'),
+})
+
+/** The key that signs lease proofs, so a new coordinator can verify the holdings clients claim. */
+export const holdingsKeySchema = z.strictObject({
+  /** Signs new leases; at least 32 characters. */
+  current: z.string().min(32),
+  /** Earlier keys, still accepted when verifying (rotation). */
+  previous: z.array(z.string().min(32)).max(8).default([]),
 })
 
 const wsUrl = z.string().regex(/^wss?:\/\/[^\s/]+/, 'must be a ws:// or wss:// URL')
@@ -69,6 +93,16 @@ export const serverSchema = z.strictObject({
   port: z.number().int().min(0).max(65_535).default(7070),
   /** Bearer token for /v1/admin routes; without it the admin routes answer 403. */
   adminToken: z.string().min(8).optional(),
+  /**
+   * Bearer token for the read routes (/v1/resources*, /metrics). Reads need a token when this
+   * is set or tenants are configured (a tenant's token then sees its own clients only).
+   */
+  readToken: z.string().min(8).optional(),
+  tls: tlsSchema.optional(),
+  /** Lease proofs (HMAC-SHA256); also from SLUICE_HOLDINGS_KEY and SLUICE_HOLDINGS_KEY_PREVIOUS. */
+  holdingsKey: holdingsKeySchema.optional(),
+  /** A reload may remove TLS, the admin token, the read token or tenant authentication only with this set. */
+  securityDowngrade: z.boolean().default(false),
   limits: limitsSchema.prefault({}),
   ha: haSchema.optional(),
   parent: parentSchema.optional(),
@@ -84,6 +118,18 @@ export const tenantSchema = z.strictObject({
   resources: z.array(z.string().min(1)).optional(),
   /** Most clients of this tenant at once. */
   maxClients: z.number().int().min(1).optional(),
+  /** The priority bands this tenant's clients may use, [min, max]; a report outside is refused. */
+  priorities: z
+    .tuple([z.number().int(), z.number().int()])
+    .default([0, 0])
+    .refine(([min, max]) => min <= max, { message: 'min must not be above max' })
+    .refine(
+      ([min, max]) =>
+        Math.abs(min) <= domainLimits.maxPriority && Math.abs(max) <= domainLimits.maxPriority,
+      {
+        message: `priorities must lie within ±${domainLimits.maxPriority}`,
+      },
+    ),
 })
 
 export const demandEstimatorSchema = z.strictObject({
@@ -166,3 +212,5 @@ export type TenantConfig = z.output<typeof tenantSchema>
 export type Limits = z.output<typeof limitsSchema>
 export type HaConfig = z.output<typeof haSchema>
 export type ParentConfig = z.output<typeof parentSchema>
+export type TlsConfig = z.output<typeof tlsSchema>
+export type HoldingsKeyConfig = z.output<typeof holdingsKeySchema>

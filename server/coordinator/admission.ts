@@ -98,3 +98,25 @@ export function admitResource(
     }
   return undefined
 }
+
+/**
+ * The priority a tenant's report may use: its own, when inside the tenant's
+ * `priorities` range; a report that names none gets 0 moved into the range.
+ * Without tenants, any priority the protocol allows.
+ */
+export function admitPriority(
+  ctx: AdmissionContext,
+  tenant: string | undefined,
+  priority: number | undefined,
+): { priority: number | undefined } | Refusal {
+  const range = tenant === undefined ? undefined : ctx.config.tenant(tenant)?.priorities
+  if (range === undefined) return { priority }
+  const [min, max] = range
+  if (priority === undefined) return { priority: Math.min(max, Math.max(min, 0)) }
+  if (priority < min || priority > max)
+    return {
+      code: 'SLUICE_ERR_AUTH_PRIORITY',
+      detail: `tenant ${tenant} may use priorities ${min} to ${max}, received ${priority}`,
+    }
+  return { priority }
+}

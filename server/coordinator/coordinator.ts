@@ -13,7 +13,14 @@ import {
 import { CompiledConfig, type Config, type Limits, type ResourceSettings } from '../config/index.js'
 import { Pool, clientKey, type DemandReport, type LeaseBatch } from '../pool/index.js'
 import type { Upstream } from '../tree/index.js'
-import { admitClient, admitResource, type AdmissionContext, type Refusal } from './admission.js'
+import {
+  admitClient,
+  admitPriority,
+  admitResource,
+  type AdmissionContext,
+  type Refusal,
+} from './admission.js'
+import { AuthGuard } from './auth-guard.js'
 import { CoordinatorMetrics } from './metrics.js'
 import { RoundScheduler } from './scheduler.js'
 import type { SessionPort } from './session.js'
@@ -36,6 +43,8 @@ export class Coordinator {
   readonly metrics: CoordinatorMetrics
   /** Read-only figures of every resource, for the status API and the metrics. */
   readonly view: ResourceView
+  /** Slows token guessing, on the WebSocket and HTTP surfaces alike. */
+  guard: AuthGuard
   readonly #clock: Clock
   readonly #log: Logger
   readonly #settings: SettingsSource
@@ -67,6 +76,7 @@ export class Coordinator {
     this.view = new ResourceView(() => this.#pool, clock)
     this.metrics = new CoordinatorMetrics(() => this.view.resources())
     this.metrics.isLeader.set(role === 'leader' ? 1 : 0)
+    this.guard = new AuthGuard(this.limits, clock, logger, this.metrics)
     this.#warnOptimistic(config)
   }
 
@@ -103,6 +113,11 @@ export class Coordinator {
 
   get closed(): boolean {
     return this.#closed
+  }
+
+  /** The tenant whose token this is (constant-time look-up). */
+  tenantByToken(token: string): string | undefined {
+    return this.#settings.config.tenantByToken(token)
   }
 
   /** Settings of a resource as the pool runs it (a downstream's capacity is its parent's lease). */
@@ -228,8 +243,15 @@ export class Coordinator {
   }
 
   #hello(session: SessionPort, msg: HelloMessage): void {
+    const checked = this.#settings.config.requiresToken
+    if (checked && !this.guard.mayTry(session.remoteAddress, 'websocket'))
+      return this.#fail(session, 'SLUICE_ERR_AUTH_RATE_LIMITED', 'wait before trying another token')
     const verdict = admitClient(this.#admission(), msg, session.upgradeToken)
-    if ('code' in verdict) return this.#fail(session, verdict.code, verdict.detail)
+    if ('code' in verdict) {
+      if (verdict.code === 'SLUICE_ERR_AUTH_INVALID_TOKEN')
+        this.guard.failed(session.remoteAddress, 'websocket')
+      return this.#fail(session, verdict.code, verdict.detail)
+    }
     const tenant = verdict.tenant
     const key = clientKey(tenant, msg.clientId)
     this.#sessions.bind(session, key, msg.clientId, tenant)
@@ -265,7 +287,14 @@ export class Coordinator {
   }
 
   #demand(session: SessionPort, msg: DemandMessage): void {
-    const reports: DemandReport[] = this.#admitted(session, msg.resources, (e) => e.resource, false)
+    const ctx = this.#admission()
+    const banded: DemandReport[] = []
+    for (const entry of msg.resources) {
+      const verdict = admitPriority(ctx, session.tenant, entry.priority)
+      if ('code' in verdict) this.#refuse(session, entry.resource, verdict, false)
+      else banded.push({ ...entry, priority: verdict.priority })
+    }
+    const reports: DemandReport[] = this.#admitted(session, banded, (e) => e.resource, false)
     const { batches, newResources } = this.#pool.reportDemand(
       this.#key(session),
       reports,
@@ -352,7 +381,13 @@ export class Coordinator {
 
   /** Applies a new config (already validated). Leases follow through the normal safe path. */
   applyConfig(config: Config): void {
+    const old = this.limits
     this.#settings.setConfig(new CompiledConfig(config))
+    if (
+      old.authFailuresPerSec !== this.limits.authFailuresPerSec ||
+      old.authFailureBurst !== this.limits.authFailureBurst
+    )
+      this.guard = new AuthGuard(this.limits, this.#clock, this.#log, this.metrics)
     for (const id of this.#pool.resourceIds()) {
       if (!this.#pool.refreshSettings(id)) {
         // No template matches any more: the pool drains it to 0; say so to its clients.

@@ -13,6 +13,8 @@ export class CoordinatorMetrics {
   readonly reloads: Counter<'outcome'>
   readonly isLeader: Gauge
   readonly leaderChanges: Counter<'to'>
+  readonly authFailures: Counter<'surface'>
+  readonly authThrottled: Counter<'surface'>
 
   constructor(resources: () => readonly ResourceFigures[]) {
     const registers = [this.registry]
@@ -97,6 +99,18 @@ export class CoordinatorMetrics {
     this.isLeader = new Gauge({
       name: 'sluice_leader',
       help: '1 while this replica leads (always 1 without high availability)',
+      registers,
+    })
+    this.authFailures = new Counter({
+      name: 'sluice_auth_failures_total',
+      help: 'Failed authentications (wrong or missing token), by surface (websocket, http)',
+      labelNames: ['surface'],
+      registers,
+    })
+    this.authThrottled = new Counter({
+      name: 'sluice_auth_throttled_total',
+      help: 'Authentication attempts refused unchecked: too many failures from the address',
+      labelNames: ['surface'],
       registers,
     })
     this.leaderChanges = new Counter({

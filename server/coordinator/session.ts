@@ -8,6 +8,8 @@ export interface SessionPort {
   tenant: string | undefined
   /** Token from the upgrade's `Authorization: Bearer`, if any. */
   readonly upgradeToken: string | undefined
+  /** The peer's address, for throttling failed authentications; undefined when there is none. */
+  readonly remoteAddress: string | undefined
   send(message: ServerMessage): void
   /** Ends the connection with the error's close code. */
   fail(code: ErrorCode, detail: string): void

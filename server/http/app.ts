@@ -1,4 +1,4 @@
-import { timingSafeEqual } from 'node:crypto'
+import { createHash, timingSafeEqual } from 'node:crypto'
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import type { Logger } from 'pino'
 import {
@@ -32,10 +32,13 @@ function errorBody(
   }
 }
 
+/** Everything, or one tenant's own clients. */
+type ReadAccess = { readonly all: true } | { readonly all: false; readonly tenant: string }
+
+/** Compares tokens in constant time, lengths included (through their digests). */
 function sameToken(given: string, expected: string): boolean {
-  const a = Buffer.from(given)
-  const b = Buffer.from(expected)
-  return a.length === b.length && timingSafeEqual(a, b)
+  const digest = (t: string): Buffer => createHash('sha256').update(t).digest()
+  return timingSafeEqual(digest(given), digest(expected))
 }
 
 /**
@@ -78,24 +81,82 @@ export function buildHttpApp(options: HttpOptions): FastifyInstance {
     reply.type('text/javascript; charset=utf-8').send(dashboardJs),
   )
 
-  app.get('/metrics', async (_req, reply) => {
+  /**
+   * Who may read: everyone while reads are open (no read token, no tenants);
+   * otherwise the read or admin token sees everything, and a tenant's token
+   * its own clients only. Undefined after a refusal was sent.
+   */
+  const readAccess = async (
+    req: FastifyRequest,
+    reply: FastifyReply,
+  ): Promise<ReadAccess | undefined> => {
+    const { server, tenants } = coordinator.config
+    if (server.readToken === undefined && Object.keys(tenants).length === 0) return { all: true }
+    const token = bearerToken(req.headers.authorization)
+    if (!coordinator.guard.mayTry(req.ip, 'http')) {
+      await reply
+        .code(429)
+        .send(errorBody('SLUICE_ERR_AUTH_RATE_LIMITED', 'wait before trying another token'))
+      return undefined
+    }
+    if (token !== undefined) {
+      for (const expected of [server.readToken, server.adminToken])
+        if (expected !== undefined && sameToken(token, expected)) return { all: true }
+      const tenant = coordinator.tenantByToken(token)
+      if (tenant !== undefined) return { all: false, tenant }
+    }
+    coordinator.guard.failed(req.ip, 'http')
+    await reply
+      .code(401)
+      .header('www-authenticate', 'Bearer')
+      .send(errorBody('SLUICE_ERR_HTTP_UNAUTHORIZED', 'send the read, admin or a tenant token'))
+    return undefined
+  }
+
+  app.get('/metrics', async (req, reply) => {
+    const access = await readAccess(req, reply)
+    if (access === undefined) return reply
+    if (!access.all)
+      return reply
+        .code(403)
+        .send(errorBody('SLUICE_ERR_HTTP_UNAUTHORIZED', 'metrics need the read or admin token'))
     const registry = coordinator.metrics.registry
     return reply.type(registry.contentType).send(await registry.metrics())
   })
 
-  app.get('/v1/resources', async () => ({ resources: resourceSummaries(coordinator) }))
+  app.get('/v1/resources', async (req, reply) => {
+    const access = await readAccess(req, reply)
+    if (access === undefined) return reply
+    const all = resourceSummaries(coordinator)
+    if (access.all) return { resources: all }
+    // A tenant sees the resources its clients use.
+    return {
+      resources: all.filter((r) =>
+        coordinator.view.clients(r.id).some((c) => c.tenant === access.tenant),
+      ),
+    }
+  })
 
   // A wildcard, so ids with `/` work with or without percent-encoding.
   app.get('/v1/resources/*', async (req: FastifyRequest<{ Params: { '*': string } }>, reply) => {
+    const access = await readAccess(req, reply)
+    if (access === undefined) return reply
     const id = req.params['*']
     const detail = resourceDetail(coordinator, id, clock.now())
-    if (detail === undefined)
+    const visible =
+      detail === undefined || access.all
+        ? detail
+        : {
+            ...detail,
+            clientDetails: detail.clientDetails.filter((c) => c.tenant === access.tenant),
+          }
+    if (visible === undefined || (visible.clientDetails.length === 0 && !access.all))
       return reply
         .code(404)
         .send(
           errorBody('SLUICE_ERR_HTTP_NOT_FOUND', `no clients use resource ${JSON.stringify(id)}`),
         )
-    return detail
+    return visible
   })
 
   const requireAdmin = async (req: FastifyRequest, reply: FastifyReply): Promise<void> => {
@@ -105,7 +166,12 @@ export function buildHttpApp(options: HttpOptions): FastifyInstance {
       await reply
         .code(403)
         .send(errorBody('SLUICE_ERR_HTTP_UNAUTHORIZED', 'no server.adminToken is configured'))
+    } else if (!coordinator.guard.mayTry(req.ip, 'http')) {
+      await reply
+        .code(429)
+        .send(errorBody('SLUICE_ERR_AUTH_RATE_LIMITED', 'wait before trying another token'))
     } else if (token === undefined || !sameToken(token, expected)) {
+      coordinator.guard.failed(req.ip, 'http')
       await reply.code(401).send(errorBody('SLUICE_ERR_HTTP_UNAUTHORIZED'))
     }
   }

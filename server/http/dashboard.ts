@@ -69,8 +69,25 @@ function bar(row, r) {
   outer.append(committed, demand)
   td.appendChild(outer)
 }
+// When reads need a token, the page asks for it once and keeps it for the tab's life.
+function headers() {
+  const token = sessionStorage.getItem('sluice-token')
+  return token ? { authorization: 'Bearer ' + token } : {}
+}
+async function get(path) {
+  let res = await fetch(path, { cache: 'no-store', headers: headers() })
+  if (res.status === 401) {
+    const token = window.prompt('This coordinator needs a token to show its resources (read, admin or tenant token):')
+    if (token) {
+      sessionStorage.setItem('sluice-token', token)
+      res = await fetch(path, { cache: 'no-store', headers: headers() })
+    }
+  }
+  return res
+}
 async function json(path) {
-  const res = await fetch(path, { cache: 'no-store' })
+  const res = await get(path)
+  if (res.status === 401) throw new Error('a token is needed (reload the page to enter it)')
   return res.json()
 }
 async function refresh() {
@@ -107,7 +124,7 @@ async function refreshDetail() {
   const title = document.getElementById('detail-title')
   const table = document.getElementById('clients')
   if (selected === null) return
-  const res = await fetch('v1/resources/' + encodeURIComponent(selected), { cache: 'no-store' })
+  const res = await get('v1/resources/' + encodeURIComponent(selected))
   if (!res.ok) {
     title.hidden = table.hidden = true
     return

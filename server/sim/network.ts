@@ -232,6 +232,7 @@ export class SimSession implements SessionPort {
   clientId: string | undefined = undefined
   tenant: string | undefined = undefined
   readonly upgradeToken = undefined
+  readonly remoteAddress = undefined
   readonly toClient = new Direction()
   readonly #host: SimHost
   readonly #coordinator: Coordinator

@@ -25,6 +25,7 @@ export class WsSession implements SessionPort {
   clientId: string | undefined = undefined
   tenant: string | undefined = undefined
   readonly upgradeToken: string | undefined
+  readonly remoteAddress: string | undefined
   /** Set on every pong; the heartbeat closes a session that stays silent for a whole period. */
   alive = true
   readonly #ws: WebSocket
@@ -47,6 +48,7 @@ export class WsSession implements SessionPort {
     this.#clock = clock
     this.#log = log
     this.upgradeToken = bearerToken(req.headers.authorization)
+    this.remoteAddress = req.socket.remoteAddress
     const limits = coordinator.limits
     this.#budget = new MessageBudget(
       limits.maxMessagesPerSec,
