@@ -193,7 +193,7 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
     this.#redirectUrl = undefined
     const headers: Record<string, string> = {}
     if (this.options.token !== undefined) headers.authorization = bearerHeader(this.options.token)
-    const ws = this.options.socketFactory(url, headers)
+    const ws = this.options.socketFactory(url, headers, this.options.tls)
     this.#ws = ws
     // Until the welcome, the connect timeout is the bound: a handshake into a black hole ends.
     this.#watch(ws, this.options.connectTimeoutMs, 'no welcome in time')

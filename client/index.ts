@@ -1,5 +1,5 @@
 export { SluiceClient, createClient } from './client.js'
-export type { ClientOptions } from './options.js'
+export type { ClientOptions, ClientTlsOptions } from './options.js'
 export { Resource } from './resource.js'
 export type {
   AcquireOptions,
@@ -11,4 +11,4 @@ export type {
 export { TokenBucket } from './limiters/index.js'
 export type { Clock, LeaseGrant, Timer } from '../shared/index.js'
 export { ManualClock, SluiceError, systemClock } from '../shared/index.js'
-export type { ClientSocket, SocketFactory } from './socket.js'
+export type { ClientSocket, SocketFactory, SocketTls } from './socket.js'

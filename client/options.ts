@@ -4,9 +4,28 @@ import { z } from 'zod'
 import { SluiceError, describeIssues, systemClock, type Clock } from '../shared/index.js'
 import { webSocketFactory, type SocketFactory } from './socket.js'
 
+const wsUrl = z
+  .string()
+  .regex(/^wss?:\/\/[^\s/]+/, 'must be a ws:// or wss:// URL, e.g. ws://127.0.0.1:7070/v1/connect')
+
+const pem = z.union([z.string().min(1), z.instanceof(Buffer)])
+
+/** TLS for wss:// URLs: whom to trust, and this client's own certificate when the coordinator asks. */
+const tlsSchema = z.strictObject({
+  /** PEM CA bundle the coordinator's certificate must chain to; default: the system's CAs. */
+  ca: pem.optional(),
+  /** PEM certificate of this client (a coordinator with clientCerts: require). */
+  cert: pem.optional(),
+  /** PEM private key of `cert`. */
+  key: pem.optional(),
+  /** Refuse a certificate that does not verify; default true. Turn off only in a test. */
+  rejectUnauthorized: z.boolean().default(true),
+})
+
 const optionsSchema = z.strictObject({
-  /** One coordinator URL or several (tried in turn): ws://host:port/v1/connect */
-  url: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]),
+  /** One coordinator URL or several (tried in turn): ws://host:port/v1/connect or wss://… */
+  url: z.union([wsUrl, z.array(wsUrl).min(1)]),
+  tls: tlsSchema.optional(),
   clientId: z.string().min(1).max(256).optional(),
   token: z.string().min(1).optional(),
   /** Reconnect backoff: first delay and cap, ms (full jitter: a random delay in [0, min(cap, base·2^n)]). */
@@ -37,6 +56,8 @@ export interface ResolvedClientOptions extends z.output<typeof optionsSchema> {
   readonly random: () => number
   readonly socketFactory: SocketFactory
 }
+
+export type ClientTlsOptions = z.input<typeof tlsSchema>
 
 /** Parses client options once and freezes them; errors name the option, the rule and the value. */
 export function resolveClientOptions(options: ClientOptions): ResolvedClientOptions {

@@ -4,6 +4,7 @@ import {
   type Clock,
   type FailureMode,
   type LeaseGrant,
+  type LeaseProof,
   type ResourceKind,
   type Timer,
 } from '../shared/index.js'
@@ -101,6 +102,8 @@ export class Resource extends EventEmitter {
   /** What safe mode enforces now: from the last lease while its hold lasts, then 0. */
   #fallbackCapacity: number
   #fallbackBurst: number
+  /** The proof of the lease the capacity in force comes from (leased, or its fallback). */
+  #proof: LeaseProof | undefined = undefined
   #lapsed = false
   #lastReported = 0
   #learning = false
@@ -173,7 +176,8 @@ export class Resource extends EventEmitter {
    * its safe fallback while the hold lasts (optimistic: its demand), and for
    * concurrency the slots in flight. Undefined when nothing.
    */
-  holding(): { resource: string; capacity: number; inFlight?: number } | undefined {
+  holding():
+    { resource: string; capacity: number; inFlight?: number; proof?: LeaseProof } | undefined {
     const capacity = this.capacity
     const inFlight = this.#enforcer.inFlight
     if (!(capacity > 0) && inFlight === 0) return undefined
@@ -181,6 +185,7 @@ export class Resource extends EventEmitter {
       resource: this.id,
       capacity: Math.min(1e15, Math.max(0, capacity)),
       ...(this.kind === 'concurrency' && inFlight > 0 ? { inFlight } : {}),
+      ...(this.#proof === undefined ? {} : { proof: this.#proof }),
     }
   }
 
@@ -277,6 +282,7 @@ export class Resource extends EventEmitter {
     this.#holdTimer?.cancel()
     this.#holdTimer = undefined
     this.#lapsed = false
+    this.#proof = grant.proof
     // A lease running out is no reason to keep the process alive.
     this.#expiryTimer = this.#clock.setTimeout(() => this.#lapse(grant), grant.ttlMs).unref()
     this.#setState({ mode: 'leased', lease: grant })
@@ -310,6 +316,7 @@ export class Resource extends EventEmitter {
     this.#holdTimer = undefined
     this.#fallbackCapacity = 0
     this.#fallbackBurst = 0
+    this.#proof = undefined
     this.#lapsed = true
     this.#setState(this.#unleased())
     this.#applyCapacity()
@@ -348,6 +355,7 @@ export class Resource extends EventEmitter {
         this.#holdTimer = undefined
         this.#fallbackCapacity = 0
         this.#fallbackBurst = 0
+        this.#proof = undefined
         this.#lapsed = this.failureMode === 'safe'
         this.#setState(this.#unleased())
         this.#applyCapacity()

@@ -20,8 +20,31 @@ export interface ClientSocket {
   off(event: 'pong' | 'close', listener: () => void): this
 }
 
-export type SocketFactory = (url: string, headers: Record<string, string>) => ClientSocket
+/** TLS options passed to a real WebSocket for wss:// URLs. */
+export interface SocketTls {
+  readonly ca?: string | Buffer | undefined
+  readonly cert?: string | Buffer | undefined
+  readonly key?: string | Buffer | undefined
+  readonly rejectUnauthorized: boolean
+}
+
+export type SocketFactory = (
+  url: string,
+  headers: Record<string, string>,
+  tls?: SocketTls  ,
+) => ClientSocket
 
 export const socketStates = { connecting: 0, open: 1, closing: 2, closed: 3 } as const
 
-export const webSocketFactory: SocketFactory = (url, headers) => new WebSocket(url, { headers })
+export const webSocketFactory: SocketFactory = (url, headers, tls) =>
+  new WebSocket(url, {
+    headers,
+    ...(tls === undefined
+      ? {}
+      : {
+          rejectUnauthorized: tls.rejectUnauthorized,
+          ...(tls.ca === undefined ? {} : { ca: tls.ca }),
+          ...(tls.cert === undefined ? {} : { cert: tls.cert }),
+          ...(tls.key === undefined ? {} : { key: tls.key }),
+        }),
+  })

@@ -1,15 +1,25 @@
 import { EventEmitter } from 'node:events'
 import { readFile } from 'node:fs/promises'
 import { hostname } from 'node:os'
+import type { Server as TlsServer } from 'node:tls'
 import type { FastifyInstance } from 'fastify'
 import { pino, type Logger } from 'pino'
-import { SluiceError, connectPath, systemClock, type Clock } from '../shared/index.js'
+import {
+  SluiceError,
+  connectPath,
+  describeIssues,
+  systemClock,
+  type Clock,
+} from '../shared/index.js'
 import {
   ConfigFileWatcher,
   loadConfigFile,
   parseConfig,
+  holdingsKeySchema,
+  loadTls,
   resolveConfig,
   securityDowngrades,
+  type HoldingsKeyConfig,
   type Config,
   type ConfigInput,
 } from './config/index.js'
@@ -85,6 +95,24 @@ function withOverrides(config: Config, options: CoordinatorOptions): Config {
   return parseConfig({ ...config, server }, 'command line')
 }
 
+/**
+ * The holdings key: the config's, else SLUICE_HOLDINGS_KEY (and
+ * SLUICE_HOLDINGS_KEY_PREVIOUS, comma-separated), validated like the config.
+ */
+function holdingsKeys(config: Config, env: NodeJS.ProcessEnv): HoldingsKeyConfig | undefined {
+  if (config.server.holdingsKey !== undefined) return config.server.holdingsKey
+  const current = env.SLUICE_HOLDINGS_KEY
+  if (current === undefined || current === '') return undefined
+  const previous = (env.SLUICE_HOLDINGS_KEY_PREVIOUS ?? '').split(',').filter((k) => k !== '')
+  const parsed = holdingsKeySchema.safeParse({ current, previous })
+  if (!parsed.success)
+    throw new SluiceError(
+      'SLUICE_ERR_CONFIG_INVALID',
+      `SLUICE_HOLDINGS_KEY / SLUICE_HOLDINGS_KEY_PREVIOUS: ${describeIssues(parsed.error)}`,
+    )
+  return parsed.data
+}
+
 /** Starts a coordinator: HTTP API and WebSocket endpoint on one port. */
 export async function createCoordinator(options: CoordinatorOptions): Promise<RunningCoordinator> {
   const clock = options.clock ?? systemClock
@@ -95,6 +123,7 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
   const advertise = options.advertise ?? ha?.advertise
   const elected = ha !== undefined || options.election !== undefined
   const coordinator = new Coordinator(config, clock, logger, elected ? 'follower' : 'leader')
+  coordinator.setHoldingsKeys(holdingsKeys(config, process.env))
   let ready = false
   const events = new EventEmitter()
 
@@ -112,7 +141,29 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
       const lost = securityDowngrades(coordinator.config, next)
       if (lost.length > 0 && !next.server.securityDowngrade)
         throw new SluiceError('SLUICE_ERR_CONFIG_DOWNGRADE', lost.join('; '))
+      const keys = holdingsKeys(next, process.env)
+      // TLS material is re-read on every reload (certificate rotation); a listener started
+      // without TLS cannot start serving it without a restart.
+      if (next.server.tls !== undefined) {
+        if (tls === undefined)
+          throw new SluiceError(
+            'SLUICE_ERR_CONFIG_INVALID',
+            'server.tls: this coordinator started without TLS; restart it to serve TLS',
+          )
+        if (next.server.tls.clientCerts !== coordinator.config.server.tls?.clientCerts)
+          throw new SluiceError(
+            'SLUICE_ERR_CONFIG_INVALID',
+            'server.tls.clientCerts: changing whether client certificates are required needs a restart',
+          )
+        const material = await loadTls(next.server.tls)
+        ;(app.server as unknown as TlsServer).setSecureContext({
+          key: material.key,
+          cert: material.cert,
+          ...(material.ca === undefined ? {} : { ca: material.ca }),
+        })
+      }
       coordinator.applyConfig(next)
+      coordinator.setHoldingsKeys(keys)
       const summary = {
         resources: next.resources.length,
         tenants: Object.keys(next.tenants).length,
@@ -127,7 +178,9 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
     }
   }
 
+  const tls = config.server.tls === undefined ? undefined : await loadTls(config.server.tls)
   const app = buildHttpApp({
+    tls,
     coordinator,
     clock,
     logger,
@@ -140,7 +193,8 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
   const address = app.server.address()
   const port = typeof address === 'object' && address !== null ? address.port : 0
   const urlHost = host.includes(':') ? `[${host}]` : host
-  const advertiseUrl = advertise ?? `ws://${urlHost}:${port}${connectPath}`
+  const scheme = tls === undefined ? { http: 'http', ws: 'ws' } : { http: 'https', ws: 'wss' }
+  const advertiseUrl = advertise ?? `${scheme.ws}://${urlHost}:${port}${connectPath}`
   if (elected && advertise === undefined && (host === '0.0.0.0' || host === '::')) {
     await app.close()
     throw new SluiceError(
@@ -196,7 +250,7 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
   }
   ready = true
   logger.info(
-    { url: `http://${urlHost}:${port}`, resources: config.resources.length },
+    { url: `${scheme.http}://${urlHost}:${port}`, resources: config.resources.length },
     'coordinator listening',
   )
 
@@ -222,8 +276,8 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
   }
 
   return {
-    url: `http://${urlHost}:${port}`,
-    wsUrl: `ws://${urlHost}:${port}${connectPath}`,
+    url: `${scheme.http}://${urlHost}:${port}`,
+    wsUrl: `${scheme.ws}://${urlHost}:${port}${connectPath}`,
     port,
     coordinator,
     events,

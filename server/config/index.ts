@@ -8,7 +8,7 @@ export {
 } from './load.js'
 export { CompiledConfig, templateLearningMs, templateSafeHoldMs } from './resolve.js'
 export type { ResourceSettings } from './resolve.js'
-export { configSchema, resourceTemplateSchema } from './schema.js'
+export { configSchema, holdingsKeySchema, resourceTemplateSchema } from './schema.js'
 export type {
   Config,
   ConfigInput,
@@ -22,3 +22,5 @@ export type {
 } from './schema.js'
 export { ConfigFileWatcher } from './watch.js'
 export { securityDowngrades } from './downgrade.js'
+export { loadTls } from './tls.js'
+export type { TlsMaterial } from './tls.js'

@@ -22,6 +22,7 @@ import {
 } from './admission.js'
 import { AuthGuard } from './auth-guard.js'
 import { CoordinatorMetrics } from './metrics.js'
+import { provenCapacity, signLease, type HoldingsKeys } from './proofs.js'
 import { RoundScheduler } from './scheduler.js'
 import type { SessionPort } from './session.js'
 import { SessionTable } from './sessions.js'
@@ -53,6 +54,8 @@ export class Coordinator {
   #startedMs: number
   #role: Role
   #leaderUrl: string | undefined
+  /** Signs leases and verifies claimed holdings; without it, no claim is trusted. */
+  #keys: HoldingsKeys | undefined
   /** Until when this replica surely leads (an election's lease); always, without one. */
   #leadingUntilMs: () => number = () => Infinity
   #closed = false
@@ -173,6 +176,15 @@ export class Coordinator {
     this.#leadingUntilMs = leadingUntilMs
   }
 
+  /**
+   * The holdings key (config, or SLUICE_HOLDINGS_KEY): leases are signed
+   * with it, and a learning coordinator restores only holdings whose proof
+   * verifies and has not expired. Without one it trusts no claim.
+   */
+  setHoldingsKeys(keys: HoldingsKeys | undefined): void {
+    this.#keys = keys
+  }
+
   /** Whether this replica may grant now; a leader past its deadline steps down here. */
   #mayGrant(): boolean {
     if (this.#role !== 'leader') return false
@@ -282,8 +294,34 @@ export class Coordinator {
     // an unknown resource in a hello is what a config change leaves behind, not a mistake.
     const holdings = this.#admitted(session, msg.holdings ?? [], (r) => r.resource, true)
     if (holdings.length === 0) return
-    this.#dispatch(this.#pool.learnHoldings(key, holdings, this.#clock.now()))
+    const proven = holdings.map((h) => ({
+      resource: h.resource,
+      capacity: this.#proven(msg.clientId, tenant, h),
+    }))
+    this.#dispatch(this.#pool.learnHoldings(key, proven, this.#clock.now()))
     for (const h of holdings) this.#ensureSchedule(h.resource)
+  }
+
+  /**
+   * How much of a claimed holding counts: what its proof backs (never more
+   * than claimed, slots in flight included), or 0 without a verifying proof,
+   * or without a key to verify it with.
+   */
+  #proven(
+    clientId: string,
+    tenant: string | undefined,
+    h: NonNullable<HelloMessage['holdings']>[number],
+  ): number {
+    const claimed = Math.max(h.capacity, h.inFlight ?? 0)
+    if (this.#keys === undefined) return 0
+    const binding = { tenant, clientId, resource: h.resource }
+    const { capacity, reason } = provenCapacity(this.#keys, binding, h.proof, this.#clock.wallNow())
+    if (reason === 'forged' || (reason === 'missing' && claimed > 0))
+      this.#log.warn(
+        { clientId, tenant, resource: h.resource, claimed, reason },
+        'holding not restored: its proof does not verify',
+      )
+    return Math.min(claimed, capacity)
   }
 
   #demand(session: SessionPort, msg: DemandMessage): void {
@@ -464,7 +502,25 @@ export class Coordinator {
   }
 
   #dispatch(batches: readonly LeaseBatch[]): void {
-    if (batches.length > 0) this.metrics.pushes.inc(this.#sessions.dispatch(batches))
+    if (batches.length === 0) return
+    const keys = this.#keys
+    if (keys !== undefined) {
+      const wallMs = this.#clock.wallNow()
+      for (const batch of batches) {
+        const session = this.#sessions.get(batch.clientKey)
+        if (session === undefined) continue
+        for (const lease of batch.leases) {
+          const graceMs = this.#pool.settings(lease.resource)?.graceMs ?? 0
+          const binding = {
+            tenant: session.tenant,
+            clientId: session.clientId!,
+            resource: lease.resource,
+          }
+          lease.proof = signLease(keys, binding, lease, wallMs, graceMs)
+        }
+      }
+    }
+    this.metrics.pushes.inc(this.#sessions.dispatch(batches))
   }
 
   #ensureSchedule(resourceId: string): void {

@@ -41,6 +41,11 @@ export class SessionTable {
     return true
   }
 
+  /** The live session of a client, by its pool key. */
+  get(key: string): SessionPort | undefined {
+    return this.#sessions.get(key)
+  }
+
   send(key: string, message: ServerMessage): boolean {
     const session = this.#sessions.get(key)
     if (session === undefined) return false

@@ -9,6 +9,7 @@ import {
   type Clock,
   type ErrorCode,
 } from '../../shared/index.js'
+import type { TlsMaterial } from '../config/index.js'
 import type { Coordinator } from '../coordinator/index.js'
 import { dashboardHtml, dashboardJs } from './dashboard.js'
 import { resourceDetail, resourceSummaries } from './status.js'
@@ -21,6 +22,8 @@ export interface HttpOptions {
   reload: (body: unknown) => Promise<{ resources: number; tenants: number }>
   /** False while starting or closing. */
   ready: () => boolean
+  /** Serve HTTPS (and WSS) with this material; plain HTTP without. */
+  tls?: TlsMaterial | undefined
 }
 
 function errorBody(
@@ -49,7 +52,22 @@ function sameToken(given: string, expected: string): boolean {
 export function buildHttpApp(options: HttpOptions): FastifyInstance {
   const { coordinator, clock } = options
   // Fastify's per-request logging would put a line per scrape in the log; we log what matters ourselves.
-  const app = Fastify({ logger: false, bodyLimit: 1024 * 1024 })
+  const tls = options.tls
+  const app = (
+    tls === undefined
+      ? Fastify({ logger: false, bodyLimit: 1024 * 1024 })
+      : Fastify({
+          logger: false,
+          bodyLimit: 1024 * 1024,
+          https: {
+            key: tls.key,
+            cert: tls.cert,
+            ...(tls.ca === undefined ? {} : { ca: tls.ca }),
+            requestCert: tls.requestCert,
+            rejectUnauthorized: tls.requestCert,
+          },
+        })
+  ) as FastifyInstance
 
   app.get('/healthz', async () => ({ status: 'ok' }))
 

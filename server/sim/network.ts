@@ -59,7 +59,17 @@ export class SimHost {
     this.#options = options
     this.#random = random
     this.#log = log
-    this.coordinator = new Coordinator(config, clock, log)
+    this.coordinator = this.#newCoordinator()
+  }
+
+  /** A coordinator process: replicas share a holdings key, so a new one verifies what clients hold. */
+  #newCoordinator(): Coordinator {
+    const coordinator = new Coordinator(this.#config, this.clock, this.#log)
+    coordinator.setHoldingsKeys({
+      current: 'simulated replicas share this holdings key',
+      previous: [],
+    })
+    return coordinator
   }
 
   get up(): boolean {
@@ -86,7 +96,7 @@ export class SimHost {
 
   restart(): void {
     if (this.coordinator !== undefined) return
-    this.coordinator = new Coordinator(this.#config, this.clock, this.#log)
+    this.coordinator = this.#newCoordinator()
   }
 
   applyConfig(config: Config): void {

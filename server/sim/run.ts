@@ -261,7 +261,7 @@ export class SimRun {
 
   #join(c: SimClient): void {
     const client = createClient({
-      url: 'sim://coordinator',
+      url: 'ws://coordinator.sim/v1/connect',
       clientId: c.id,
       clock: this.#clock,
       random: seededRandom(c.seed ^ 0xbac0ff),

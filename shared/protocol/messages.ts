@@ -23,6 +23,22 @@ export const resourceId = z
   .regex(printable, 'must hold printable characters only')
 
 const quantity = z.number().min(0).max(L.maxQuantity)
+
+/**
+ * A lease's proof: what the coordinator signed (HMAC-SHA256 under the
+ * replicas' holdings key), so a coordinator that starts later can verify a
+ * holding instead of trusting it. `untilMs` and `fallbackUntilMs` are the
+ * signing coordinator's wall-clock times (ms since the epoch): the one place
+ * the protocol carries timestamps, read only by coordinators, whose clocks
+ * must agree within graceMs. Clients echo it untouched.
+ */
+export const leaseProof = z.strictObject({
+  capacity: quantity,
+  fallback: quantity,
+  untilMs: z.number().int().min(0),
+  fallbackUntilMs: z.number().int().min(0),
+  mac: z.string().min(1).max(128),
+})
 const weight = z.number().min(L.minWeight).max(L.maxWeight)
 const priority = z.number().int().min(-L.maxPriority).max(L.maxPriority)
 
@@ -54,7 +70,12 @@ export const helloMessage = z.strictObject({
    */
   holdings: z
     .array(
-      z.strictObject({ resource: resourceId, capacity: quantity, inFlight: quantity.optional() }),
+      z.strictObject({
+        resource: resourceId,
+        capacity: quantity,
+        inFlight: quantity.optional(),
+        proof: leaseProof.optional(),
+      }),
     )
     .max(L.maxEntries)
     .optional(),
@@ -116,6 +137,8 @@ export const leaseGrant = z.strictObject({
   safeCapacity: quantity,
   /** How long `safe` mode may use safeCapacity after the lease lapses; then 0 until a lease comes. */
   safeHoldMs: z.number().int().min(0),
+  /** Present when the coordinator has a holdings key: echo it in a hello's holdings. */
+  proof: leaseProof.optional(),
 })
 
 export const welcomeMessage = z.strictObject({
@@ -161,6 +184,7 @@ export type AckMessage = z.output<typeof ackMessage>
 export type ReleaseMessage = z.output<typeof releaseMessage>
 export type ClientMessage = z.output<typeof clientMessage>
 export type LeaseGrant = z.output<typeof leaseGrant>
+export type LeaseProof = z.output<typeof leaseProof>
 export type WelcomeMessage = z.output<typeof welcomeMessage>
 export type LeaseMessage = z.output<typeof leaseMessage>
 export type ErrorMessage = z.output<typeof errorMessage>

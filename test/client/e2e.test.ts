@@ -4,7 +4,11 @@ import { Cluster, Load } from '../helpers/cluster.js'
 
 const refreshMs = 100
 const config = (overrides: Record<string, unknown> = {}): ConfigInput => ({
-  server: { limits: { roundDebounceMs: 0 } },
+  // A restarted coordinator restores what clients hold only when their proofs verify.
+  server: {
+    limits: { roundDebounceMs: 0 },
+    holdingsKey: { current: 'a test holdings key, 32 chars or more' },
+  },
   resources: [
     {
       match: 'api',

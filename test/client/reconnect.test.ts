@@ -5,7 +5,11 @@ import type { ConfigInput } from '../../server/config/index.js'
 import { Cluster, Load } from '../helpers/cluster.js'
 
 const config = (learningMs = 0): ConfigInput => ({
-  server: { limits: { roundDebounceMs: 0 } },
+  // A restarted coordinator restores what clients hold only when their proofs verify.
+  server: {
+    limits: { roundDebounceMs: 0 },
+    holdingsKey: { current: 'a test holdings key, 32 chars or more' },
+  },
   resources: [
     {
       match: 'api',

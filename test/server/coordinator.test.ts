@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import type { LeaseMessage } from '../../shared/index.js'
+import { signLease } from '../../server/coordinator/proofs.js'
 import { closedAfterEach, simpleConfig, startCoordinator } from '../helpers/coordinator.js'
 import { TestClient } from '../helpers/ws-client.js'
 
@@ -194,18 +195,54 @@ describe('coordinator over WebSocket', () => {
 })
 
 describe('learning mode', () => {
-  it('accepts reported holdings (never beyond capacity) and makes newcomers wait until it ends', async () => {
+  it('restores holdings whose proof verifies (never beyond capacity), not forged or expired ones, and makes newcomers wait until learning ends', async () => {
+    const keys = { current: 'the replicas share this holdings key!', previous: [] }
     const { server, clock } = await startCoordinator(
-      simpleConfig({ learningMs: 1000, unsafeLearning: true }),
+      simpleConfig({ learningMs: 1000, unsafeLearning: true }, { holdingsKey: keys }),
     )
     running.push(server)
+    // What an earlier coordinator with the same key signed for each client.
+    const proof = (clientId: string, capacity: number, sentWallMs = clock.wallNow()) =>
+      signLease(
+        keys,
+        { tenant: undefined, clientId, resource: 'api' },
+        {
+          resource: 'api',
+          kind: 'rate',
+          capacity,
+          burst: capacity,
+          ttlMs: 1000,
+          refreshMs: 100,
+          safeCapacity: capacity,
+          safeHoldMs: 500,
+        },
+        sentWallMs,
+        200,
+      )
     const old1 = await TestClient.connect(server.wsUrl)
     const old2 = await TestClient.connect(server.wsUrl)
+    const forger = await TestClient.connect(server.wsUrl)
+    const stale = await TestClient.connect(server.wsUrl)
     const fresh = await TestClient.connect(server.wsUrl)
-    clients.push(old1, old2, fresh)
-    await old1.hello('old1', { holdings: [{ resource: 'api', capacity: 200 }] })
+    clients.push(old1, old2, forger, stale, fresh)
+    // A forged claim (another client's proof, a huge amount) and an expired one count as 0.
+    await forger.hello('forger', {
+      holdings: [{ resource: 'api', capacity: 1e15, proof: proof('old1', 1e15) }],
+    })
+    expect(capacityOf(await forger.nextLease('api'))).toBe(0)
+    await stale.hello('stale', {
+      holdings: [
+        { resource: 'api', capacity: 100, proof: proof('stale', 100, clock.wallNow() - 5000) },
+      ],
+    })
+    expect(capacityOf(await stale.nextLease('api'))).toBe(0)
+    await old1.hello('old1', {
+      holdings: [{ resource: 'api', capacity: 200, proof: proof('old1', 200) }],
+    })
     expect(capacityOf(await old1.nextLease('api'))).toBe(200)
-    await old2.hello('old2', { holdings: [{ resource: 'api', capacity: 200 }] })
+    await old2.hello('old2', {
+      holdings: [{ resource: 'api', capacity: 200, proof: proof('old2', 200) }],
+    })
     expect(capacityOf(await old2.nextLease('api'))).toBe(100) // only what is left of 300
     await fresh.hello('fresh')
     for (const c of [old1, old2, fresh])
@@ -215,6 +252,7 @@ describe('learning mode', () => {
     await fresh.flush()
     expect(fresh.received.filter((m) => m.type === 'lease')).toEqual([])
     expect(server.coordinator.view.committed('api')).toBe(300)
+    for (const c of [forger, stale]) c.ws.terminate()
 
     // Learning ends: normal rounds share fairly, the newcomer first gets what is free as acks come in.
     clock.advance(1000)
@@ -231,5 +269,17 @@ describe('learning mode', () => {
       (m) => m.type === 'lease' && m.leases.some((l) => l.capacity > 0),
     )
     expect(capacityOf(grown)).toBe(100)
+  })
+
+  it('trusts no claimed holding without a holdings key', async () => {
+    const { server } = await startCoordinator(
+      simpleConfig({ learningMs: 1000, unsafeLearning: true }),
+    )
+    running.push(server)
+    const claimer = await TestClient.connect(server.wsUrl)
+    clients.push(claimer)
+    await claimer.hello('claimer', { holdings: [{ resource: 'api', capacity: 200 }] })
+    expect(capacityOf(await claimer.nextLease('api'))).toBe(0)
+    expect(server.coordinator.view.committed('api')).toBe(0)
   })
 })

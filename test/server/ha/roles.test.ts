@@ -23,7 +23,11 @@ async function replica(
 ): Promise<{ server: RunningCoordinator; election: ManualElection }> {
   let election!: ManualElection
   const server = await createCoordinator({
-    config: simpleConfig(overrides),
+    // Replicas share a holdings key, so a new leader can verify what clients hold.
+    config: simpleConfig(overrides, {
+      limits: { roundDebounceMs: 0 },
+      holdingsKey: { current: 'replicas share this holdings key, 32+' },
+    }),
     host: '127.0.0.1',
     port: 0,
     clock,
