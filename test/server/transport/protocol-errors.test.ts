@@ -219,3 +219,86 @@ describe('fuzzing a live coordinator', () => {
     expect(good.closeCode).toBeUndefined()
   })
 })
+
+describe('fuzzing a live coordinator as a hostile tenant', () => {
+  const tenants = {
+    a: { token: 'tenant-a-token' },
+    b: { token: 'tenant-b-token' },
+  }
+  // What a hostile tenant's client may send: the victim's id, any priority, claims of any size
+  // with made-up proofs, acks and releases of anything, in any order.
+  const hostile = fc.oneof(
+    fc.record({
+      type: fc.constant('hello'),
+      v: fc.constant(1),
+      clientId: fc.constantFrom('victim', 'b-client'),
+      instance: fc.constantFrom('victim-instance-1', 'hostile-instance'),
+      holdings: fc.array(
+        fc.record({
+          resource: fc.constant('api'),
+          capacity: fc.oneof(fc.constant(1e15), fc.integer({ min: 0, max: 1000 })),
+          proof: fc.record({
+            capacity: fc.constant(1e15),
+            fallback: fc.constant(1e15),
+            untilMs: fc.constant(Number.MAX_SAFE_INTEGER),
+            fallbackUntilMs: fc.constant(Number.MAX_SAFE_INTEGER),
+            mac: fc.string({ minLength: 1, maxLength: 40 }),
+          }),
+        }),
+        { maxLength: 2 },
+      ),
+    }),
+    fc.record({
+      type: fc.constant('demand'),
+      resources: fc.array(
+        fc.record({
+          resource: fc.constant('api'),
+          wants: fc.integer({ min: 0, max: 1e6 }),
+          priority: fc.integer({ min: -1_000_000, max: 1_000_000 }),
+          weight: fc.double({ min: 1e-6, max: 1e6, noNaN: true }),
+        }),
+        { minLength: 1, maxLength: 2 },
+      ),
+    }),
+    fc.record({ type: fc.constant('ack'), seq: fc.integer({ min: 1, max: 10_000 }) }),
+    fc.record({ type: fc.constant('release'), resources: fc.constant(['api']) }),
+  )
+
+  it('never lets another tenant close the victim’s session, touch its leases, or push Σ committed past capacity', async () => {
+    const { open, clock, server } = await start({
+      ...simpleConfig(
+        { learningMs: 1000, unsafeLearning: true },
+        {
+          limits: { roundDebounceMs: 0, maxMessagesPerSec: 1000 },
+          holdingsKey: { current: 'a key the hostile tenant does not know!' },
+        },
+      ),
+      tenants,
+    })
+    const victim = await open()
+    await victim.hello('victim', { token: 'tenant-a-token', instance: 'victim-instance-1' })
+    clock.advance(1000)
+    await fc.assert(
+      fc.asyncProperty(fc.array(hostile, { minLength: 1, maxLength: 8 }), async (messages) => {
+        const attacker = await open({ authorization: 'Bearer tenant-b-token' })
+        for (const m of messages) attacker.send(m)
+        await attacker.flush().catch(() => undefined)
+        attacker.ws.terminate()
+        await attacker.closed
+        clock.advance(400)
+        victim.send({ type: 'demand', resources: [{ resource: 'api', wants: 150 }] })
+        await victim.flush()
+        clock.advance(0)
+        const lease = await victim.next<LeaseMessage>((m) => m.type === 'lease')
+        victim.send({ type: 'ack', seq: lease.seq })
+        expect(victim.closeCode).toBeUndefined()
+        expect(server.coordinator.view.committed('api')).toBeLessThanOrEqual(300)
+      }),
+      { numRuns: Math.min(100, fc.readConfigureGlobal().numRuns ?? 100) },
+    )
+    // Every run left the victim its own session and a lease of its own.
+    const mine = server.coordinator.view.clients('api').filter((c) => c.tenant === 'a')
+    expect(mine.map((c) => c.id)).toEqual(['victim'])
+    expect(victim.closeCode).toBeUndefined()
+  })
+})
