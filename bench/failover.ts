@@ -22,7 +22,10 @@ async function once(etcd: EtcdServer, dir: string, run: number, ttlSec: number):
   await writeFile(
     configPath,
     JSON.stringify({
-      server: { ha: { etcd: [etcd.clientUrl], name: `bench-${run}`, ttlSec } },
+      server: {
+        ha: { etcd: [etcd.clientUrl], name: `bench-${run}`, ttlSec },
+        holdingsKey: { current: 'the replicas of this benchmark share this key' },
+      },
       resources: [
         {
           match: 'api',

@@ -31,7 +31,7 @@ export interface SocketTls {
 export type SocketFactory = (
   url: string,
   headers: Record<string, string>,
-  tls?: SocketTls  ,
+  tls?: SocketTls,
 ) => ClientSocket
 
 export const socketStates = { connecting: 0, open: 1, closing: 2, closed: 3 } as const

@@ -175,6 +175,8 @@ function configText(scenario: FaultScenario, capacities: ReadonlyMap<string, num
     server: {
       host: '127.0.0.1',
       limits: { heartbeatMs: scenario.heartbeatMs, roundDebounceMs: 20 },
+      // A restarted coordinator restores what clients prove they hold.
+      holdingsKey: { current: 'the fault suite signs its leases with this key' },
     },
     resources: scenario.resources.map((r) => ({
       match: r.id,

@@ -49,6 +49,8 @@ async function startReplicas(
       server: {
         ha: { etcd: [etcd.clientUrl], name: `test-${randomUUID()}`, ttlSec: 2 },
         limits: { roundDebounceMs: 10, heartbeatMs },
+        // Replicas share a holdings key, so a new leader restores what clients prove they hold.
+        holdingsKey: { current: 'the replicas of this test share this key' },
       },
       resources: [
         {
