@@ -52,7 +52,16 @@ export async function spawnCoordinator(
   await writeFile(file, configText)
   const child = spawn(
     process.execPath,
-    ['dist/server/cli/bin.js', 'serve', '--config', file, '--port', '0'],
+    [
+      'dist/server/cli/bin.js',
+      'serve',
+      '--config',
+      file,
+      '--port',
+      '0',
+      '--data-dir',
+      join(dir, 'data'),
+    ],
     {
       env: { ...process.env, SLUICE_LOG_LEVEL: 'warn' },
       stdio: ['ignore', 'pipe', 'inherit'],

@@ -28,6 +28,7 @@ import { EtcdElection, type LeaderElection } from './ha/index.js'
 import type { SluiceClient } from '../client/index.js'
 import { Upstream } from './tree/index.js'
 import { buildHttpApp } from './http/index.js'
+import { FileLedger, type Ledger, type LedgerEntry } from './ledger/index.js'
 import { Gateway } from './transport/index.js'
 
 export interface CoordinatorOptions {
@@ -47,6 +48,11 @@ export interface CoordinatorOptions {
   etcd?: readonly string[] | undefined
   /** Overrides `server.ha.advertise`. */
   advertise?: string | undefined
+  /**
+   * Overrides `server.dataDir`: the directory of the embedded ledger; `false` for none. A
+   * coordinator elected among replicas keeps its ledger in etcd instead.
+   */
+  dataDir?: string | false | undefined
   /** Overrides `server.parent.url`: lease capacity from this parent coordinator. */
   parent?: readonly string[] | undefined
   /**
@@ -124,6 +130,20 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
   const elected = ha !== undefined || options.election !== undefined
   const coordinator = new Coordinator(config, clock, logger, elected ? 'follower' : 'leader')
   coordinator.setHoldingsKeys(holdingsKeys(config, process.env))
+  const dataDir = options.dataDir ?? config.server.dataDir
+  let ledger: Ledger | undefined
+  if (dataDir !== undefined && dataDir !== false && !elected) {
+    ledger = new FileLedger(dataDir)
+    let restored: LedgerEntry[] | undefined
+    try {
+      restored = await ledger.load()
+    } catch (error) {
+      // Never trust what cannot be read: learn instead, and say why.
+      logger.error({ err: error }, 'the ledger cannot be trusted; learning instead')
+      coordinator.metrics.errors.inc({ code: 'SLUICE_ERR_LEDGER_CORRUPT' })
+    }
+    coordinator.attachLedger(ledger, restored)
+  }
   let ready = false
   const events = new EventEmitter()
 
@@ -292,6 +312,8 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
       await election?.close()
       await upstream?.close()
       coordinator.close()
+      await coordinator.ledgerIdle()
+      await ledger?.close()
       gateway.close()
       await app.close()
       logger.info('coordinator closed')

@@ -50,6 +50,15 @@ export const errorCatalogue = Object.freeze({
     message: 'the new configuration lowers security; set server.securityDowngrade to allow it',
     retryable: false,
   },
+  // ledger of commitments
+  SLUICE_ERR_LEDGER_CORRUPT: {
+    message: 'the ledger cannot be trusted (unreadable, or a line fails its checksum); the coordinator learns instead',
+    retryable: false,
+  },
+  SLUICE_ERR_LEDGER_WRITE: {
+    message: 'writing the ledger failed; the leases it covers were not sent',
+    retryable: true,
+  },
   // wire protocol (each ends the connection with its close code)
   SLUICE_ERR_PROTO_MALFORMED: {
     message: 'message is not valid JSON of a known type and shape',

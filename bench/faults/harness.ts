@@ -139,6 +139,9 @@ class CoordinatorProcess {
         this.#configPath,
         '--port',
         String(this.port),
+        // The ledger beside the config: a restart resumes from it.
+        '--data-dir',
+        join(dirname(this.#configPath), 'data'),
       ],
       { env: { ...process.env, SLUICE_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] },
     )

@@ -10,6 +10,7 @@ export const usage = `Usage: sluice <command> [options]
 
 Commands:
   serve --config FILE [--host H] [--port P] [--etcd URL,...] [--advertise WS_URL] [--parent WS_URL]
+        [--data-dir DIR|none]
                   Run a coordinator. SIGHUP reloads the config (so does a change to
                   the file, and POST /v1/admin/reload); SIGINT/SIGTERM stop it.
   validate FILE   Check a config file; exit 0, or 1 naming each bad field.

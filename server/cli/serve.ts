@@ -1,12 +1,21 @@
 import { pino } from 'pino'
 import { SluiceError } from '../../shared/index.js'
+import { loadConfigFile } from '../config/index.js'
 import { createCoordinator } from '../create.js'
 import { parseCommandArgs, portOption } from './args.js'
 import { exitCodes, type CommandIo } from './io.js'
 
+/** Where `sluice serve` keeps its ledger unless told otherwise (relative to the working directory). */
+export const defaultDataDir = 'sluice-data'
+
+/** The config's own `server.dataDir`, which `--data-dir` overrides and the default does not. */
+async function configDataDir(path: string): Promise<string | undefined> {
+  return (await loadConfigFile(path)).server.dataDir
+}
+
 /**
  * `sluice serve --config FILE [--host H] [--port P] [--etcd URL[,URL]] [--advertise WS_URL]
- * [--parent WS_URL[,WS_URL]]`: runs until SIGINT or SIGTERM; SIGHUP reloads.
+ * [--parent WS_URL[,WS_URL]] [--data-dir DIR|none]`: runs until SIGINT or SIGTERM; SIGHUP reloads.
  */
 export async function serveCommand(args: readonly string[], io: CommandIo): Promise<number> {
   const { values } = parseCommandArgs(
@@ -19,6 +28,7 @@ export async function serveCommand(args: readonly string[], io: CommandIo): Prom
       etcd: { type: 'string' },
       advertise: { type: 'string' },
       parent: { type: 'string' },
+      'data-dir': { type: 'string' },
     },
     { min: 0, max: 0 },
   )
@@ -36,6 +46,11 @@ export async function serveCommand(args: readonly string[], io: CommandIo): Prom
     etcd: values.etcd?.split(',').filter((u) => u !== ''),
     advertise: values.advertise,
     parent: values.parent?.split(',').filter((u) => u !== ''),
+    // The embedded ledger is on by default: a restart resumes at once instead of learning.
+    dataDir:
+      values['data-dir'] === 'none'
+        ? false
+        : (values['data-dir'] ?? (await configDataDir(values.config)) ?? defaultDataDir),
     logger,
   })
   io.stdout.write(

@@ -101,6 +101,17 @@ export const serverSchema = z.strictObject({
   tls: tlsSchema.optional(),
   /** Lease proofs (HMAC-SHA256); also from SLUICE_HOLDINGS_KEY and SLUICE_HOLDINGS_KEY_PREVIOUS. */
   holdingsKey: holdingsKeySchema.optional(),
+  /**
+   * Directory of the embedded ledger of commitments (a file, fsynced before a lease is sent):
+   * a restarted coordinator resumes from it instead of learning. Unset: no ledger. Read at
+   * start. `sluice serve` defaults it to ./sluice-data; replicas on etcd keep it in etcd.
+   */
+  dataDir: z.string().min(1).optional(),
+  /**
+   * Longest a ledger write may take, ms: every lease counts this much longer, and a batch whose
+   * write took longer is not sent (its leases lapse).
+   */
+  ledgerMaxWriteMs: ms(1, 60_000).default(500),
   /** A reload may remove TLS, the admin token, the read token or tenant authentication only with this set. */
   securityDowngrade: z.boolean().default(false),
   limits: limitsSchema.prefault({}),

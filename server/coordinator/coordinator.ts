@@ -11,6 +11,7 @@ import {
   type ReleaseMessage,
 } from '../../shared/index.js'
 import { CompiledConfig, type Config, type Limits, type ResourceSettings } from '../config/index.js'
+import type { Ledger, LedgerChange, LedgerEntry } from '../ledger/index.js'
 import { Pool, clientKey, type DemandReport, type LeaseBatch } from '../pool/index.js'
 import type { Upstream } from '../tree/index.js'
 import {
@@ -56,6 +57,14 @@ export class Coordinator {
   #leaderUrl: string | undefined
   /** Signs leases and verifies claimed holdings; without it, no claim is trusted. */
   #keys: HoldingsKeys | undefined
+  /** Where commitments are written before the leases they cover are sent. */
+  #ledger: Ledger | undefined
+  /** Whether this coordinator started from a trusted ledger (no learning). */
+  #restored = false
+  /** Batches waiting for the ledger write that covers them, in order. */
+  #pending: { changes: LedgerChange[]; batches: LeaseBatch[]; atMs: number }[] = []
+  #writing = false
+  readonly #idleWaiters: (() => void)[] = []
   /** Until when this replica surely leads (an election's lease); always, without one. */
   #leadingUntilMs: () => number = () => Infinity
   #closed = false
@@ -185,6 +194,40 @@ export class Coordinator {
     this.#keys = keys
   }
 
+  /**
+   * Writes commitments to `ledger` before it sends the leases they cover
+   * (write-ahead; decreases and lapses may follow later). With `restored`,
+   * entries a ledger kept: the pool starts from them and grants what is free
+   * at once, without learning. Undefined: the ledger could not be trusted,
+   * so the coordinator learns as without one.
+   */
+  attachLedger(ledger: Ledger, restored: readonly LedgerEntry[] | undefined): void {
+    this.#ledger = ledger
+    this.#restored = restored !== undefined
+    this.#pool = this.#newPool()
+    if (restored !== undefined) {
+      const n = this.#pool.restore(restored, (wallMs) => this.#toMonoMs(wallMs), this.#clock.now())
+      for (const id of this.#pool.resourceIds()) this.#ensureSchedule(id)
+      this.#log.info({ ledger: ledger.kind, entries: n }, 'resumed from the ledger; no learning')
+    }
+  }
+
+  /** How this coordinator knows what clients hold: `ledger` (restored), `learning`, or `none` (no ledger). */
+  get ledgerState(): { kind: string; started: 'restored' | 'learning' } {
+    return {
+      kind: this.#ledger?.kind ?? 'none',
+      started: this.#restored ? 'restored' : 'learning',
+    }
+  }
+
+  #toWallMs(monoMs: number): number {
+    return monoMs - this.#clock.now() + this.#clock.wallNow()
+  }
+
+  #toMonoMs(wallMs: number): number {
+    return wallMs - this.#clock.wallNow() + this.#clock.now()
+  }
+
   /** Whether this replica may grant now; a leader past its deadline steps down here. */
   #mayGrant(): boolean {
     if (this.#role !== 'leader') return false
@@ -251,6 +294,7 @@ export class Coordinator {
     this.metrics.connections.set(this.#sessions.size)
     const key = clientKey(session.tenant, clientId)
     for (const id of this.#pool.disconnect(key, this.#clock.now())) this.#rounds.prompt(id)
+    this.#dispatch([])
     this.#log.info({ clientId, tenant: session.tenant }, 'client disconnected')
   }
 
@@ -278,10 +322,9 @@ export class Coordinator {
       { clientId: msg.clientId, tenant, outcome, holdings: msg.holdings?.length ?? 0 },
       'client connected',
     )
-    const learningLeftMs = Math.max(
-      0,
-      this.#startedMs + this.#settings.config.maxLearningMs() - this.#clock.now(),
-    )
+    const learningLeftMs = this.#restored
+      ? 0
+      : Math.max(0, this.#startedMs + this.#settings.config.maxLearningMs() - this.#clock.now())
     session.send({
       type: 'welcome',
       v: protocolVersion,
@@ -483,7 +526,14 @@ export class Coordinator {
   // ---- internals ----
 
   #newPool(): Pool {
-    return new Pool(this.#startedMs, this.#settings.lookup)
+    return new Pool(this.#startedMs, this.#settings.lookup, {
+      learn: !this.#restored,
+      track: this.#ledger !== undefined,
+      sendDelayMs:
+        this.#ledger === undefined || this.#ledger.synchronous
+          ? 0
+          : this.config.server.ledgerMaxWriteMs,
+    })
   }
 
   /** A follower's answer to a client: the leader's URL, or come back later. */
@@ -501,7 +551,85 @@ export class Coordinator {
     session.fail(code, detail)
   }
 
+  /**
+   * Sends lease batches: with a ledger, only once the changes that cover them
+   * are written (in order; writes queued meanwhile go as one). A synchronous
+   * ledger sends at once. A failed write sends nothing: its leases stay
+   * counted and lapse.
+   */
   #dispatch(batches: readonly LeaseBatch[]): void {
+    if (this.#closed) return
+    const ledger = this.#ledger
+    if (ledger === undefined) return this.#send(batches)
+    const changes = this.#pool.takeChanges((monoMs) => this.#toWallMs(monoMs))
+    if (changes.length === 0 && batches.length === 0) return
+    const item = { changes, batches: [...batches], atMs: this.#clock.now() }
+    if (this.#writing || this.#pending.length > 0) {
+      this.#pending.push(item)
+      return
+    }
+    this.#write(ledger, [item])
+  }
+
+  /** Writes the items' changes as one, then sends their batches (those still in time). */
+  #write(
+    ledger: Ledger,
+    items: { changes: LedgerChange[]; batches: LeaseBatch[]; atMs: number }[],
+  ): void {
+    const changes = items.flatMap((i) => i.changes)
+    const done = (): void => {
+      this.#writing = false
+      // A batch that waited longer than its leases were counted for is not sent: they lapse.
+      const limitMs = this.config.server.ledgerMaxWriteMs
+      const nowMs = this.#clock.now()
+      for (const item of items) {
+        if (nowMs - item.atMs <= limitMs) this.#send(item.batches)
+        else if (item.batches.length > 0)
+          this.#writeFailed(
+            new Error(
+              `ledger write took ${Math.round(nowMs - item.atMs)} ms; server.ledgerMaxWriteMs is ${limitMs}`,
+            ),
+          )
+      }
+      const next = this.#pending.splice(0)
+      if (next.length > 0) this.#write(ledger, next)
+      else this.#settled()
+    }
+    let written: Promise<void> | void
+    try {
+      written = changes.length === 0 ? undefined : ledger.write(changes)
+    } catch (error) {
+      this.#writeFailed(error)
+      return
+    }
+    if (written === undefined) return done()
+    this.#writing = true
+    written.then(done, (error: unknown) => {
+      this.#writing = false
+      this.#writeFailed(error)
+      const next = this.#pending.splice(0)
+      if (next.length > 0) this.#write(ledger, next)
+      else this.#settled()
+    })
+  }
+
+  /** Resolves once no ledger write is in flight or queued (tests and orderly shutdown). */
+  ledgerIdle(): Promise<void> {
+    if (!this.#writing && this.#pending.length === 0) return Promise.resolve()
+    return new Promise((resolve) => this.#idleWaiters.push(resolve))
+  }
+
+  #settled(): void {
+    if (this.#writing || this.#pending.length > 0) return
+    for (const resolve of this.#idleWaiters.splice(0)) resolve()
+  }
+
+  #writeFailed(error: unknown): void {
+    this.metrics.errors.inc({ code: 'SLUICE_ERR_LEDGER_WRITE' })
+    this.#log.error({ err: error }, 'ledger write failed; the leases it covers were not sent')
+  }
+
+  #send(batches: readonly LeaseBatch[]): void {
     if (batches.length === 0) return
     const keys = this.#keys
     if (keys !== undefined) {

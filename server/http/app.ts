@@ -84,6 +84,7 @@ export function buildHttpApp(options: HttpOptions): FastifyInstance {
       role,
       ...(role === 'follower' ? { leader: coordinator.leaderUrl ?? null } : {}),
       learning,
+      ledger: coordinator.ledgerState,
     })
   })
 

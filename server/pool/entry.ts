@@ -136,6 +136,10 @@ export class Entry {
   }
 
   /** Concurrency leases of a connected client never lapse on their own. */
+  get pinned(): boolean {
+    return this.#pinned
+  }
+
   get #pinned(): boolean {
     return this.client.connected && this.resource.settings.kind === 'concurrency'
   }
@@ -151,18 +155,37 @@ export class Entry {
     return max
   }
 
-  /** Drops what has lapsed entirely and recomputes `committed`, keeping the resource's sum in step. */
-  refresh(nowMs: number): void {
+  /**
+   * Drops what has lapsed entirely and recomputes `committed`, keeping the
+   * resource's sum in step. Returns whether a lease was dropped.
+   */
+  refresh(nowMs: number): boolean {
     const pinned = this.#pinned
     const gone = (l: LeaseRecord): boolean => l.fallbackUntilMs <= nowMs && (!pinned || l.lapsed)
-    if (this.leases.some(gone)) this.leases = this.leases.filter((l) => !gone(l))
+    const dropped = this.leases.some(gone)
+    if (dropped) this.leases = this.leases.filter((l) => !gone(l))
+    this.#setCommitted(nowMs)
+    return dropped
+  }
+
+  /** Restores leases a ledger kept (seq 0: no ack of this coordinator's matches them). */
+  restore(records: readonly LeaseRecord[], nowMs: number): void {
+    this.leases = [...records]
     this.#setCommitted(nowMs)
   }
 
   /** Records a lease of `ttlMs` as sent now. */
-  record(seq: number, capacity: number, fallback: number, ttlMs: number, nowMs: number): void {
+  record(
+    seq: number,
+    capacity: number,
+    fallback: number,
+    ttlMs: number,
+    nowMs: number,
+    sendDelayMs = 0,
+  ): void {
     const s = this.resource.settings
-    const holdUntilMs = nowMs + ttlMs + s.graceMs
+    // The lease may leave up to sendDelayMs from now (a ledger write first): counted from then.
+    const holdUntilMs = nowMs + sendDelayMs + ttlMs + s.graceMs
     this.leases.push({
       seq,
       capacity,

@@ -1,7 +1,8 @@
 import { allocate, wholeUnits, type ClientDemand } from '../allocation/index.js'
 import type { ResourceSettings } from '../config/index.js'
 import type { LeaseGrant } from '../../shared/index.js'
-import { ClientState, Entry, ResourceState } from './entry.js'
+import type { LedgerChange, LedgerEntry } from '../ledger/index.js'
+import { ClientState, Entry, ResourceState, type LeaseRecord } from './entry.js'
 import type { ClientSnapshot, ResourceSnapshot } from './snapshot.js'
 
 /** Where the pool reads a resource's settings; undefined when no template matches the id. */
@@ -77,10 +78,112 @@ export class Pool {
   // never sees a sequence number reused, so a late ack can never match a newer batch.
   #lastSeq = 0
   #replaced = 0
+  /** Whether resources re-learn for learningMs when they first appear (no trusted ledger). */
+  readonly #learn: boolean
+  /** Entries whose leases changed since the last `takeChanges`, and entries gone. */
+  readonly #dirty = new Set<Entry>()
+  readonly #removed: { clientKey: string; resource: string }[] = []
 
-  constructor(startMs: number, settingsFor: SettingsSource) {
+  /** Whether changes are kept for a ledger (`takeChanges`); without one nothing piles up. */
+  readonly #track: boolean
+  /** Longest a batch may wait between `round` (or any call) returning it and its sending. */
+  readonly #sendDelayMs: number
+
+  constructor(
+    startMs: number,
+    settingsFor: SettingsSource,
+    options: { learn?: boolean; track?: boolean; sendDelayMs?: number } = {},
+  ) {
     this.#startMs = startMs
     this.#settingsFor = settingsFor
+    this.#learn = options.learn ?? true
+    this.#track = options.track ?? false
+    this.#sendDelayMs = options.sendDelayMs ?? 0
+  }
+
+  #touch(entry: Entry): void {
+    if (this.#track) this.#dirty.add(entry)
+  }
+
+  #gone(key: { clientKey: string; resource: string }): void {
+    if (this.#track) this.#removed.push(key)
+  }
+
+  // ---- the ledger ----
+
+  /**
+   * What changed since the last call, as the ledger keeps it (wall-clock
+   * times through `toWallMs`): each changed entry's leases, or its removal.
+   */
+  takeChanges(toWallMs: (monoMs: number) => number): LedgerChange[] {
+    const changes: LedgerChange[] = []
+    for (const removed of this.#removed.splice(0)) changes.push({ remove: removed })
+    for (const e of this.#dirty) {
+      const { client, resource } = e
+      if (client.entries.get(resource.settings.id) !== e) continue
+      changes.push({
+        put: {
+          clientKey: client.key,
+          clientId: client.clientId,
+          tenant: client.tenant,
+          instance: client.instance,
+          resource: resource.settings.id,
+          pinned: e.pinned,
+          commitments: e.leases.map((l) => ({
+            // A lease that lapsed while its client was away counts only as its fallback.
+            capacity: l.lapsed ? l.fallback : l.capacity,
+            untilMs: Math.ceil(toWallMs(l.holdUntilMs)),
+            fallback: l.fallback,
+            fallbackUntilMs: Math.ceil(toWallMs(l.fallbackUntilMs)),
+          })),
+        },
+      })
+    }
+    this.#dirty.clear()
+    return changes
+  }
+
+  /**
+   * Starts from what a ledger kept: each client as disconnected (it will
+   * reconnect, or its leases lapse), each lease as committed until its wall
+   * time (through `toMonoMs`). Concurrency slots counted while connected
+   * count a whole lease life from now: they may still be in flight.
+   */
+  restore(
+    entries: readonly LedgerEntry[],
+    toMonoMs: (wallMs: number) => number,
+    nowMs: number,
+  ): number {
+    let restored = 0
+    for (const le of entries) {
+      const settings = this.#settingsFor(le.resource)
+      if (settings === undefined) continue
+      let client = this.#clients.get(le.clientKey)
+      if (client === undefined) {
+        client = new ClientState(le.clientKey, le.clientId, le.tenant, le.instance)
+        client.connected = false
+        this.#clients.set(le.clientKey, client)
+      }
+      const entry = this.#subscribe(client, le.resource, settings)
+      const records: LeaseRecord[] = le.commitments.map((c) => ({
+        seq: 0,
+        capacity: c.capacity,
+        ttlMs: settings.leaseTtlMs,
+        sentMs: nowMs,
+        holdUntilMs: toMonoMs(c.untilMs),
+        fallback: c.fallback,
+        fallbackUntilMs: toMonoMs(c.fallbackUntilMs),
+        acked: true,
+        lapsed: false,
+      }))
+      entry.restore(records, nowMs)
+      if (le.pinned) entry.disconnected(nowMs)
+      entry.refresh(nowMs)
+      this.#touch(entry)
+      restored++
+    }
+    for (const r of this.#resources.values()) this.#sweep(r, nowMs)
+    return restored
   }
 
   // ---- queries (no state changes) ----
@@ -234,7 +337,10 @@ export class Pool {
     }
     client.connected = true
     client.sinceSeq = this.#lastSeq + 1
-    for (const e of client.entries.values()) e.reconnected(nowMs)
+    for (const e of client.entries.values()) {
+      e.reconnected(nowMs)
+      this.#touch(e)
+    }
     return outcome
   }
 
@@ -318,7 +424,10 @@ export class Pool {
     const touched = new Set<ResourceState>()
     const ack = (entry: Entry): void => {
       const before = entry.committed
-      if (entry.acknowledge(seq, nowMs) && entry.committed < before) touched.add(entry.resource)
+      if (entry.acknowledge(seq, nowMs)) {
+        this.#touch(entry)
+        if (entry.committed < before) touched.add(entry.resource)
+      }
     }
     if (resources === undefined) for (const entry of client.entries.values()) ack(entry)
     else
@@ -358,6 +467,7 @@ export class Pool {
     for (const e of client.entries.values()) {
       e.disconnected(nowMs)
       e.refresh(nowMs)
+      this.#touch(e)
     }
     const ids = [...client.entries.keys()]
     if (client.entries.size === 0) this.#clients.delete(key)
@@ -505,7 +615,7 @@ export class Pool {
   #sweep(r: ResourceState, nowMs: number): void {
     let sum = 0
     for (const e of r.entries.values()) {
-      e.refresh(nowMs)
+      if (e.refresh(nowMs)) this.#touch(e)
       sum += e.committed
       if (!e.client.connected && e.leases.length === 0) this.#unsubscribe(e)
     }
@@ -518,7 +628,7 @@ export class Pool {
     let r = this.#resources.get(resourceId)
     if (r === undefined) {
       // Learning runs for learningMs after the coordinator starts, whenever the resource first appears.
-      r = new ResourceState(settings, this.#startMs + settings.learningMs)
+      r = new ResourceState(settings, this.#startMs + (this.#learn ? settings.learningMs : 0))
       this.#resources.set(resourceId, r)
     }
     entry = new Entry(client, r)
@@ -529,6 +639,8 @@ export class Pool {
 
   #unsubscribe(entry: Entry): void {
     const { client, resource } = entry
+    this.#dirty.delete(entry)
+    this.#gone({ clientKey: client.key, resource: resource.settings.id })
     client.entries.delete(resource.settings.id)
     resource.entries.delete(client.key)
     resource.starved.delete(entry)
@@ -552,6 +664,8 @@ export class Pool {
     this.#clients.set(aside.key, aside)
     for (const entry of [...client.entries.values()]) {
       const r = entry.resource
+      this.#dirty.delete(entry)
+      this.#gone({ clientKey: client.key, resource: r.settings.id })
       const moved = new Entry(aside, r)
       moved.leases = entry.leases
       moved.weight = entry.weight
@@ -563,6 +677,7 @@ export class Pool {
       aside.entries.set(r.settings.id, moved)
       moved.disconnected(nowMs)
       moved.refresh(nowMs)
+      this.#touch(moved)
     }
   }
 
@@ -586,7 +701,8 @@ export class Pool {
       capacity,
       s.kind === 'concurrency' ? Math.floor(safeShare + 1e-9) : safeShare,
     )
-    entry.record(batch.seq, capacity, safeCapacity, ttlMs, nowMs)
+    entry.record(batch.seq, capacity, safeCapacity, ttlMs, nowMs, this.#sendDelayMs)
+    this.#touch(entry)
     const share = s.capacity > 0 ? capacity / s.capacity : 0
     batch.leases.push({
       resource: s.id,

@@ -1,0 +1,67 @@
+/**
+ * One commitment as the ledger keeps it: what a client may enforce of a
+ * resource, in wall-clock ms (the ledger outlives the process whose
+ * monotonic clock the pool runs on).
+ */
+export interface LedgerCommitment {
+  readonly capacity: number
+  readonly untilMs: number
+  readonly fallback: number
+  readonly fallbackUntilMs: number
+}
+
+/** What one client is committed of one resource: every lease that still counts. */
+export interface LedgerEntry {
+  /** The pool's key of the client (its id, scoped by tenant). */
+  readonly clientKey: string
+  readonly clientId: string
+  readonly tenant: string | undefined
+  /** The client process's nonce, so that process can resume its leases after a restart. */
+  readonly instance: string | undefined
+  readonly resource: string
+  /** Concurrency: the slots counted while the client was connected never lapse by time. */
+  readonly pinned: boolean
+  readonly commitments: readonly LedgerCommitment[]
+}
+
+/** A change to the ledger: an entry's new state, or its removal. */
+export type LedgerChange =
+  | { readonly put: LedgerEntry }
+  | { readonly remove: { readonly clientKey: string; readonly resource: string } }
+
+/** The key of an entry in a ledger. */
+export function entryKey(clientKey: string, resource: string): string {
+  return JSON.stringify([clientKey, resource])
+}
+
+/**
+ * Where the coordinator writes down what it has out before it hands it out,
+ * so a coordinator that starts or takes over resumes from it instead of
+ * learning. `write` is durable when it resolves (or returns, for a ledger
+ * that is synchronous): only then are the leases it covers sent.
+ */
+export interface Ledger {
+  /**
+   * What was written, entry by entry; undefined when nothing ever was (a
+   * first start, or a lost store: either way, learn); throws
+   * SLUICE_ERR_LEDGER_CORRUPT when it cannot be trusted.
+   */
+  load(): Promise<LedgerEntry[] | undefined>
+  write(changes: readonly LedgerChange[]): Promise<void> | void
+  close(): Promise<void>
+  /** For status: `file`, `etcd`, `memory`. */
+  readonly kind: string
+  /** `write` returns at once, done (nothing waits on I/O): batches go out in the same turn. */
+  readonly synchronous: boolean
+}
+
+/** Applies changes to a map of entries (the reference every ledger must agree with). */
+export function applyChanges(
+  state: Map<string, LedgerEntry>,
+  changes: readonly LedgerChange[],
+): void {
+  for (const c of changes) {
+    if ('put' in c) state.set(entryKey(c.put.clientKey, c.put.resource), c.put)
+    else state.delete(entryKey(c.remove.clientKey, c.remove.resource))
+  }
+}

@@ -1,0 +1,161 @@
+import fc from 'fast-check'
+import {
+  appendFileSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  truncateSync,
+  writeFileSync,
+} from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import {
+  FileLedger,
+  MemoryLedger,
+  entryKey,
+  type LedgerChange,
+  type LedgerEntry,
+} from '../../../server/ledger/index.js'
+
+const dirs: string[] = []
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true })
+})
+function dir(): string {
+  const d = mkdtempSync(join(tmpdir(), 'sluice-ledger-'))
+  dirs.push(d)
+  return d
+}
+
+const entry = fc.record({
+  clientKey: fc.constantFrom('a', 'b', 't\u0000c'),
+  clientId: fc.constantFrom('a', 'b', 'c'),
+  tenant: fc.constantFrom(undefined, 't'),
+  instance: fc.constantFrom(undefined, 'inst-0001'),
+  resource: fc.constantFrom('api', 'db/writes'),
+  pinned: fc.boolean(),
+  commitments: fc.array(
+    fc.record({
+      capacity: fc.integer({ min: 0, max: 1000 }),
+      untilMs: fc.integer({ min: 0, max: 1e12 }),
+      fallback: fc.integer({ min: 0, max: 1000 }),
+      fallbackUntilMs: fc.integer({ min: 0, max: 1e12 }),
+    }),
+    { maxLength: 3 },
+  ),
+}) as fc.Arbitrary<LedgerEntry>
+const change: fc.Arbitrary<LedgerChange> = fc.oneof(
+  entry.map((put) => ({ put })),
+  entry.map((e) => ({ remove: { clientKey: e.clientKey, resource: e.resource } })),
+)
+const byKey = (entries: readonly LedgerEntry[] | undefined) =>
+  Object.fromEntries((entries ?? []).map((e) => [entryKey(e.clientKey, e.resource), e]))
+
+describe('file ledger', () => {
+  it('loads what a memory ledger holds after the same writes, across reopenings and compactions', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.array(change, { minLength: 1, maxLength: 4 }), { maxLength: 120 }),
+        fc.integer({ min: 1, max: 5 }),
+        async (writes, reopenEvery) => {
+          const path = dir()
+          const reference = new MemoryLedger()
+          let ledger = new FileLedger(path)
+          await ledger.load()
+          for (const [i, w] of writes.entries()) {
+            reference.write(w)
+            await ledger.write(w)
+            if (i % reopenEvery === 0) {
+              await ledger.close()
+              ledger = new FileLedger(path)
+              expect(byKey(await ledger.load())).toEqual(byKey(reference.entries()))
+            }
+          }
+          await ledger.close()
+          expect(byKey(await new FileLedger(path).load())).toEqual(byKey(reference.entries()))
+        },
+      ),
+      { numRuns: Math.max(20, Math.floor(fc.readConfigureGlobal().numRuns! / 10)) },
+    )
+  })
+
+  it('has nothing to say in a data directory that never had a ledger (a first start, or a lost one)', async () => {
+    expect(await new FileLedger(join(dir(), 'fresh')).load()).toBeUndefined()
+  })
+
+  it('keeps its file bounded: compaction leaves a few lines per live entry', async () => {
+    const path = dir()
+    const ledger = new FileLedger(path)
+    await ledger.load()
+    const put: LedgerEntry = {
+      clientKey: 'a',
+      clientId: 'a',
+      tenant: undefined,
+      instance: undefined,
+      resource: 'api',
+      pinned: false,
+      commitments: [{ capacity: 1, untilMs: 1, fallback: 1, fallbackUntilMs: 1 }],
+    }
+    for (let i = 0; i < 2000; i++)
+      await ledger.write([
+        { put: { ...put, commitments: [{ ...put.commitments[0]!, untilMs: i }] } },
+      ])
+    await ledger.close()
+    expect(readFileSync(ledger.path, 'utf8').split('\n').length).toBeLessThanOrEqual(66)
+    expect(statSync(ledger.path).size).toBeLessThan(64 * 1024)
+  })
+
+  it('drops a torn last write (a crash mid-write, never acknowledged), whatever byte it stops at', async () => {
+    const path = dir()
+    const ledger = new FileLedger(path)
+    await ledger.load()
+    const a: LedgerEntry = {
+      clientKey: 'a',
+      clientId: 'a',
+      tenant: undefined,
+      instance: 'i-000001',
+      resource: 'api',
+      pinned: false,
+      commitments: [{ capacity: 5, untilMs: 9, fallback: 2, fallbackUntilMs: 10 }],
+    }
+    await ledger.write([{ put: a }])
+    await ledger.close()
+    const whole = readFileSync(ledger.path)
+    const torn = `abcdef0123456789 ${JSON.stringify([{ put: { ...a, resource: 'db' } }])}\n`
+    for (let cut = 0; cut < torn.length - 1; cut += 7) {
+      writeFileSync(ledger.path, whole)
+      appendFileSync(ledger.path, torn.slice(0, cut))
+      const loaded = await new FileLedger(path).load()
+      expect(loaded).toEqual([a])
+    }
+  })
+
+  it('refuses a ledger with a bad line before the last, with SLUICE_ERR_LEDGER_CORRUPT', async () => {
+    const path = dir()
+    const ledger = new FileLedger(path)
+    await ledger.load()
+    const a: LedgerEntry = {
+      clientKey: 'a',
+      clientId: 'a',
+      tenant: undefined,
+      instance: undefined,
+      resource: 'api',
+      pinned: false,
+      commitments: [],
+    }
+    await ledger.write([{ put: a }])
+    await ledger.write([{ put: { ...a, resource: 'db' } }])
+    await ledger.close()
+    const text = readFileSync(ledger.path, 'utf8')
+    const damaged = text.replace('"api"', '"apj"')
+    expect(damaged).not.toBe(text)
+    writeFileSync(ledger.path, damaged)
+    appendFileSync(ledger.path, text.split('\n').slice(0, 1).join('\n') + '\n')
+    await expect(new FileLedger(path).load()).rejects.toMatchObject({
+      code: 'SLUICE_ERR_LEDGER_CORRUPT',
+    })
+    truncateSync(ledger.path, 0)
+  })
+})

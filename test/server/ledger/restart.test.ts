@@ -1,0 +1,106 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { createClient, type SluiceClient } from '../../../client/index.js'
+import { createCoordinator, type RunningCoordinator } from '../../../server/index.js'
+import { ManualClock } from '../../../shared/index.js'
+import { silentLogger, simpleConfig } from '../../helpers/coordinator.js'
+
+// A single coordinator with the embedded ledger, restarted on the same port and data directory:
+// it resumes from what it wrote, so it grants what is free at once instead of learning.
+
+const closers: Array<() => Promise<unknown>> = []
+afterEach(async () => {
+  for (const c of closers.splice(0).reverse()) await c()
+})
+
+const clock = new ManualClock()
+// Learning as long as the default (a commitment's life) when there is no ledger.
+const config = simpleConfig({ learningMs: 1700 })
+
+async function start(dataDir: string, port = 0): Promise<RunningCoordinator> {
+  const server = await createCoordinator({
+    config,
+    host: '127.0.0.1',
+    port,
+    clock,
+    logger: silentLogger,
+    dataDir,
+    watchConfig: false,
+  })
+  closers.push(() => server.close())
+  return server
+}
+
+function client(url: string, id: string): SluiceClient {
+  const c = createClient({
+    url,
+    clientId: id,
+    clock,
+    random: () => 0.5,
+    backoffBaseMs: 20,
+    backoffCapMs: 50,
+  })
+  c.on('error', () => undefined)
+  closers.push(() => c.close())
+  return c
+}
+
+async function step(
+  server: RunningCoordinator,
+  clients: SluiceClient[],
+  ms: number,
+): Promise<void> {
+  // Moves time, then lets every exchange it causes finish: ledger writes, leases, acks.
+  clock.advance(ms)
+  for (let i = 0; i < 3; i++) {
+    await fetch(`${server.url}/healthz`).catch(() => undefined)
+    await server.coordinator.ledgerIdle()
+    await Promise.all(clients.filter((c) => c.connected).map((c) => c.roundTrip()))
+  }
+}
+
+describe('the embedded ledger', () => {
+  it('lets a restarted coordinator resume at once: what clients hold stays counted, what is free is granted without learning', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'sluice-data-'))
+    closers.push(async () => rmSync(dataDir, { recursive: true, force: true }))
+    let server = await start(dataDir)
+    const port = server.port
+    // The first start in a data directory learns: nothing says what clients may hold.
+    expect(server.coordinator.ledgerState).toEqual({ kind: 'file', started: 'learning' })
+    const a = client(server.wsUrl, 'a')
+    const ra = a.resource('api', { wants: 200, failureMode: 'pessimistic' })
+    for (let t = 0; t < 2000; t += 50) await step(server, [a], 50)
+    expect(ra.capacity, 'a before the restart').toBe(200)
+
+    // The coordinator dies (its clients do not release anything) and comes back.
+    await server.close()
+    server = await start(dataDir, port)
+    expect(server.coordinator.ledgerState.started).toBe('restored')
+    expect(server.coordinator.view.committed('api'), 'restored').toBe(200)
+    const b = client(server.wsUrl, 'b')
+    const rb = b.resource('api', { wants: 300, failureMode: 'pessimistic' })
+    let sum = 0
+    for (let t = 0; t < 300; t += 50) {
+      await step(server, [a, b], 50)
+      sum = Math.max(sum, ra.capacity + rb.capacity)
+    }
+    // Within a few round trips, not a learning period (1.7 s): what a does not hold, b has.
+    expect(rb.capacity).toBeGreaterThanOrEqual(100)
+    expect(sum).toBeLessThanOrEqual(300)
+    expect(server.coordinator.view.committed('api')).toBeLessThanOrEqual(300)
+  })
+
+  it('learns instead when the ledger cannot be trusted, and says so', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'sluice-data-'))
+    closers.push(async () => rmSync(dataDir, { recursive: true, force: true }))
+    writeFileSync(join(dataDir, 'ledger.log'), 'not a ledger\nat all\n')
+    const server = await start(dataDir)
+    expect(server.coordinator.ledgerState).toEqual({ kind: 'file', started: 'learning' })
+    const ready = (await server.http.inject('/readyz')).json()
+    expect(ready.ledger).toEqual({ kind: 'file', started: 'learning' })
+    const errors = await server.coordinator.metrics.errors.get()
+    expect(errors.values.find((v) => v.labels.code === 'SLUICE_ERR_LEDGER_CORRUPT')?.value).toBe(1)
+  })
+})
