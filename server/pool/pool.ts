@@ -655,11 +655,11 @@ export class Pool {
   #setAside(client: ClientState, nowMs: number): void {
     this.#clients.delete(client.key)
     if (client.entries.size === 0) return
-    const aside = new ClientState(
-      `${client.key}\u0001${++this.#replaced}`,
-      client.clientId,
-      client.tenant,
-    )
+    // A key no client has, restored ones included (a ledger may hold set-aside clients too).
+    let asideKey: string
+    do asideKey = `${client.key}\u0001${++this.#replaced}`
+    while (this.#clients.has(asideKey))
+    const aside = new ClientState(asideKey, client.clientId, client.tenant)
     aside.connected = false
     this.#clients.set(aside.key, aside)
     for (const entry of [...client.entries.values()]) {

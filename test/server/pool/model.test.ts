@@ -2,6 +2,7 @@ import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { allocate } from '../../../server/allocation/index.js'
 import type { ResourceSettings } from '../../../server/config/index.js'
+import { MemoryLedger } from '../../../server/ledger/index.js'
 import { Pool, type LeaseBatch } from '../../../server/pool/index.js'
 import type { LeaseGrant } from '../../../shared/index.js'
 import { resourceSettings } from '../../helpers/settings.js'
@@ -86,7 +87,10 @@ class Process {
 class World {
   nowMs = 0
   readonly settings = new Map<Rid, ResourceSettings>()
-  readonly pool: Pool
+  pool: Pool
+  /** What the pool wrote down before each batch left it: a crash restarts from this. */
+  readonly ledger = new MemoryLedger()
+  crashes = 0
   processes = new Map<Id, Process>()
   /** Processes that lost their id and still enforce what they hold. */
   orphans: Process[] = []
@@ -110,15 +114,19 @@ class World {
     )
     this.bound.set(RATE, rateCapacity)
     this.bound.set(SLOTS, slotCapacity)
-    this.pool = new Pool(0, (id) => this.settings.get(id as Rid))
+    this.pool = new Pool(0, this.settingsFor, { track: true })
     for (const id of ids) this.processes.set(id, new Process(id, this.generation++))
   }
+
+  readonly settingsFor = (id: string): ResourceSettings | undefined => this.settings.get(id as Rid)
 
   get graceMs(): number {
     return this.settings.get(RATE)!.graceMs
   }
 
   enqueue(batches: LeaseBatch[]): void {
+    // Write-ahead: what the batches commit is in the ledger before any of them can be delivered.
+    this.ledger.write(this.pool.takeChanges((ms) => ms))
     for (const batch of batches) {
       for (const l of batch.leases) {
         expect(Number.isFinite(l.capacity) && l.capacity >= 0).toBe(true)
@@ -189,6 +197,24 @@ class World {
     p.inFlight = []
     p.pendingAck = undefined
     this.pool.disconnect(p.id, this.nowMs)
+  }
+
+  /**
+   * The coordinator dies and a new one starts from the ledger: every connection drops (batches
+   * on the way are lost), every process goes on enforcing what it has.
+   */
+  crash(): void {
+    this.crashes++
+    for (const p of [...this.processes.values(), ...this.orphans]) {
+      p.connected = false
+      p.inFlight = []
+      p.pendingAck = undefined
+      // Sequence numbers are the old coordinator's: they mean nothing to the new one.
+      p.lostWithConnection = []
+    }
+    const entries = this.ledger.entries()
+    this.pool = new Pool(this.nowMs, this.settingsFor, { learn: false, track: true })
+    this.pool.restore(entries, (ms) => ms, this.nowMs)
   }
 
   /** Another process takes `p`'s id; `p` never hears of it and runs on what it holds. */
@@ -343,6 +369,7 @@ const commands = [
     ),
   ),
   fc.integer({ min: 1, max: 700 }).map((ms) => cmd(`advance(${ms})`, (world) => world.advance(ms))),
+  fc.constant(cmd('crash', (world) => world.crash())),
   fc.tuple(rid, fc.integer({ min: 0, max: 60 })).map(([r, capacity]) =>
     cmd(`capacity(${r}, ${capacity})`, (world) => {
       world.bound.set(r, Math.max(world.bound.get(r)!, capacity))
