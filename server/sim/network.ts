@@ -12,6 +12,7 @@ import {
 } from '../../shared/index.js'
 import type { Config } from '../config/index.js'
 import { Coordinator, type SessionPort } from '../coordinator/index.js'
+import { MemoryLedger } from '../ledger/index.js'
 
 export interface NetworkOptions {
   readonly latencyMs: number
@@ -20,6 +21,8 @@ export interface NetworkOptions {
   readonly heartbeatMs: number
   /** A connection attempt to an unreachable host fails after this long. */
   readonly connectTimeoutMs: number
+  /** Coordinators keep a ledger that survives their crashes. */
+  readonly ledger: boolean
 }
 
 /** One direction of one connection: messages arrive in order (TCP), each after latency + jitter. */
@@ -42,6 +45,7 @@ export class SimHost {
   readonly #log: Logger
   #config: Config
   readonly #sessions = new Set<SimSession>()
+  readonly #ledger: MemoryLedger | undefined
   /** Client name → end of its partition (ms). */
   readonly #partitions = new Map<string, number>()
   messages = 0
@@ -59,16 +63,24 @@ export class SimHost {
     this.#options = options
     this.#random = random
     this.#log = log
+    this.#ledger = options.ledger ? new MemoryLedger() : undefined
     this.coordinator = this.#newCoordinator()
   }
 
-  /** A coordinator process: replicas share a holdings key, so a new one verifies what clients hold. */
+  /**
+   * A coordinator process: replicas share a holdings key, so a new one verifies what clients
+   * hold, and (unless the scenario turns it off) a ledger that outlives each of them, so a new
+   * one resumes from it instead of learning.
+   */
   #newCoordinator(): Coordinator {
     const coordinator = new Coordinator(this.#config, this.clock, this.#log)
     coordinator.setHoldingsKeys({
       current: 'simulated replicas share this holdings key',
       previous: [],
     })
+    const ledger = this.#ledger
+    if (ledger !== undefined)
+      coordinator.attachLedger(ledger, ledger.writes === 0 ? undefined : ledger.entries())
     return coordinator
   }
 

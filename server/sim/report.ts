@@ -57,6 +57,11 @@ export function toTable(result: SimResult): string {
     out.push(
       `  ${r.resource}: back to full use after each of ${r.catchUpSec.length} crash(es) within ${Number.isFinite(worst) ? `${worst.toFixed(0)} s` : 'never'} at worst`,
     )
+    const released = r.releasedSec.filter((x): x is number => x !== undefined)
+    if (released.length > 0)
+      out.push(
+        `  ${r.resource}: every client leased by the new coordinator ${Math.min(...released).toFixed(1)}–${Math.max(...released).toFixed(1)} s after a crash${released.length < r.releasedSec.length ? ` (${r.releasedSec.length - released.length} never)` : ''}`,
+      )
   }
   for (const c of s.checks) out.push(`  ${c.ok ? 'ok  ' : 'FAIL'} ${c.name}: ${c.detail}`)
   return out.join('\n') + '\n'

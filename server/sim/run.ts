@@ -54,6 +54,9 @@ export class SimRun {
   readonly #disturbed: [number, number][] = []
   #crashes = 0
   readonly #crashTimesMs: number[] = []
+  readonly #restartsMs: number[] = []
+  /** Per resource, per restart: when every client first held a lease of the new coordinator. */
+  readonly #released = new Map<string, (number | undefined)[]>()
   /** ttl + grace of the longest lease plus two refresh periods: how long a disturbance lasts. */
   readonly #settleMs: number
   readonly #rows: SampleRow[] = []
@@ -79,6 +82,7 @@ export class SimRun {
         ...scenario.network,
         heartbeatMs: scenario.coordinator.heartbeatMs,
         connectTimeoutMs: 2000,
+        ledger: scenario.coordinator.ledger,
       },
       seededRandom(scenario.seed ^ 0x5eed),
       silent,
@@ -160,6 +164,7 @@ export class SimRun {
           demand: 0,
           carry: 0,
           held: 0,
+          lastLeaseMs: -Infinity,
         })
       }
     }
@@ -232,7 +237,10 @@ export class SimRun {
       this.#crashes++
       this.#crashTimesMs.push(this.#clock.now())
       this.#host.crash()
-      this.#clock.setTimeout(() => this.#host.restart(), failoverMs)
+      this.#clock.setTimeout(() => {
+        this.#host.restart()
+        this.#restartsMs.push(this.#clock.now())
+      }, failoverMs)
     }, atMs)
     const backMs = atMs + failoverMs
     this.#events.push({ atMs: backMs, name: 'failover' })
@@ -277,6 +285,7 @@ export class SimRun {
       weight: c.weight,
       failureMode: c.failureMode,
     })
+    c.handle.on('lease', () => (c.lastLeaseMs = this.#clock.now()))
     this.#version++
   }
 
@@ -299,6 +308,22 @@ export class SimRun {
       if (c.handle !== undefined) this.#admit(c, nowMs / 1000)
     }
     for (const track of this.#tracks.values()) this.#record(track)
+    this.#watchRelease(nowMs)
+  }
+
+  /** After a restart: the first tick at which every client holds a lease the new coordinator sent. */
+  #watchRelease(nowMs: number): void {
+    const restartMs = this.#restartsMs.at(-1)
+    if (restartMs === undefined) return
+    const index = this.#restartsMs.length - 1
+    for (const track of this.#tracks.values()) {
+      let list = this.#released.get(track.id)
+      if (list === undefined) this.#released.set(track.id, (list = []))
+      if (list.length > index) continue
+      const clients = this.#clients.filter((c) => c.resource === track.id && c.handle !== undefined)
+      if (clients.every((c) => c.lastLeaseMs >= restartMs))
+        list.push(nowMs - this.#crashTimesMs[index]!)
+    }
   }
 
   #admit(c: SimClient, tSec: number): void {
@@ -436,7 +461,15 @@ export class SimRun {
       },
       settleMs: this.#settleMs,
     }
-    const resources = [...this.#tracks.values()].map((track) => summariseResource(track, record))
+    const resources = [...this.#tracks.values()].map((track) => {
+      const released = this.#released.get(track.id) ?? []
+      return {
+        ...summariseResource(track, record),
+        releasedSec: this.#crashTimesMs.map((_, i) =>
+          released[i] === undefined ? undefined : released[i] / 1000,
+        ),
+      }
+    })
     return {
       scenario: this.#scenario,
       rows: this.#rows,

@@ -97,6 +97,8 @@ export const scenarioSchema = z.strictObject({
       meanTimeBetweenCrashesSec: z.number().min(1).optional(),
       /** A client's connection is declared dead after this silence (the coordinator's heartbeat). */
       heartbeatMs: z.number().int().min(10).max(600_000).default(5000),
+      /** Coordinators keep a ledger that survives their crashes (as the real one does); false: they learn. */
+      ledger: z.boolean().default(true),
     })
     .prefault({}),
   resources: z.array(resourceTemplateSchema).min(1),

@@ -31,7 +31,10 @@ export interface RunRecord {
 }
 
 /** A resource's figures over the whole run. */
-export function summariseResource(track: ResourceTrack, run: RunRecord): SimResourceSummary {
+export function summariseResource(
+  track: ResourceTrack,
+  run: RunRecord,
+): Omit<SimResourceSummary, 'releasedSec'> {
   const { rows, tickMs, steady } = run
   // Over samples (1 s by default), not ticks: a bucket admits in bursts, and capping each
   // tick at its capacity would count a burst's tick as loss and its neighbour's as use.

@@ -55,6 +55,11 @@ export interface SimResourceSummary {
    * (within the failover's disturbed window; 0 when it never fell below).
    */
   readonly catchUpSec: readonly number[]
+  /**
+   * After each crash: seconds until every client of the resource holds a lease the new
+   * coordinator sent (undefined: not before the next crash or the end).
+   */
+  readonly releasedSec: readonly (number | undefined)[]
 }
 
 export interface TrackedClient {
@@ -98,6 +103,8 @@ export interface SimClient {
   carry: number
   /** Concurrency: slots held since the last tick. */
   held: number
+  /** When the client last received a lease (-Infinity: never). */
+  lastLeaseMs: number
 }
 
 /** What the run records of one resource, tick by tick. */

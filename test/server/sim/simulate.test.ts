@@ -106,11 +106,11 @@ describe('simulator', () => {
     expect(result.rows.at(-1)!.admittedRate).toBeGreaterThan(590)
   })
 
-  it('sees the double grant of a new leader that does not learn first', () => {
-    // learningMs 0: the new coordinator grants before the old leases (3 s) have lapsed.
+  it('sees the double grant of a new leader that neither learns first nor has a ledger; the ledger prevents it without learning', () => {
+    // learningMs 0 and no ledger: the new coordinator grants before the old leases (3 s) have lapsed.
     const unsafe = small({
       resources: [{ ...api, learningMs: 0, unsafeLearning: true }],
-      coordinator: { failoverMs: 500 },
+      coordinator: { failoverMs: 500, ledger: false },
       clients: [
         {
           id: 'cut',
@@ -134,6 +134,9 @@ describe('simulator', () => {
     const over = (input: ScenarioInput): number =>
       Math.max(...simulate(parseScenario(input)).rows.map((r) => r.enforced - r.capacity))
     expect(over(unsafe)).toBeGreaterThan(100)
+    expect(over({ ...unsafe, coordinator: { failoverMs: 500, ledger: true } })).toBeLessThanOrEqual(
+      1e-6,
+    )
     expect(over({ ...unsafe, resources: [{ ...api }] })).toBeLessThanOrEqual(1e-6)
   })
 
