@@ -241,9 +241,10 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
     coordinator.attachUpstream(upstream)
   }
   let election: LeaderElection | undefined
+  let haLedger: Ledger | undefined
   if (options.election !== undefined) election = options.election(advertiseUrl)
-  else if (ha !== undefined)
-    election = new EtcdElection({
+  else if (ha !== undefined) {
+    const etcdElection = new EtcdElection({
       endpoints: ha.etcd,
       name: ha.name,
       ttlSec: ha.ttlSec,
@@ -251,12 +252,30 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
       clock,
       logger,
     })
+    election = etcdElection
+    // Replicas keep their ledger in etcd, written in transactions fenced by the election key.
+    if (dataDir !== false) {
+      haLedger = etcdElection.ledger()
+      coordinator.attachLedger(haLedger, undefined)
+    }
+  }
   if (election !== undefined) {
     const elected = election
     coordinator.fence(() => elected.leadingUntilMs())
     election.on('elected', () => {
-      coordinator.becomeLeader()
-      events.emit('role', 'leader', advertiseUrl)
+      void (async () => {
+        // Resume from what the last leader wrote; a ledger that cannot be read means learning.
+        let restored: LedgerEntry[] | undefined
+        if (haLedger !== undefined)
+          restored = await haLedger.load().catch((error: unknown) => {
+            logger.error({ err: error }, 'the ledger on etcd cannot be read; learning instead')
+            return undefined
+          })
+        if (elected.leadingUntilMs() > clock.now()) {
+          coordinator.becomeLeader(restored)
+          events.emit('role', 'leader', advertiseUrl)
+        }
+      })()
     })
     election.on('deposed', (reason: string) => {
       coordinator.stepDown(undefined, reason)
@@ -314,6 +333,7 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
       coordinator.close()
       await coordinator.ledgerIdle()
       await ledger?.close()
+      await haLedger?.close()
       gateway.close()
       await app.close()
       logger.info('coordinator closed')

@@ -52,7 +52,8 @@ export const errorCatalogue = Object.freeze({
   },
   // ledger of commitments
   SLUICE_ERR_LEDGER_CORRUPT: {
-    message: 'the ledger cannot be trusted (unreadable, or a line fails its checksum); the coordinator learns instead',
+    message:
+      'the ledger cannot be trusted (unreadable, or a line fails its checksum); the coordinator learns instead',
     retryable: false,
   },
   SLUICE_ERR_LEDGER_WRITE: {

@@ -61,6 +61,8 @@ export class Coordinator {
   #ledger: Ledger | undefined
   /** Whether this coordinator started from a trusted ledger (no learning). */
   #restored = false
+  /** Leadership comes from an election: a replica that cannot write its ledger steps down. */
+  #elected = false
   /** Batches waiting for the ledger write that covers them, in order. */
   #pending: { changes: LedgerChange[]; batches: LeaseBatch[]; atMs: number }[] = []
   #writing = false
@@ -143,15 +145,21 @@ export class Coordinator {
    * Won an election: start afresh, in learning mode, so the holdings clients
    * report (leases of the previous leader) count before anything new is granted.
    */
-  becomeLeader(): void {
+  becomeLeader(restored?: readonly LedgerEntry[]): void {
     if (this.#closed || this.#role === 'leader') return
     this.#startedMs = this.#clock.now()
+    this.#restored = restored !== undefined
     this.#pool = this.#newPool()
     this.#role = 'leader'
     this.#leaderUrl = undefined
     this.metrics.isLeader.set(1)
     this.metrics.leaderChanges.inc({ to: 'leader' })
-    this.#log.info('elected leader; learning what clients hold')
+    if (restored === undefined) this.#log.info('elected leader; learning what clients hold')
+    else {
+      const n = this.#pool.restore(restored, (wallMs) => this.#toMonoMs(wallMs), this.#clock.now())
+      for (const id of this.#pool.resourceIds()) this.#ensureSchedule(id)
+      this.#log.info({ entries: n }, 'elected leader; resumed from the ledger, no learning')
+    }
   }
 
   /**
@@ -183,6 +191,7 @@ export class Coordinator {
    */
   fence(leadingUntilMs: () => number): void {
     this.#leadingUntilMs = leadingUntilMs
+    this.#elected = true
   }
 
   /**
@@ -627,6 +636,8 @@ export class Coordinator {
   #writeFailed(error: unknown): void {
     this.metrics.errors.inc({ code: 'SLUICE_ERR_LEDGER_WRITE' })
     this.#log.error({ err: error }, 'ledger write failed; the leases it covers were not sent')
+    // A replica that cannot write what it grants (fenced, or etcd gone) may not lead.
+    if (this.#elected && this.#role === 'leader') this.stepDown(undefined, 'ledger write failed')
   }
 
   #send(batches: readonly LeaseBatch[]): void {

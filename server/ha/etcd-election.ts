@@ -3,6 +3,7 @@ import { Etcd3, type Lease, type Namespace, type Watcher } from 'etcd3'
 import type { Logger } from 'pino'
 import { backoffDelayMs, type Clock, type Timer } from '../../shared/index.js'
 import type { LeaderElection } from './election.js'
+import { EtcdLedger, type Fence } from './etcd-ledger.js'
 
 export interface EtcdElectionOptions {
   /** etcd client URLs, e.g. http://127.0.0.1:2379 */
@@ -41,6 +42,8 @@ export class EtcdElection extends EventEmitter implements LeaderElection {
   #leaderUrl: string | undefined
   #reads = 0
   #leading = false
+  /** Our election key and the revision that created it, while we lead: what ledger writes check. */
+  #fence: Fence | undefined
   #validUntilMs = -Infinity
   #watchdog: Timer | undefined
   #retry: Timer | undefined
@@ -55,6 +58,16 @@ export class EtcdElection extends EventEmitter implements LeaderElection {
     this.#random = options.random ?? Math.random
     this.#client = new Etcd3({ hosts: [...options.endpoints], dialTimeout: 2_000 })
     this.#ns = this.#client.namespace(`election/${options.name}/`)
+  }
+
+  /**
+   * The ledger of commitments on this etcd, under `ledger/<name>/`: its
+   * writes succeed only while this replica holds its election key.
+   */
+  ledger(): EtcdLedger {
+    return new EtcdLedger(this.#client, this.#options.name, () =>
+      this.#leading ? this.#fence : undefined,
+    )
   }
 
   /** Time before the lease's sure end at which a leader steps down. */
@@ -161,6 +174,10 @@ export class EtcdElection extends EventEmitter implements LeaderElection {
     if (this.#options.clock.now() >= this.#deadlineMs()) {
       throw new Error('elected, but the lease may already have lapsed')
     }
+    this.#fence = {
+      key: `election/${this.#options.name}/${id}`,
+      createRevision: myRevision.toString(),
+    }
     this.#leading = true
     this.#attempt = 0
     this.#armWatchdog()
@@ -209,6 +226,7 @@ export class EtcdElection extends EventEmitter implements LeaderElection {
 
   #depose(reason: string): void {
     this.#leading = false
+    this.#fence = undefined
     this.emit('deposed', reason)
   }
 

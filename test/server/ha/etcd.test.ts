@@ -157,6 +157,9 @@ describe('high availability on a real etcd', () => {
         : undefined
     })
     expect(sum.max).toBeLessThanOrEqual(capacity + 1e-6)
+    // The new leader resumed from the ledger the old one wrote to etcd: it did not learn.
+    const ready = (await (await fetch(`${second.url}/readyz`)).json()) as { ledger: unknown }
+    expect(ready.ledger).toEqual({ kind: 'etcd', started: 'restored' })
     expect(resources[0]!.mode).toBe('pessimistic')
     expect(sum.max).toBeGreaterThan(capacity - 1)
     expect(status.committed).toBeLessThanOrEqual(capacity + 1e-6)
