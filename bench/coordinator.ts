@@ -23,6 +23,10 @@ export interface CoordinatorBenchResult {
   rssMb: number
   /** The coordinator's own event-loop lag p99 (prom-client's nodejs_eventloop_lag_p99_seconds), ms. */
   coordinatorLoopLagP99Ms: number
+  /** Ledger writes per second during the measurement (the embedded file ledger). */
+  ledgerWritesPerSec: number
+  /** The upper bound of the histogram bucket holding the 99th percentile write, ms. */
+  ledgerWriteP99Ms: number
 }
 
 export function procStats(pid: number): Promise<{ cpuTicks: number; rssMb: number }> {
@@ -37,10 +41,31 @@ export function procStats(pid: number): Promise<{ cpuTicks: number; rssMb: numbe
   })
 }
 
-async function loopLagP99Ms(wsUrl: string): Promise<number> {
+async function metricsText(wsUrl: string): Promise<string> {
   const res = await fetch(`${wsUrl.replace(/^ws/, 'http').replace(/\/v1\/connect$/, '')}/metrics`)
-  const text = await res.text()
+  return res.text()
+}
+
+function loopLagP99Ms(text: string): number {
   return Number(/^sluice_nodejs_eventloop_lag_p99_seconds (\S+)$/m.exec(text)?.[1] ?? NaN) * 1000
+}
+
+/** Ledger writes so far, and the bucket counts of their durations (le → count). */
+function ledgerFigures(text: string): { writes: number; buckets: [number, number][] } {
+  const writes = Number(/^sluice_ledger_writes_total (\S+)$/m.exec(text)?.[1] ?? 0)
+  const buckets: [number, number][] = []
+  for (const m of text.matchAll(/^sluice_ledger_write_seconds_bucket\{le="([^"]+)"\} (\S+)$/gm))
+    buckets.push([m[1] === '+Inf' ? Infinity : Number(m[1]), Number(m[2])])
+  return { writes, buckets }
+}
+
+/** The upper bound of the bucket holding the 99th percentile of the writes between two readings. */
+function p99BucketMs(before: [number, number][], after: [number, number][]): number {
+  const counts = after.map(([le, n], i) => [le, n - (before[i]?.[1] ?? 0)] as const)
+  const total = counts.at(-1)?.[1] ?? 0
+  if (total === 0) return NaN
+  const found = counts.find(([, n]) => n >= 0.99 * total)
+  return found === undefined ? NaN : found[0] * 1000
 }
 
 /** Runs `sluice serve` on a config text in a temporary folder; resolves once it listens. */
@@ -60,7 +85,8 @@ export async function spawnCoordinator(
       '--port',
       '0',
       '--data-dir',
-      join(dir, 'data'),
+      // BENCH_LEDGER=none measures without the embedded ledger.
+      process.env.BENCH_LEDGER === 'none' ? 'none' : join(dir, 'data'),
     ],
     {
       env: { ...process.env, SLUICE_LOG_LEVEL: 'warn' },
@@ -162,12 +188,15 @@ export async function benchCoordinator(
     await new Promise((resolve) => setTimeout(resolve, 3000)) // warm-up: leases settle
     measuring = true
     const pid = child?.pid ?? Number(process.env.BENCH_PID)
+    const ledgerBefore = ledgerFigures(await metricsText(wsUrl))
     const before = await procStats(pid)
     const startMs = performance.now()
     await new Promise((resolve) => setTimeout(resolve, measureMs))
     const after = await procStats(pid)
     const elapsedMs = performance.now() - startMs
-    const coordinatorLoopLagP99Ms = await loopLagP99Ms(wsUrl)
+    const text = await metricsText(wsUrl)
+    const coordinatorLoopLagP99Ms = loopLagP99Ms(text)
+    const ledgerAfter = ledgerFigures(text)
     measuring = false
     clearInterval(tick)
 
@@ -185,6 +214,8 @@ export async function benchCoordinator(
       cpuPercent: ((after.cpuTicks - before.cpuTicks) / ticksPerSec / (elapsedMs / 1000)) * 100,
       rssMb: after.rssMb,
       coordinatorLoopLagP99Ms,
+      ledgerWritesPerSec: (ledgerAfter.writes - ledgerBefore.writes) / (elapsedMs / 1000),
+      ledgerWriteP99Ms: p99BucketMs(ledgerBefore.buckets, ledgerAfter.buckets),
     }
   } finally {
     for (const ws of sockets) ws.terminate()
@@ -197,12 +228,18 @@ export async function benchCoordinator(
 
 export async function benchCoordinatorRows(runs: number, measureMs: number): Promise<string[]> {
   const rows: string[] = []
-  for (const [clients, resources] of [
-    [1_000, 1],
-    [1_000, 10],
-    [10_000, 1],
-    [10_000, 10],
-  ] as const) {
+  // BENCH_COORDINATOR_SIZES=1000x1,10000x1 runs only those sizes.
+  const sizes =
+    process.env.BENCH_COORDINATOR_SIZES?.split(',').map(
+      (s) => s.split('x').map(Number) as [number, number],
+    ) ??
+    ([
+      [1_000, 1],
+      [1_000, 10],
+      [10_000, 1],
+      [10_000, 10],
+    ] as const)
+  for (const [clients, resources] of sizes) {
     const results: CoordinatorBenchResult[] = []
     for (let r = 0; r < runs; r++)
       results.push(await benchCoordinator(clients, resources, measureMs))
@@ -212,8 +249,10 @@ export async function benchCoordinatorRows(runs: number, measureMs: number): Pro
     const rss = summarise(results.map((x) => x.rssMb))
     const f = (s: { median: number; min: number; max: number }, d = 1): string =>
       `${s.median.toFixed(d)} (${s.min.toFixed(d)}–${s.max.toFixed(d)})`
+    const writes = summarise(results.map((x) => x.ledgerWritesPerSec))
+    const writeP99 = summarise(results.map((x) => x.ledgerWriteP99Ms))
     rows.push(
-      `| ${clients.toLocaleString('en-US')} | ${resources} | ${results[0]!.reports.toLocaleString('en-US')} | ${f(p50, 2)} | ${f(p99, 2)} | ${f(cpu)} | ${f(rss)} |`,
+      `| ${clients.toLocaleString('en-US')} | ${resources} | ${results[0]!.reports.toLocaleString('en-US')} | ${f(p50, 2)} | ${f(p99, 2)} | ${f(cpu)} | ${f(rss)} | ${f(writes, 0)} | ≤ ${f(writeP99, 1)} |`,
     )
   }
   return rows

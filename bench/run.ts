@@ -3,7 +3,7 @@ import { benchAllocation } from './allocation.js'
 import { benchClient } from './client.js'
 import { benchCoordinatorRows } from './coordinator.js'
 import { benchE2e, demands, limitPerSec } from './e2e.js'
-import { benchFailover } from './failover.js'
+import { benchFailover, benchRestart } from './failover.js'
 import { benchHttp } from './http.js'
 import { benchSafeHold } from './safe-hold.js'
 
@@ -28,9 +28,9 @@ if (only === undefined || only === 'coordinator') {
     `\n## coordinator (${coordinatorRuns} runs of ${measureMs / 1000} s after a 3 s warm-up; median (min–max))\n`,
   )
   console.log(
-    '| clients | resources | reports measured (1st run) | p50 report→lease ms | p99 report→lease ms | coordinator CPU % | coordinator RSS MB |',
+    '| clients | resources | reports measured (1st run) | p50 report→lease ms | p99 report→lease ms | coordinator CPU % | coordinator RSS MB | ledger writes/s | ledger write p99 ms |',
   )
-  console.log('| --- | --- | --- | --- | --- | --- | --- |')
+  console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- |')
   for (const row of await benchCoordinatorRows(coordinatorRuns, measureMs)) console.log(row)
 }
 
@@ -62,6 +62,7 @@ if (only === undefined || only === 'failover') {
   console.log('| what | etcd lease TTL | median | min–max |')
   console.log('| --- | --- | --- | --- |')
   for (const row of await benchFailover(failoverRuns, ttlSec)) console.log(row)
+  for (const row of await benchRestart(failoverRuns)) console.log(row)
 }
 
 if (only === undefined || only === 'e2e') {

@@ -613,13 +613,21 @@ export class Coordinator {
     }
     if (written === undefined) return done()
     this.#writing = true
-    written.then(done, (error: unknown) => {
-      this.#writing = false
-      this.#writeFailed(error)
-      const next = this.#pending.splice(0)
-      if (next.length > 0) this.#write(ledger, next)
-      else this.#settled()
-    })
+    const startedMs = this.#clock.now()
+    this.metrics.ledgerWrites.inc()
+    written.then(
+      () => {
+        this.metrics.ledgerWriteSeconds.observe((this.#clock.now() - startedMs) / 1000)
+        done()
+      },
+      (error: unknown) => {
+        this.#writing = false
+        this.#writeFailed(error)
+        const next = this.#pending.splice(0)
+        if (next.length > 0) this.#write(ledger, next)
+        else this.#settled()
+      },
+    )
   }
 
   /** Resolves once no ledger write is in flight or queued (tests and orderly shutdown). */

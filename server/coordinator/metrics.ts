@@ -14,6 +14,8 @@ export class CoordinatorMetrics {
   readonly isLeader: Gauge
   readonly leaderChanges: Counter<'to'>
   readonly authFailures: Counter<'surface'>
+  readonly ledgerWrites: Counter
+  readonly ledgerWriteSeconds: Histogram
   readonly authThrottled: Counter<'surface'>
 
   constructor(resources: () => readonly ResourceFigures[]) {
@@ -99,6 +101,17 @@ export class CoordinatorMetrics {
     this.isLeader = new Gauge({
       name: 'sluice_leader',
       help: '1 while this replica leads (always 1 without high availability)',
+      registers,
+    })
+    this.ledgerWrites = new Counter({
+      name: 'sluice_ledger_writes_total',
+      help: 'Ledger writes (each covers the lease batches waiting for it)',
+      registers,
+    })
+    this.ledgerWriteSeconds = new Histogram({
+      name: 'sluice_ledger_write_seconds',
+      help: 'Time a ledger write takes, until it is durable',
+      buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1],
       registers,
     })
     this.authFailures = new Counter({
