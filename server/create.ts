@@ -138,6 +138,8 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
     try {
       restored = await ledger.load()
     } catch (error) {
+      // Another running coordinator writes here: refuse to start rather than share its ledger.
+      if (error instanceof SluiceError && error.code === 'SLUICE_ERR_LEDGER_LOCKED') throw error
       // Never trust what cannot be read: learn instead, and say why.
       logger.error({ err: error }, 'the ledger cannot be trusted; learning instead')
       coordinator.metrics.errors.inc({ code: 'SLUICE_ERR_LEDGER_CORRUPT' })

@@ -56,6 +56,10 @@ export const errorCatalogue = Object.freeze({
       'the ledger cannot be trusted (unreadable, or a line fails its checksum); the coordinator learns instead',
     retryable: false,
   },
+  SLUICE_ERR_LEDGER_LOCKED: {
+    message: 'the data directory is in use by another running coordinator',
+    retryable: true,
+  },
   SLUICE_ERR_LEDGER_WRITE: {
     message: 'writing the ledger failed; the leases it covers were not sent',
     retryable: true,

@@ -1,10 +1,21 @@
 import { createHash } from 'node:crypto'
-import { mkdir, open, readFile, rename, type FileHandle } from 'node:fs/promises'
+import { mkdir, open, readFile, rename, rm, type FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
 import { SluiceError } from '../../shared/index.js'
 import { applyChanges, type Ledger, type LedgerChange, type LedgerEntry } from './types.js'
 
 const fileName = 'ledger.log'
+const lockName = 'ledger.lock'
+
+/** Whether a process with this pid is running (signal 0 tests without sending). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM'
+  }
+}
 
 function checksum(text: string): string {
   return createHash('sha256').update(text).digest('hex').slice(0, 16)
@@ -34,6 +45,7 @@ export class FileLedger implements Ledger {
   #lines = 0
   #queue: Promise<void> = Promise.resolve()
   #closed = false
+  #locked = false
   writes = 0
 
   constructor(dir: string) {
@@ -45,8 +57,36 @@ export class FileLedger implements Ledger {
     return this.#path
   }
 
+  /**
+   * Takes the data directory: one coordinator at a time may write a ledger.
+   * A lock left by a process that is gone is taken over; one held by a live
+   * process is refused (SLUICE_ERR_LEDGER_LOCKED).
+   */
+  async #lock(): Promise<void> {
+    const path = join(this.#dir, lockName)
+    for (let attempt = 0; attempt < 2; attempt++) {
+      try {
+        const handle = await open(path, 'wx')
+        await handle.write(String(process.pid))
+        await handle.close()
+        this.#locked = true
+        return
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
+        const pid = Number(await readFile(path, 'utf8').catch(() => ''))
+        if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && alive(pid))
+          throw new SluiceError(
+            'SLUICE_ERR_LEDGER_LOCKED',
+            `${this.#dir} is in use by process ${pid}; give each coordinator its own data directory`,
+          )
+        await rm(path, { force: true })
+      }
+    }
+  }
+
   async load(): Promise<LedgerEntry[] | undefined> {
     await mkdir(this.#dir, { recursive: true })
+    await this.#lock()
     let text = ''
     let fresh = false
     try {
@@ -109,6 +149,8 @@ export class FileLedger implements Ledger {
     await this.#queue
     await this.#handle?.close()
     this.#handle = undefined
+    if (this.#locked) await rm(join(this.#dir, lockName), { force: true })
+    this.#locked = false
   }
 
   async #append(changes: readonly LedgerChange[]): Promise<void> {

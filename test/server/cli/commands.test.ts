@@ -1,7 +1,7 @@
 import { EventEmitter, once } from 'node:events'
 import { mkdtemp, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { runCli } from '../../../server/cli/main.js'
 import { simpleConfig, startCoordinator } from '../../helpers/coordinator.js'
@@ -96,7 +96,8 @@ describe('sluice serve', () => {
     )
     const signals = new EventEmitter()
     const { io: cliIo, out } = io(signals)
-    const exit = runCli(['serve', '--config', file, '--port', '0'], cliIo)
+    const dataDir = join(dirname(file), 'data')
+    const exit = runCli(['serve', '--config', file, '--port', '0', '--data-dir', dataDir], cliIo)
     // serve prints its URL once listening; wait for that output, not for time.
     let match = /listening on (http:\/\/\S+)/.exec(out.stdout)
     while (match === null) {

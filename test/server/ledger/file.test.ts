@@ -85,6 +85,20 @@ describe('file ledger', () => {
     expect(await new FileLedger(join(dir(), 'fresh')).load()).toBeUndefined()
   })
 
+  it('takes its data directory for one coordinator at a time: a live holder is refused, a dead one is taken over', async () => {
+    const path = dir()
+    writeFileSync(join(path, 'ledger.lock'), String(process.ppid))
+    await expect(new FileLedger(path).load()).rejects.toMatchObject({
+      code: 'SLUICE_ERR_LEDGER_LOCKED',
+    })
+    writeFileSync(join(path, 'ledger.lock'), '2147483646')
+    const ledger = new FileLedger(path)
+    expect(await ledger.load()).toBeUndefined()
+    expect(readFileSync(join(path, 'ledger.lock'), 'utf8')).toBe(String(process.pid))
+    await ledger.close()
+    expect(() => readFileSync(join(path, 'ledger.lock'))).toThrow()
+  })
+
   it('keeps its file bounded: compaction leaves a few lines per live entry', async () => {
     const path = dir()
     const ledger = new FileLedger(path)
