@@ -15,7 +15,12 @@ import {
   type LeaseMessage,
   type Timer,
 } from '../shared/index.js'
-import { resolveClientOptions, type ClientOptions, type ResolvedClientOptions } from './options.js'
+import {
+  checkResourceOptions,
+  resolveClientOptions,
+  type ClientOptions,
+  type ResolvedClientOptions,
+} from './options.js'
 import { Resource, type ResourceOptions, type ResourceOwner } from './resource.js'
 
 /**
@@ -89,6 +94,7 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
           'SLUICE_ERR_RESOURCE_INVALID',
           `client.resource(${describeValue(id)}): ${describeIssues(valid.error)}`,
         )
+      checkResourceOptions(id, options)
       if (options.failureMode === 'optimistic')
         this.options.logger?.warn(
           { resource: id },

@@ -1,7 +1,15 @@
 import { randomUUID } from 'node:crypto'
 import type { Logger } from 'pino'
 import { z } from 'zod'
-import { SluiceError, describeIssues, systemClock, type Clock } from '../shared/index.js'
+import {
+  SluiceError,
+  describeIssues,
+  domainLimits,
+  failureModes,
+  resourceKinds,
+  systemClock,
+  type Clock,
+} from '../shared/index.js'
 import { webSocketFactory, type SocketFactory } from './socket.js'
 
 const wsUrl = z
@@ -24,7 +32,12 @@ const tlsSchema = z.strictObject({
 
 const optionsSchema = z.strictObject({
   /** One coordinator URL or several (tried in turn): ws://host:port/v1/connect or wss://… */
-  url: z.union([wsUrl, z.array(wsUrl).min(1)]),
+  url: z.union([wsUrl, z.array(wsUrl).min(1)], {
+    error: (issue) =>
+      issue.input === undefined
+        ? 'required: the coordinator, e.g. ws://127.0.0.1:7070/v1/connect (or a list, tried in turn)'
+        : 'must be a ws:// or wss:// URL, e.g. ws://127.0.0.1:7070/v1/connect, or a list of them',
+  }),
   tls: tlsSchema.optional(),
   clientId: z.string().min(1).max(256).optional(),
   token: z.string().min(1).optional(),
@@ -59,14 +72,22 @@ export interface ResolvedClientOptions extends z.output<typeof optionsSchema> {
 
 export type ClientTlsOptions = z.input<typeof tlsSchema>
 
+const clientKeys = [
+  ...Object.keys(optionsSchema.shape),
+  'clock',
+  'logger',
+  'random',
+  'socketFactory',
+]
+
 /** Parses client options once and freezes them; errors name the option, the rule and the value. */
 export function resolveClientOptions(options: ClientOptions): ResolvedClientOptions {
   const { clock, logger, random, socketFactory, ...rest } = options
-  const result = optionsSchema.safeParse(rest)
+  const result = optionsSchema.safeParse(rest, { reportInput: true })
   if (!result.success)
     throw new SluiceError(
       'SLUICE_ERR_OPTION_INVALID',
-      `createClient: ${describeIssues(result.error)}`,
+      `createClient: ${describeIssues(result.error, { knownKeys: clientKeys, hints: { urls: 'url takes one URL or a list' } })}`,
     )
   const parsed = result.data
   return Object.freeze({
@@ -78,4 +99,47 @@ export function resolveClientOptions(options: ClientOptions): ResolvedClientOpti
     random: random ?? Math.random,
     socketFactory: socketFactory ?? webSocketFactory,
   })
+}
+
+const quantity = z.number().min(0).max(domainLimits.maxQuantity)
+
+/** `client.resource(id, options)`: checked once, strictly, like the client's own options. */
+export const resourceOptionsSchema = z.strictObject({
+  wants: quantity.optional(),
+  weight: z.number().min(domainLimits.minWeight).max(domainLimits.maxWeight).optional(),
+  priority: z
+    .number()
+    .int()
+    .min(-domainLimits.maxPriority)
+    .max(domainLimits.maxPriority)
+    .optional(),
+  failureMode: z.enum(failureModes).optional(),
+  kind: z.enum(resourceKinds).optional(),
+  safeCapacity: quantity.optional(),
+  maxWaiters: z.number().int().min(0).max(10_000_000).optional(),
+  committed: z
+    .custom<() => number>((v) => typeof v === 'function', 'must be a function')
+    .optional(),
+})
+
+/** What users of other rate limiters write, and what it is here. */
+const resourceHints: Readonly<Record<string, string>> = {
+  max: 'the capacity is the coordinator’s: set wants for demand',
+  limit: 'the capacity is the coordinator’s: set wants for demand',
+  points: 'the capacity is the coordinator’s: set wants for demand',
+  rate: 'the capacity is the coordinator’s: set wants for demand',
+  mode: 'failureMode',
+}
+
+/** Checks `client.resource` options; throws SLUICE_ERR_OPTION_INVALID naming the option. */
+export function checkResourceOptions(id: string, options: unknown): void {
+  const result = resourceOptionsSchema.safeParse(options, { reportInput: true })
+  if (!result.success)
+    throw new SluiceError(
+      'SLUICE_ERR_OPTION_INVALID',
+      `client.resource(${JSON.stringify(id)}): ${describeIssues(result.error, {
+        knownKeys: Object.keys(resourceOptionsSchema.shape),
+        hints: resourceHints,
+      })}`,
+    )
 }

@@ -26,5 +26,6 @@ export {
   resourceKinds,
 } from './domain.js'
 export type { FailureMode, ResourceKind } from './domain.js'
-export { describeIssue, describeIssues } from './issues.js'
+export { describeIssue, describeIssues, schemaKeys, suggestKey } from './issues.js'
+export type { IssueContext } from './issues.js'
 export * from './protocol/index.js'

@@ -28,6 +28,27 @@ describe('client options and resource ids', () => {
     expect(lines.join('')).toContain('may admit beyond the cluster-wide capacity')
   })
 
+  it('checks resource options strictly, with the key meant and what other limiters call things', () => {
+    const client = createClient({ url: 'ws://127.0.0.1:1/v1/connect', clock: new ManualClock() })
+    track.running.push(client)
+    const refusal = (options: unknown): string => {
+      try {
+        client.resource('api', options as never)
+      } catch (error) {
+        expect(error).toMatchObject({ code: 'SLUICE_ERR_OPTION_INVALID' })
+        return (error as Error).message
+      }
+      throw new Error('accepted')
+    }
+    expect(refusal({ wieght: 2 })).toContain('unknown key wieght (did you mean weight?)')
+    expect(refusal({ max: 10 })).toContain('set wants for demand')
+    expect(refusal({ failureMode: 'safee' })).toContain('received "safee"')
+    expect(() => createClient({} as never)).toThrow(/url: required/)
+    expect(() => createClient({ url: 'http://127.0.0.1:7070/v1/connect' })).toThrow(
+      /must be a ws:\/\/ or wss:\/\/ URL/,
+    )
+  })
+
   it('refuses a resource id the protocol cannot carry, with SLUICE_ERR_RESOURCE_INVALID', () => {
     const client = createClient({ url: 'ws://127.0.0.1:1/v1/connect', clock: new ManualClock() })
     track.running.push(client)

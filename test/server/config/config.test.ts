@@ -70,6 +70,23 @@ describe('config', () => {
     ).toContain('6000')
   })
 
+  it('names the value received, where it is in the file, and the key meant by a misspelled one', () => {
+    const text =
+      'server:\n  prot: 7070\nresources:\n  - match: api\n    kind: rates\n    capacity: -5\n    leaseTTLMs: 100\n'
+    let message = ''
+    try {
+      parseConfigText(text, 'sluice.yaml')
+    } catch (error) {
+      message = (error as SluiceError).message
+    }
+    expect(message).toContain('line 2, column 3: server: unknown key prot (did you mean port?)')
+    expect(message).toContain('line 5, column 11: resources[0].kind')
+    expect(message).toContain('received "rates"')
+    expect(message).toContain('line 6, column 15: resources[0].capacity')
+    expect(message).toContain('received -5')
+    expect(message).toContain('unknown key leaseTTLMs (did you mean leaseTtlMs?)')
+  })
+
   it('is frozen once parsed', () => {
     const config = parseConfig({ resources: [{ match: 'api', kind: 'rate', capacity: 1 }] })
     expect(Object.isFrozen(config)).toBe(true)
