@@ -11,6 +11,9 @@ import {
   resourceId,
   encodeMessage,
   closeCodeOf,
+  codeOfClose,
+  errorCatalogue,
+  isErrorCode,
   type ClientMessage,
   type LeaseMessage,
   type Timer,
@@ -22,6 +25,16 @@ import {
   type ResolvedClientOptions,
 } from './options.js'
 import { Resource, type ResourceOptions, type ResourceOwner } from './resource.js'
+
+/** Refusals that stop a resource until the next connection. */
+const refusesResource = new Set<string>([
+  'SLUICE_ERR_RESOURCE_UNKNOWN',
+  'SLUICE_ERR_RESOURCE_FORBIDDEN',
+  'SLUICE_ERR_AUTH_PRIORITY',
+])
+
+/** Retryable trouble (a coordinator not reachable) is surfaced at most this often, ms. */
+const troubleEveryMs = 30_000
 
 /**
  * A process's connection to the coordinator: one WebSocket, many resources.
@@ -61,6 +74,13 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
   readonly #instance = randomBytes(12).toString('base64url')
   #heartbeatTimer: Timer | undefined
   #lastHeardMs = 0
+  /** Why this client stopped for good (a close no retry can fix), if it did. */
+  #failure: SluiceError | undefined
+  /** The transport's last error on the current connection (e.g. an HTTP answer to the upgrade). */
+  #lastSocketError: Error | undefined
+  /** When retryable trouble was last surfaced: at most once per `troubleEveryMs`. */
+  #lastTroubleMs = -Infinity
+  readonly #readyWaiters: { resolve: () => void; reject: (e: SluiceError) => void }[] = []
   #earlyBudget: number
   #earlyRequested = false
   #earlyTimer: Timer | undefined
@@ -82,6 +102,50 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
   /** Whether the coordinator has welcomed this connection. */
   get connected(): boolean {
     return this.#connected
+  }
+
+  /** Why this client stopped for good, when it did (a wrong token, a wrong URL…). */
+  get failure(): SluiceError | undefined {
+    return this.#failure
+  }
+
+  /**
+   * Resolves once the coordinator has welcomed this client and every
+   * resource made so far holds its first lease; rejects with the coded error
+   * that stops it (a wrong token or URL, a refused resource) or, after
+   * `timeoutMs`, with SLUICE_ERR_CLIENT_TIMEOUT saying what is missing.
+   */
+  async ready(options: { timeoutMs?: number | undefined } = {}): Promise<void> {
+    if (this.#failure !== undefined) throw this.#failure
+    const waitConnected = new Promise<void>((resolve, reject) => {
+      if (this.#connected) return resolve()
+      this.#readyWaiters.push({ resolve, reject })
+    })
+    const all = (async () => {
+      await waitConnected
+      await Promise.all([...this.#resources.values()].map((r) => r.ready()))
+    })()
+    if (options.timeoutMs === undefined) return all
+    let timer: Timer | undefined
+    const timeout = new Promise<never>((_, reject) => {
+      timer = this.options.clock.setTimeout(
+        () =>
+          reject(
+            new SluiceError(
+              'SLUICE_ERR_CLIENT_TIMEOUT',
+              this.#connected
+                ? `not every resource had its first lease within ${options.timeoutMs} ms`
+                : `no coordinator answered within ${options.timeoutMs} ms at ${this.options.urls.join(', ')}`,
+            ),
+          ),
+        options.timeoutMs!,
+      )
+    })
+    try {
+      await Promise.race([all, timeout])
+    } finally {
+      timer?.cancel()
+    }
   }
 
   /** The handle of a resource; the same one for the same id. */
@@ -138,6 +202,8 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
       this.#send({ type: 'release', resources: [...this.#resources.keys()] })
     }
     for (const r of this.#resources.values()) r.close()
+    for (const w of this.#readyWaiters.splice(0))
+      w.reject(new SluiceError('SLUICE_ERR_CLIENT_CLOSED', 'client closed'))
     if (ws !== undefined && ws.readyState !== socketStates.closed) {
       await new Promise<void>((resolve) => {
         ws.once('close', () => resolve())
@@ -197,6 +263,7 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
     if (this.#closed) return
     const url = this.#redirectUrl ?? this.options.urls[this.#urlIndex % this.options.urls.length]!
     this.#redirectUrl = undefined
+    this.#lastSocketError = undefined
     const headers: Record<string, string> = {}
     if (this.options.token !== undefined) headers.authorization = bearerHeader(this.options.token)
     const ws = this.options.socketFactory(url, headers, this.options.tls)
@@ -224,9 +291,10 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
     })
     ws.on('ping', () => this.#heard())
     ws.on('pong', () => this.#heard())
-    ws.on('error', (error) =>
-      this.options.logger?.debug({ err: error, url }, 'sluice connection error'),
-    )
+    ws.on('error', (error) => {
+      this.#lastSocketError = error
+      this.options.logger?.debug({ err: error, url }, 'sluice connection error')
+    })
     ws.on('close', (code) => this.#onClose(ws, code))
   }
 
@@ -268,6 +336,8 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
     if (wasConnected) this.emit('disconnect', code)
     if (this.#closed) return
     if (code === closeCodeOf('SLUICE_ERR_SESSION_REPLACED')) this.#replaced()
+    const fatal = this.#fatalClose(code)
+    if (fatal !== undefined) return this.#fail(fatal)
     // A redirect is followed at once, a few times in a row; a loop of them falls back to the jittered backoff.
     if (this.#redirectUrl !== undefined && this.#redirects < 3) {
       this.#redirects++
@@ -282,10 +352,14 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
       this.options.random,
     )
     this.#attempt++
-    this.options.logger?.info(
-      { code, delayMs: Math.round(delayMs) },
-      'sluice connection closed; reconnecting',
-    )
+    // A connection that was up and dropped is news for the 'disconnect' event; an attempt that
+    // never got a welcome is trouble worth saying.
+    if (!wasConnected) this.#trouble(code, delayMs)
+    else
+      this.options.logger?.info(
+        { code, delayMs: Math.round(delayMs) },
+        'sluice connection closed; reconnecting',
+      )
     this.#reconnectTimer = this.options.clock.setTimeout(() => {
       this.#reconnectTimer = undefined
       this.#connect()
@@ -312,6 +386,10 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
         if (this.#ws !== undefined) this.#watch(this.#ws, 1.5 * msg.heartbeatMs, 'heartbeat missed')
         for (const r of this.#resources.values()) r.setLearning(msg.learningMs > 0)
         this.emit('connect')
+        for (const w of this.#readyWaiters.splice(0)) w.resolve()
+        // A resource refused on an earlier connection is asked for once more (the config may
+        // have changed since).
+        for (const r of this.#resources.values()) r.retryRefused()
         this.#report(false)
         return
       case 'lease':
@@ -321,8 +399,13 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
         if (msg.code === 'SLUICE_ERR_SESSION_REPLACED') return
         // An EventEmitter 'error' with no listener throws: only emit when someone listens.
         const error = SluiceError.fromWire(msg.code, msg.message, msg.resource)
-        if (this.listenerCount('error') > 0) this.emit('error', error)
-        else this.options.logger?.warn({ code: msg.code, resource: msg.resource }, msg.message)
+        // A resource the coordinator refuses for good is not asked for again on this connection.
+        if (msg.resource !== undefined && refusesResource.has(msg.code))
+          this.#resources.get(msg.resource)?.refuse(error)
+        // A close follows the errors that end the connection: #onClose surfaces those.
+        if (isErrorCode(msg.code) && closeCodeOf(msg.code) !== 4500 && msg.resource === undefined)
+          return
+        this.#surface(error)
         return
       }
       case 'redirect':
@@ -396,6 +479,7 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
     if (!this.#connected || this.#resources.size === 0) return
     const resources = []
     for (const r of this.#resources.values()) {
+      if (r.refused !== undefined) continue
       resources.push({
         resource: r.id,
         wants: Math.min(1e15, Math.max(0, r.takeDemand())),
@@ -403,7 +487,74 @@ export class SluiceClient extends EventEmitter implements ResourceOwner {
         ...(r.priority === undefined ? {} : { priority: r.priority }),
       })
     }
+    if (resources.length === 0) return
     this.#send({ type: 'demand', resources, ...(early ? { early: true } : {}) })
+  }
+
+  /**
+   * A close no retry can fix: a wrong token, a protocol this coordinator
+   * does not speak, a frame it refuses, or a URL with no coordinator behind
+   * it. Undefined for everything else (the client retries).
+   */
+  #fatalClose(code: number): SluiceError | undefined {
+    const http = /Unexpected server response: (\d+)/.exec(this.#lastSocketError?.message ?? '')
+    if (http !== null && (http[1] === '404' || http[1] === '400'))
+      return new SluiceError(
+        'SLUICE_ERR_CLIENT_BAD_URL',
+        `${this.options.urls.join(', ')}: HTTP ${http[1]} on the WebSocket upgrade: no Sluice coordinator at this path (it is /v1/connect, e.g. ws://127.0.0.1:7070/v1/connect)`,
+      )
+    const coded = codeOfClose(code)
+    if (coded === undefined || errorCatalogue[coded].retryable) return undefined
+    if (coded === 'SLUICE_ERR_SESSION_REPLACED') return undefined
+    const advice =
+      coded === 'SLUICE_ERR_AUTH_INVALID_TOKEN'
+        ? 'check the token option against the coordinator’s tenants'
+        : 'this client and the coordinator do not agree on the protocol; upgrade them together'
+    return new SluiceError(
+      coded,
+      `closed with ${code} by ${this.options.urls.join(', ')}: ${advice}`,
+    )
+  }
+
+  /** Stops for good: no more reconnects; ready() and every resource's ready() reject. */
+  #fail(error: SluiceError): void {
+    this.#failure = error
+    this.#reconnectTimer?.cancel()
+    this.#reportTimer?.cancel()
+    for (const w of this.#readyWaiters.splice(0)) w.reject(error)
+    for (const r of this.#resources.values()) r.refuse(error)
+    this.#surface(error)
+  }
+
+  /** Retryable trouble: surfaced, at most once per troubleEveryMs, with what to check. */
+  #trouble(code: number, delayMs: number): void {
+    const now = this.options.clock.now()
+    const url =
+      this.options.urls[(this.#urlIndex - 1 + this.options.urls.length) % this.options.urls.length]
+    this.options.logger?.debug(
+      { code, delayMs: Math.round(delayMs) },
+      'sluice connection closed; reconnecting',
+    )
+    if (now - this.#lastTroubleMs < troubleEveryMs) return
+    this.#lastTroubleMs = now
+    const cause = this.#lastSocketError?.message ?? `closed with ${code}`
+    this.#surface(
+      new SluiceError(
+        'SLUICE_ERR_CLIENT_UNREACHABLE',
+        `${url}: ${cause}; retrying with backoff (is the coordinator running, and is this its address?)`,
+      ),
+    )
+  }
+
+  /**
+   * Says what went wrong where the user will see it: the `error` event when
+   * someone listens, else the logger, else a process warning (never a throw).
+   */
+  #surface(error: SluiceError): void {
+    if (this.listenerCount('error') > 0) this.emit('error', error)
+    else if (this.options.logger !== undefined)
+      this.options.logger.warn({ code: error.code, resource: error.resource }, error.message)
+    else process.emitWarning(error.message, { code: error.code })
   }
 
   #send(message: ClientMessage): void {

@@ -105,6 +105,9 @@ export class Resource extends EventEmitter {
   /** The proof of the lease the capacity in force comes from (leased, or its fallback). */
   #proof: LeaseProof | undefined = undefined
   #lapsed = false
+  /** Why the coordinator refuses this resource (until the next connection), if it does. */
+  #refused: SluiceError | undefined
+  readonly #readyWaiters: { resolve: () => void; reject: (e: SluiceError) => void }[] = []
   #lastReported = 0
   #learning = false
   #closed = false
@@ -187,6 +190,74 @@ export class Resource extends EventEmitter {
       ...(this.kind === 'concurrency' && inFlight > 0 ? { inFlight } : {}),
       ...(this.#proof === undefined ? {} : { proof: this.#proof }),
     }
+  }
+
+  /** Why the coordinator refuses this resource, while it does. */
+  get refused(): SluiceError | undefined {
+    return this.#refused
+  }
+
+  /**
+   * Resolves at the first lease (at once if one is in force); rejects with
+   * the coded error when the coordinator refuses the resource or the client
+   * stops, with SLUICE_ERR_CLIENT_TIMEOUT after `timeoutMs`, or with
+   * SLUICE_ERR_CLIENT_ABORTED on `signal`. The way to wait before serving:
+   * `await resource.ready()`.
+   */
+  ready(
+    options: { timeoutMs?: number | undefined; signal?: AbortSignal | undefined } = {},
+  ): Promise<void> {
+    if (this.mode === 'leased') return Promise.resolve()
+    if (this.#refused !== undefined) return Promise.reject(this.#refused)
+    if (this.#closed) return Promise.reject(new SluiceError('SLUICE_ERR_CLIENT_CLOSED', this.id))
+    return new Promise<void>((resolve, reject) => {
+      let timer: Timer | undefined
+      const done = (): void => {
+        timer?.cancel()
+        options.signal?.removeEventListener('abort', onAbort)
+        const i = this.#readyWaiters.indexOf(waiter)
+        if (i >= 0) this.#readyWaiters.splice(i, 1)
+      }
+      const waiter = {
+        resolve: () => {
+          done()
+          resolve()
+        },
+        reject: (e: SluiceError) => {
+          done()
+          reject(e)
+        },
+      }
+      const onAbort = (): void =>
+        waiter.reject(new SluiceError('SLUICE_ERR_CLIENT_ABORTED', this.id))
+      if (options.signal?.aborted === true) return onAbort()
+      options.signal?.addEventListener('abort', onAbort, { once: true })
+      if (options.timeoutMs !== undefined)
+        timer = this.#clock.setTimeout(
+          () =>
+            waiter.reject(
+              new SluiceError(
+                'SLUICE_ERR_CLIENT_TIMEOUT',
+                `${this.id}: no lease within ${options.timeoutMs} ms (is the coordinator reachable?)`,
+              ),
+            ),
+          options.timeoutMs,
+        )
+      this.#readyWaiters.push(waiter)
+    })
+  }
+
+  /** The coordinator refuses this resource (or the client stopped): ready() rejects with it. */
+  refuse(error: SluiceError): void {
+    this.#refused = error
+    for (const w of [...this.#readyWaiters]) w.reject(error)
+  }
+
+  /** A new connection: a refused resource is asked for once more. */
+  retryRefused(): void {
+    if (this.#refused?.code === 'SLUICE_ERR_AUTH_INVALID_TOKEN') return
+    if (this.#refused !== undefined && this.#refused.resource !== undefined)
+      this.#refused = undefined
   }
 
   /** Slots in use (concurrency). */
@@ -286,8 +357,10 @@ export class Resource extends EventEmitter {
     // A lease running out is no reason to keep the process alive.
     this.#expiryTimer = this.#clock.setTimeout(() => this.#lapse(grant), grant.ttlMs).unref()
     this.#setState({ mode: 'leased', lease: grant })
+    this.#refused = undefined
     this.#applyCapacity()
     this.emit('lease', grant)
+    for (const w of [...this.#readyWaiters]) w.resolve()
     return this.drainedToLimit
   }
 
@@ -328,6 +401,8 @@ export class Resource extends EventEmitter {
     this.#holdTimer?.cancel()
     this.#wakeTimer?.cancel()
     this.#waiters.rejectAll('SLUICE_ERR_CLIENT_CLOSED', this.id)
+    for (const w of [...this.#readyWaiters])
+      w.reject(new SluiceError('SLUICE_ERR_CLIENT_CLOSED', this.id))
   }
 
   // ---- internals ----

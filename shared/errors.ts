@@ -187,6 +187,14 @@ export const errorCatalogue = Object.freeze({
     message: 'client or resource is closed',
     retryable: false,
   },
+  SLUICE_ERR_CLIENT_UNREACHABLE: {
+    message: 'the coordinator cannot be reached; the client retries with backoff',
+    retryable: true,
+  },
+  SLUICE_ERR_CLIENT_BAD_URL: {
+    message: 'no Sluice coordinator at this URL',
+    retryable: false,
+  },
   SLUICE_ERR_CLIENT_ABORTED: {
     message: 'acquire was aborted by its signal',
     retryable: false,
