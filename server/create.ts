@@ -17,6 +17,7 @@ import {
   parseConfig,
   holdingsKeySchema,
   loadTls,
+  parseConfigText,
   resolveConfig,
   securityDowngrades,
   type HoldingsKeyConfig,
@@ -152,7 +153,8 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
   const reload = async (body?: unknown): Promise<{ resources: number; tenants: number }> => {
     try {
       let next: Config
-      if (body !== undefined && body !== null && body !== '')
+      if (typeof body === 'string' && body !== '') next = parseConfigText(body, 'request body')
+      else if (body !== undefined && body !== null && body !== '')
         next = parseConfig(body, 'request body')
       else if (configPath !== undefined) next = await loadConfigFile(configPath)
       else
@@ -211,7 +213,22 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
   })
   const gateway = new Gateway(app.server, coordinator, clock, logger)
   const host = options.host ?? config.server.host
-  await app.listen({ host, port: options.port ?? config.server.port })
+  const listenPort = options.port ?? config.server.port
+  try {
+    await app.listen({ host, port: listenPort })
+  } catch (error) {
+    await ledger?.close().catch(() => undefined)
+    const code = (error as NodeJS.ErrnoException).code
+    throw new SluiceError(
+      'SLUICE_ERR_SERVER_LISTEN',
+      code === 'EADDRINUSE'
+        ? `${host}:${listenPort} is in use (another coordinator?): stop it, or pick another port with --port`
+        : code === 'EACCES'
+          ? `${host}:${listenPort}: permission denied (ports below 1024 need privileges)`
+          : `${host}:${listenPort}: ${(error as Error).message}`,
+      { cause: error },
+    )
+  }
   const address = app.server.address()
   const port = typeof address === 'object' && address !== null ? address.port : 0
   const urlHost = host.includes(':') ? `[${host}]` : host

@@ -135,6 +135,10 @@ export const errorCatalogue = Object.freeze({
     retryable: true,
     closeCode: 4502,
   },
+  SLUICE_ERR_SERVER_LISTEN: {
+    message: 'the coordinator cannot listen on its address',
+    retryable: false,
+  },
   SLUICE_ERR_SERVER_INTERNAL: {
     message: 'coordinator failed unexpectedly; the cause is in its log',
     retryable: true,

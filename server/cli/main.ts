@@ -30,6 +30,54 @@ Commands:
 Errors go to stderr with a SLUICE_ERR_* code; exit status 1 for bad input, 2 for bad usage.
 `
 
+/** Each command's own help: `sluice <command> --help`. */
+export const commandUsage: Readonly<Record<string, string>> = Object.freeze({
+  serve: `Usage: sluice serve --config FILE [options]
+
+Runs a coordinator on one port (HTTP API, dashboard and the WebSocket clients connect to).
+SIGHUP reloads the config (so do a change to the file and POST /v1/admin/reload);
+SIGINT and SIGTERM stop it.
+
+Options:
+  -c, --config FILE     YAML or JSON config (see examples/default.yaml)
+  --host H              interface to listen on (default: server.host, 127.0.0.1)
+  -p, --port P          port (default: server.port, 7070; 0 picks a free one)
+  --data-dir DIR|none   the embedded ledger of commitments (default ./sluice-data; none: no ledger)
+  --etcd URL,...        replicas: elect a leader through these etcd endpoints
+  --advertise WS_URL    replicas: the URL followers redirect clients to
+  --parent WS_URL,...   trees: lease capacity from this parent coordinator
+  -h, --help            this help
+`,
+  validate: `Usage: sluice validate FILE
+
+Checks a config file: exit 0 with a summary, or 1 naming each bad field with the value
+received, where it is in the file, and the key meant by a misspelled one.
+`,
+  status: `Usage: sluice status [--url URL] [--token TOKEN]
+
+Prints a table of resources (configured ones too, before any client connects) from a
+coordinator's HTTP API.
+
+Options:
+  --url URL      the coordinator's HTTP URL (default http://127.0.0.1:7070)
+  --token TOKEN  a read, admin or tenant token, when reads need one (or SLUICE_TOKEN)
+  -h, --help     this help
+`,
+  allocate: `Usage: sluice allocate < problem.json
+
+Reads one JSON allocation problem on stdin and prints the grants:
+  {"capacity", "algorithm"?, "surplus"?, "tenants"?, "clients": [
+    {"id", "wants", "weight"?, "priority"?, "tenant"?}, ...]}
+  → {"grants": {"<id>": number, ...}}
+`,
+  simulate: `Usage: sluice simulate FILE... [--out DIR]
+
+Runs scenarios (YAML) on a virtual clock: the real coordinator and clients over a simulated
+network. Prints a summary; writes a CSV, a JSON summary and an SVG chart per scenario to
+DIR (default sim-results). Exit 1 when a scenario's expectations fail.
+`,
+})
+
 type Command = (args: readonly string[], io: CommandIo) => Promise<number>
 
 const commands: Readonly<Record<string, Command>> = Object.freeze({
@@ -52,6 +100,10 @@ export async function runCli(argv: readonly string[], io: CommandIo): Promise<nu
     return name === undefined ? exitCodes.usage : exitCodes.ok
   }
   const command = Object.hasOwn(commands, name) ? commands[name] : undefined
+  if (command !== undefined && (args.includes('--help') || args.includes('-h'))) {
+    io.stdout.write(commandUsage[name] ?? usage)
+    return exitCodes.ok
+  }
   try {
     if (command === undefined)
       throw new SluiceError(

@@ -11,7 +11,7 @@ function formatNumber(n: number): string {
 
 /** Renders resources as an aligned text table. */
 export function formatStatusTable(resources: readonly ResourceSummary[]): string {
-  if (resources.length === 0) return 'no resource has clients\n'
+  if (resources.length === 0) return 'no resource is configured or has clients\n'
   const header = [
     'RESOURCE',
     'KIND',
@@ -46,16 +46,24 @@ export async function statusCommand(args: readonly string[], io: CommandIo): Pro
   const { values } = parseCommandArgs(
     'status',
     args,
-    { url: { type: 'string', short: 'u' } },
+    { url: { type: 'string', short: 'u' }, token: { type: 'string' } },
     { min: 0, max: 0 },
   )
   const base = (values.url ?? 'http://127.0.0.1:7070').replace(/\/+$/, '')
+  const token = values.token ?? process.env.SLUICE_TOKEN
+  const headers: Record<string, string> =
+    token === undefined ? {} : { authorization: `Bearer ${token}` }
   const abort = new AbortController()
   const timer = systemClock.setTimeout(() => abort.abort(), requestTimeoutMs)
   let body: { resources: ResourceSummary[] }
   let readiness: { role?: string; leader?: string | null }
   try {
-    const res = await fetch(`${base}/v1/resources`, { signal: abort.signal })
+    const res = await fetch(`${base}/v1/resources`, { signal: abort.signal, headers })
+    if (res.status === 401)
+      throw new SluiceError(
+        'SLUICE_ERR_HTTP_UNAUTHORIZED',
+        `${base}: reads need a token: --token (a read, admin or tenant token) or SLUICE_TOKEN`,
+      )
     if (!res.ok) throw new Error(`HTTP ${res.status}`)
     body = (await res.json()) as { resources: ResourceSummary[] }
     // 503 on a follower is an answer, not a failure.
@@ -64,6 +72,7 @@ export async function statusCommand(args: readonly string[], io: CommandIo): Pro
       leader?: string | null
     }
   } catch (error) {
+    if (error instanceof SluiceError) throw error
     throw new SluiceError('SLUICE_ERR_HTTP_UNREACHABLE', `${base}: ${(error as Error).message}`, {
       cause: error,
     })

@@ -12,7 +12,7 @@ import {
 import type { TlsMaterial } from '../config/index.js'
 import type { Coordinator } from '../coordinator/index.js'
 import { dashboardHtml, dashboardJs } from './dashboard.js'
-import { resourceDetail, resourceSummaries } from './status.js'
+import { resourceDetail, resourceSummaries, templateSummaries } from './status.js'
 
 export interface HttpOptions {
   coordinator: Coordinator
@@ -147,7 +147,7 @@ export function buildHttpApp(options: HttpOptions): FastifyInstance {
     const access = await readAccess(req, reply)
     if (access === undefined) return reply
     const all = resourceSummaries(coordinator)
-    if (access.all) return { resources: all }
+    if (access.all) return { resources: all, templates: templateSummaries(coordinator) }
     // A tenant sees the resources its clients use.
     return {
       resources: all.filter((r) =>
@@ -194,6 +194,14 @@ export function buildHttpApp(options: HttpOptions): FastifyInstance {
       await reply.code(401).send(errorBody('SLUICE_ERR_HTTP_UNAUTHORIZED'))
     }
   }
+
+  // The config's own formats: a YAML (or JSON) body is parsed by the config loader, which
+  // names the line of each bad field.
+  app.addContentTypeParser(
+    ['application/yaml', 'application/x-yaml', 'text/yaml', 'text/x-yaml', 'text/plain'],
+    { parseAs: 'string' },
+    (_req, body, done) => done(null, body),
+  )
 
   app.post('/v1/admin/reload', { preHandler: requireAdmin }, async (req, reply) => {
     try {

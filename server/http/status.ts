@@ -1,4 +1,5 @@
 import type { ResourceKind } from '../../shared/index.js'
+import { isGlob } from '../config/index.js'
 import type { Coordinator, ResourceFigures } from '../coordinator/index.js'
 
 /** One resource as `GET /v1/resources` lists it. */
@@ -42,9 +43,41 @@ function summary(r: ResourceFigures): ResourceSummary {
   }
 }
 
-/** Every resource with clients, as the status API shows it. */
+/**
+ * Every resource with clients, and every resource the config names exactly
+ * (a template whose match is not a glob) before any client uses it, marked
+ * by 0 clients: an operator sees what is configured from the start.
+ */
 export function resourceSummaries(coordinator: Coordinator): ResourceSummary[] {
-  return coordinator.view.resources().map(summary)
+  const live = coordinator.view.resources().map(summary)
+  const seen = new Set(live.map((r) => r.id))
+  for (const t of coordinator.config.resources) {
+    if (isGlob(t.match) || seen.has(t.match)) continue
+    const s = coordinator.settingsFor(t.match)
+    if (s === undefined) continue
+    seen.add(t.match)
+    live.push({
+      id: t.match,
+      kind: s.kind,
+      capacity: s.capacity,
+      committed: 0,
+      free: s.capacity,
+      demand: 0,
+      clients: 0,
+      learning: false,
+      rounds: 0,
+    })
+  }
+  return live.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+}
+
+/** The config's glob templates: what ids they match, and their kind and capacity. */
+export function templateSummaries(
+  coordinator: Coordinator,
+): { match: string; kind: ResourceKind; capacity: number }[] {
+  return coordinator.config.resources
+    .filter((t) => isGlob(t.match))
+    .map((t) => ({ match: t.match, kind: t.kind, capacity: t.capacity }))
 }
 
 /** One resource and each of its clients, or undefined when nobody uses it. */

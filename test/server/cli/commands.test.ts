@@ -87,6 +87,33 @@ describe('sluice status', () => {
   })
 })
 
+describe('sluice <command> --help', () => {
+  it.each(['serve', 'validate', 'status', 'allocate', 'simulate'])(
+    'prints the usage of %s and exits 0',
+    async (name) => {
+      for (const flag of ['--help', '-h']) {
+        const { io: cliIo, out } = io()
+        expect(await runCli([name, flag], cliIo)).toBe(0)
+        expect(out.stdout).toMatch(new RegExp(`^Usage: sluice ${name}`))
+      }
+    },
+  )
+})
+
+describe('sluice status with protected reads', () => {
+  it('says a token is needed on 401, and reads with --token', async () => {
+    const { server } = await startCoordinator(simpleConfig({}, { readToken: 'read-token-123' }))
+    cleanup.push(() => server.close())
+    const denied = io()
+    expect(await runCli(['status', '--url', server.url], denied.io)).toBe(1)
+    expect(denied.out.stderr).toMatch(/--token|SLUICE_TOKEN/)
+    const allowed = io()
+    const argv = ['status', '--url', server.url, '--token', 'read-token-123']
+    expect(await runCli(argv, allowed.io)).toBe(0)
+    expect(allowed.out.stdout).toMatch(/^RESOURCE/)
+  })
+})
+
 describe('sluice serve', () => {
   it('serves on the given port, reloads on SIGHUP and stops on SIGTERM', async () => {
     process.env.SLUICE_LOG_LEVEL = 'silent'
@@ -116,6 +143,22 @@ describe('sluice serve', () => {
     signals.emit('SIGTERM')
     expect(await exit).toBe(0)
     await expect(fetch(`${url}/healthz`)).rejects.toThrow()
+  })
+
+  it('says which port is taken, with SLUICE_ERR_SERVER_LISTEN, when another process holds it', async () => {
+    process.env.SLUICE_LOG_LEVEL = 'silent'
+    const { server } = await startCoordinator(simpleConfig())
+    cleanup.push(() => server.close())
+    const port = new URL(server.url).port
+    const file = await tempFile(
+      'sluice.yaml',
+      'resources:\n  - { match: api, kind: rate, capacity: 300 }\n',
+    )
+    const { io: cliIo, out } = io(new EventEmitter())
+    const args = ['serve', '--config', file, '--port', port, '--data-dir', 'none']
+    expect(await runCli(args, cliIo)).toBe(1)
+    expect(out.stderr).toContain('SLUICE_ERR_SERVER_LISTEN')
+    expect(out.stderr).toContain(`:${port} is in use`)
   })
 
   it('exits 2 without --config', async () => {

@@ -144,6 +144,52 @@ describe('HTTP API', () => {
     expect(res.json().error.message).toContain('resources[0].capacity')
     expect(server.coordinator.config.resources[0]!.capacity).toBe(300)
   })
+  it('reloads from a YAML body, naming the line of a bad field', async () => {
+    const { server } = await startWithClients()
+    const head = `server: { adminToken: ${adminToken} }\nresources:\n`
+    const yaml = `${head}  - { match: api, kind: rate, capacity: 120 }\n`
+    const ok = await server.http.inject({
+      method: 'POST',
+      url: '/v1/admin/reload',
+      headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/yaml' },
+      payload: yaml,
+    })
+    expect(ok.statusCode).toBe(200)
+    expect(server.coordinator.config.resources[0]!.capacity).toBe(120)
+    const bad = await server.http.inject({
+      method: 'POST',
+      url: '/v1/admin/reload',
+      headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'text/yaml' },
+      payload: `${head}  - { match: api, kind: rate, capacity: lots }\n`,
+    })
+    expect(bad.statusCode).toBe(400)
+    expect(bad.json().error.code).toBe('SLUICE_ERR_CONFIG_INVALID')
+    expect(bad.json().error.message).toMatch(/resources\[0\]\.capacity/)
+    expect(bad.json().error.message).toMatch(/line 3/)
+    expect(server.coordinator.config.resources[0]!.capacity).toBe(120)
+  })
+
+  it('lists a configured resource before any client uses it, and the glob templates', async () => {
+    const { server } = await startCoordinator({
+      resources: [
+        { match: 'payments', kind: 'concurrency', capacity: 20 },
+        { match: 'tenant-*', kind: 'rate', capacity: 50 },
+      ],
+    })
+    running.push(server)
+    const body = (await server.http.inject('/v1/resources')).json()
+    expect(body.resources).toEqual([
+      expect.objectContaining({
+        id: 'payments',
+        kind: 'concurrency',
+        capacity: 20,
+        committed: 0,
+        free: 20,
+        clients: 0,
+      }),
+    ])
+    expect(body.templates).toEqual([{ match: 'tenant-*', kind: 'rate', capacity: 50 }])
+  })
 })
 
 describe('config file reload', () => {
