@@ -50,7 +50,14 @@ const troubleEveryMs = 30_000
  * Events: `connect`, `disconnect` (close code), `error` (a `SluiceError`: a
  * coded error message from the coordinator, or the session being taken over).
  */
-export class SluiceClient extends EventEmitter implements ResourceOwner {
+/** The events of a client: connected, disconnected (with the close code), and every error as a SluiceError. */
+export interface ClientEvents {
+  connect: []
+  disconnect: [code: number]
+  error: [error: SluiceError]
+}
+
+export class SluiceClient extends EventEmitter<ClientEvents> implements ResourceOwner {
   readonly options: ResolvedClientOptions
   readonly #resources = new Map<string, Resource>()
   #ws: ClientSocket | undefined

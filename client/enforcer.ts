@@ -37,6 +37,8 @@ export interface Enforcer {
   msUntil(cost: number): number
   /** Whole tokens or slots available now. */
   remaining(): number
+  /** Milliseconds until back to the full burst (0 for slots: they come back on release). */
+  msUntilFull(): number
   /** Slots in use (0 for rate). */
   readonly inFlight: number
   /** Whether what is in use fits the capacity in force (a decrease may be acknowledged). */
@@ -92,6 +94,10 @@ export class RateEnforcer implements Enforcer {
 
   remaining(): number {
     return Math.floor(this.#bucket.tokens)
+  }
+
+  msUntilFull(): number {
+    return this.#bucket.msUntilFull()
   }
 
   takeDemand(nowMs: number, waitingCost: number): number {
@@ -178,6 +184,10 @@ export class SlotEnforcer implements Enforcer {
 
   remaining(): number {
     return Math.max(0, this.#limit - this.#inFlight)
+  }
+
+  msUntilFull(): number {
+    return 0
   }
 
   takeDemand(nowMs: number, waitingCost: number): number {

@@ -80,7 +80,13 @@ type LeaseState =
  *
  * Events: `lease` (LeaseGrant), `mode` (ResourceMode).
  */
-export class Resource extends EventEmitter {
+/** The events of a resource: each lease received, and each change of mode. */
+export interface ResourceEvents {
+  lease: [lease: LeaseGrant]
+  mode: [mode: ResourceMode]
+}
+
+export class Resource extends EventEmitter<ResourceEvents> {
   readonly id: string
   readonly priority: number | undefined
   readonly failureMode: FailureMode
@@ -305,6 +311,18 @@ export class Resource extends EventEmitter {
   /** Whole tokens (rate) or slots (concurrency) available now. */
   remaining(): number {
     return this.#enforcer.remaining()
+  }
+
+  /** What it admits now, for HTTP headers: the capacity in force per second and its burst. */
+  describe(): { ratePerSec: number; burst: number } {
+    const state = this.#state
+    const capacity = this.capacity
+    return { ratePerSec: capacity, burst: state.mode === 'leased' ? state.lease.burst : capacity }
+  }
+
+  /** Milliseconds until the bucket is full again (rate); 0 for concurrency. */
+  msUntilReset(): number {
+    return this.#enforcer.msUntilFull()
   }
 
   /** Gives back concurrency slots taken by `tryAcquire`. */

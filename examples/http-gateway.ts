@@ -4,6 +4,9 @@
  *
  *   npm run example:gateway
  *   curl -i localhost:8080/search
+ *   for i in $(seq 15); do curl -s -o /dev/null -w '%{http_code} ' localhost:8080/search; done
+ *
+ * The loop shows ten 200s, then 429s: one IP's burst of 10 is spent.
  *
  * Run two gateways (PORT=8081 for the second) and they share /search's
  * cluster-wide rate between them.
@@ -17,22 +20,21 @@ const port = Number(process.env.PORT ?? 8080)
 const client = createClient({ url: process.env.SLUICE_URL ?? 'ws://127.0.0.1:7070/v1/connect' })
 // `search` matches the example config's "*" template: 100 requests/s across every gateway.
 const search = client.resource('search')
+client.on('error', (error) => console.warn(error.code, error.message))
+await search.ready({ timeoutMs: 10_000 })
 
 const app = Fastify({ logger: false })
-// Every route: 20 requests/s per client IP, bursts of 40, in this process.
+// Every route: 5 requests/s per client IP (an IPv6 client per /64), bursts of 10, in this process.
 await app.register(fastifyRateLimit, {
-  limiter: () => new TokenBucketLimiter({ ratePerSec: 20, burst: 40 }),
-  policy: { name: 'per-ip', quota: 40, windowSec: 2 },
+  limiter: () => new TokenBucketLimiter({ ratePerSec: 5, burst: 10 }),
+  policy: { name: 'per-ip', quota: 10, windowSec: 2 },
+  headers: 'both', // RateLimit and RateLimit-Policy, and X-RateLimit-* for older clients
 })
-// /search: the cluster-wide resource instead, shaping up to 250 ms before refusing.
-app.get(
-  '/search',
-  { config: { rateLimit: { resource: search, mode: 'shape', maxDelayMs: 250 } } },
-  async (req) => ({
-    query: (req.query as { q?: string }).q ?? '',
-    results: [],
-  }),
-)
+// /search: the per-IP limit and, on top, the cluster-wide resource shared by every gateway.
+app.get('/search', { config: { rateLimit: { resource: search } } }, async (req) => ({
+  query: (req.query as { q?: string }).q ?? '',
+  results: [],
+}))
 app.get('/health', { config: { rateLimit: false } }, async () => ({ ok: true }))
 
 await app.listen({ host: '127.0.0.1', port })

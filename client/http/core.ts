@@ -1,4 +1,3 @@
-import type { IncomingHttpHeaders } from 'node:http'
 import {
   SluiceError,
   describeValue,
@@ -6,119 +5,139 @@ import {
   systemClock,
   type Clock,
 } from '../../shared/index.js'
-import { KeyedLimiter, type Limiter } from '../limiters/index.js'
+import { KeyedLimiter, type Limiter, type LimiterShape } from '../limiters/index.js'
 import type { Resource } from '../resource.js'
 import {
-  policyHeader,
-  rateLimitHeader,
+  limitHeaders,
   retryAfterSeconds,
+  type LimitState,
   type RateLimitPolicy,
 } from './headers.js'
-
-/** What the edge needs of a request, whatever the framework. */
-export interface RequestInfo {
-  readonly ip: string
-  readonly headers: IncomingHttpHeaders
-  /** The route pattern if the framework knows it, else the path. */
-  readonly route: string
-}
-
-export type KeySource =
-  'ip' | 'route' | { readonly header: string } | ((req: RequestInfo) => string)
-
-export interface RateLimitOptions {
-  /** A local limiter per key, made by this factory (held in a KeyedLimiter). */
-  readonly limiter?: ((key: string) => Limiter) | undefined
-  /** A coordinated resource (cluster-wide through `sluice/client`), or one per key. Rate resources only. */
-  readonly resource?: Resource | ((key: string) => Resource) | undefined
-  /** What to limit by; default `ip`. */
-  readonly key?: KeySource | undefined
-  /** Tokens a request costs; default 1. */
-  readonly cost?: number | ((req: RequestInfo) => number) | undefined
-  /** `police` rejects at once; `shape` delays up to `maxDelayMs`, then rejects. Default `police`. */
-  readonly mode?: 'police' | 'shape' | undefined
-  readonly maxDelayMs?: number | undefined
-  /** Keys never limited. */
-  readonly allowList?: readonly string[] | undefined
-  /** Requests never limited (health checks, say). */
-  readonly skip?: ((req: RequestInfo) => boolean) | undefined
-  /** For the RateLimit-Policy header; for a resource, default: its lease per second. Required with `limiter`. */
-  readonly policy?: RateLimitPolicy | undefined
-  /** Most keys the local limiters keep; default 10 000. */
-  readonly maxKeys?: number | undefined
-  readonly clock?: Clock | undefined
-}
+import { ipKey } from './keys.js'
+import {
+  checkRateLimitOptions,
+  finalRateLimitOptions,
+  type HeaderSet,
+  type LimitContext,
+  type RateLimitOptions,
+  type RequestInfo,
+} from './options.js'
 
 export interface Decision {
   readonly allowed: boolean
-  /** Headers for the response, allowed or not. */
+  /** The status of a refusal (429 unless `statusCode` says otherwise). */
+  readonly statusCode: number
+  /** Header fields for the response, allowed or not. */
   readonly headers: Record<string, string>
-  /** The 429 body when not allowed. */
-  readonly body:
-    | { error: { code: 'SLUICE_ERR_HTTP_RATE_LIMITED'; message: string; retryable: true } }
-    | undefined
+  /** The refusal body: sent as JSON, or as text when a string. Undefined when allowed. */
+  readonly body: unknown
+  /** The local limiter charged, when the response may give the cost back (`settle`). */
+  readonly charged: Limiter | undefined
+  readonly cost: number
 }
 
-interface Target {
-  tryAcquire(cost: number): boolean
-  acquire(cost: number, options: { maxWaitMs?: number | undefined }): Promise<unknown>
-  msUntil(cost: number): number
-  remaining?(): number
-}
-
-function invalid(detail: string): never {
-  throw new SluiceError('SLUICE_ERR_OPTION_INVALID', `rate limit: ${detail}`)
+/** The policy a limiter's shape announces: the window its burst refills in, and that window's quota. */
+export function derivePolicy(shape: LimiterShape): RateLimitPolicy {
+  if (!(shape.ratePerSec > 0)) return { quota: 0, windowSec: 1 }
+  const windowSec = Math.max(1, Math.ceil(shape.burst / shape.ratePerSec - 1e-9))
+  return { quota: Math.floor(shape.ratePerSec * windowSec + 1e-9), windowSec }
 }
 
 /**
+ * Whether a stated policy tells the truth about a limiter: in any window of
+ * `w` seconds it admits at least `ratePerSec·w` (sustained) and at most
+ * `burst + ratePerSec·w`; a quota outside that range misleads clients.
+ */
+export function policyFits(policy: RateLimitPolicy, shape: LimiterShape): boolean {
+  const sustained = shape.ratePerSec * policy.windowSec
+  const slack = 1e-6 * Math.max(1, sustained)
+  return (
+    policy.quota + slack >= Math.floor(sustained + slack) &&
+    policy.quota <= shape.burst + sustained + slack
+  )
+}
+
+function describePolicy(p: RateLimitPolicy): string {
+  return `{ quota: ${p.quota}, windowSec: ${p.windowSec} }`
+}
+
+const noRequest: RequestInfo = Object.freeze({ ip: '', method: 'GET', headers: {}, route: '' })
+
+/**
  * The decision shared by the fastify plugin and the framework-free
- * middleware: key the request, check (or wait on) its limiter, and say
- * which headers and body to answer with. Options are checked once.
+ * middleware: key the request, check (or wait on) its limits, and say
+ * which headers and body to answer with. Options are checked once, at
+ * construction.
  */
 export class RateLimitCore {
-  readonly #options: RateLimitOptions
+  readonly options: RateLimitOptions
+  /** Whether a response must be reported (`settle`) to give costs back. */
+  readonly settles: boolean
+  readonly #limiter: ((key: string, req: RequestInfo) => Limiter) | undefined
+  readonly #resource: Resource | ((key: string, req: RequestInfo) => Resource) | undefined
   readonly #keyed: KeyedLimiter | undefined
-  readonly #allow: ReadonlySet<string>
+  readonly #allowList: ReadonlySet<string>
+  readonly #clock: Clock
   readonly #maxDelayMs: number
-  /** Formatted once when the policy is fixed. */
-  readonly #policyHeader: string | undefined
+  readonly #maxKeys: number
+  readonly #statusCode: number
+  readonly #headerSet: HeaderSet
+  readonly #subnet: number | false
+  readonly #policyName: string
+  /** Keys blocked until a time (`blockMs`), oldest first. */
+  readonly #blocked = new Map<string, number>()
+  /** The policy each limiter announces, worked out once. */
+  readonly #policies = new WeakMap<Limiter, RateLimitPolicy | null>()
+  /** The request whose key is being made, for the limiter factory. */
+  #making: RequestInfo = noRequest
 
-  constructor(options: RateLimitOptions) {
-    if ((options.limiter === undefined) === (options.resource === undefined))
-      invalid('give exactly one of `limiter` and `resource`')
-    if (options.limiter !== undefined && options.policy === undefined)
-      invalid(
-        '`policy` ({ quota, windowSec }) is required with `limiter`, for the RateLimit-Policy header',
-      )
-    if (
-      options.policy !== undefined &&
-      !(options.policy.quota > 0 && options.policy.windowSec > 0)
-    ) {
-      invalid(
-        `policy.quota and policy.windowSec must be > 0, received ${describeValue(options.policy)}`,
-      )
-    }
-    const maxDelayMs = options.maxDelayMs ?? 1000
-    if (!(maxDelayMs >= 0) || !Number.isFinite(maxDelayMs))
-      invalid(
-        `maxDelayMs must be a finite number ≥ 0, received ${describeValue(options.maxDelayMs)}`,
-      )
-    this.#options = Object.freeze({ ...options })
-    this.#maxDelayMs = maxDelayMs
-    this.#allow = new Set(options.allowList ?? [])
-    this.#policyHeader = options.policy === undefined ? undefined : policyHeader(options.policy)
+  constructor(options: RateLimitOptions, where = 'rate limit') {
+    const o = finalRateLimitOptions(checkRateLimitOptions(options, where), where)
+    this.options = o
+    this.#limiter = o.limiter === false ? undefined : o.limiter
+    this.#resource = o.resource === false ? undefined : o.resource
+    this.#clock = o.clock ?? systemClock
+    this.#maxDelayMs = o.maxDelayMs ?? 1000
+    this.#maxKeys = o.maxKeys ?? 10_000
+    this.#statusCode = o.statusCode ?? 429
+    this.#headerSet = o.headers ?? 'ietf'
+    this.#subnet = o.ipv6Subnet ?? 64
+    this.#policyName = o.policy?.name ?? 'default'
+    this.#allowList = new Set(o.allowList ?? [])
+    this.settles = o.skipSuccessfulRequests === true || o.skipFailedRequests === true
+    const factory = this.#limiter
     this.#keyed =
-      options.limiter === undefined
+      factory === undefined
         ? undefined
-        : new KeyedLimiter(options.limiter, {
-            maxKeys: options.maxKeys,
-            clock: options.clock ?? systemClock,
+        : new KeyedLimiter((key: string) => this.#checked(factory(key, this.#making)), {
+            maxKeys: this.#maxKeys,
+            clock: this.#clock,
           })
+    // A factory that ignores the request makes the same limiter for every key:
+    // check the policy against one now, so a lie fails registration.
+    if (factory !== undefined && o.policy !== undefined && factory.length < 2)
+      this.#checked(factory('', noRequest))
+  }
+
+  #checked(limiter: Limiter): Limiter {
+    if (typeof limiter?.tryAcquire !== 'function')
+      throw new SluiceError(
+        'SLUICE_ERR_OPTION_INVALID',
+        `rate limit: limiter must return a Limiter (tryAcquire, acquire, msUntil), received ${describeValue(limiter)}`,
+      )
+    const stated = this.options.policy
+    const shape = limiter.describe?.()
+    if (stated !== undefined && shape !== undefined && !policyFits(stated, shape))
+      throw new SluiceError(
+        'SLUICE_ERR_OPTION_INVALID',
+        `rate limit: policy ${describePolicy(stated)} is not what the limiter admits (${shape.ratePerSec}/s, burst ${shape.burst}: between ${Math.floor(shape.ratePerSec * stated.windowSec)} and ${Math.floor(shape.burst + shape.ratePerSec * stated.windowSec)} per ${stated.windowSec} s); leave policy out to derive it (${describePolicy(derivePolicy(shape))})`,
+      )
+    return limiter
   }
 
   keyOf(req: RequestInfo): string {
-    const source = this.#options.key ?? 'ip'
-    if (source === 'ip') return req.ip
+    const source = this.options.key ?? 'ip'
+    if (source === 'ip') return ipKey(req.ip, this.#subnet)
     if (source === 'route') return req.route
     if (typeof source === 'function') return source(req)
     const value = req.headers[source.header.toLowerCase()]
@@ -126,64 +145,227 @@ export class RateLimitCore {
   }
 
   /**
-   * The decision for a request: synchronous, except when shaping has to
-   * wait (then a promise), so the allow path costs no promise.
+   * The decision for a request, or undefined when it is not limited:
+   * synchronous, except when shaping has to wait (then a promise), so the
+   * allow path costs no promise.
    */
   decide(req: RequestInfo): Decision | undefined | Promise<Decision | undefined> {
-    const o = this.#options
+    const o = this.options
     if (o.skip?.(req) === true) return undefined
     const key = this.keyOf(req)
-    if (this.#allow.has(key)) return undefined
+    if (this.#allowList.has(key)) return undefined
+    if (this.#blocked.size > 0) {
+      const until = this.#blocked.get(key)
+      if (until !== undefined) {
+        const waitMs = until - this.#clock.now()
+        if (waitMs > 0) return this.#blockedAnswer(req, key, waitMs)
+        this.#blocked.delete(key)
+      }
+    }
     const cost = typeof o.cost === 'function' ? o.cost(req) : (o.cost ?? 1)
-    const target = this.#target(key)
-    if (target.tryAcquire(cost)) return this.#answer(key, target, true, cost)
-    if (o.mode === 'shape' && target.msUntil(cost) <= this.#maxDelayMs) {
-      return target.acquire(cost, { maxWaitMs: this.#maxDelayMs }).then(
-        () => this.#answer(key, target, true, cost),
-        () => this.#answer(key, target, false, cost),
+    let limiter: Limiter | undefined
+    if (this.#keyed !== undefined) {
+      this.#making = req
+      limiter = this.#keyed.get(key)
+      this.#making = noRequest
+    }
+    const resource = this.#resourceOf(key, req)
+    let charged = false
+    if (limiter === undefined || (charged = limiter.tryAcquire(cost))) {
+      if (resource === undefined || resource.tryAcquire(cost))
+        return this.#allowed(req, key, limiter, resource, cost)
+      // The shared limit refused: the per-key one should not pay for it.
+      if (charged && limiter?.refund !== undefined) {
+        limiter.refund(cost)
+        charged = false
+      }
+    }
+    if (o.mode === 'shape') {
+      const waitMs = Math.max(
+        charged ? 0 : (limiter?.msUntil(cost) ?? 0),
+        resource?.msUntil(cost) ?? 0,
       )
+      if (waitMs <= this.#maxDelayMs) return this.#shape(req, key, limiter, resource, cost, charged)
     }
-    return this.#answer(key, target, false, cost)
+    return this.#refused(req, key, limiter, resource, cost, charged)
   }
 
-  #answer(key: string, target: Target, allowed: boolean, cost: number): Decision {
-    const o = this.#options
-    const policy = o.policy ?? this.#resourcePolicy(key)
-    const waitMs = allowed ? target.msUntil(1) : target.msUntil(cost)
-    const remaining = target.remaining?.() ?? (target.msUntil(1) === 0 ? 1 : 0)
-    const resetSec = Number.isFinite(waitMs) ? waitMs / 1000 : policy.windowSec
-    const headers: Record<string, string> = {
-      'ratelimit-policy': this.#policyHeader ?? policyHeader(policy),
-      ratelimit: rateLimitHeader(policy, remaining, resetSec),
+  /** After the response: gives the cost back to the local limiter when the skip options say so. */
+  settle(decision: Decision, statusCode: number): void {
+    const o = this.options
+    if (decision.charged === undefined) return
+    if (statusCode < 400 ? o.skipSuccessfulRequests === true : o.skipFailedRequests === true)
+      decision.charged.refund?.(decision.cost)
+  }
+
+  async #shape(
+    req: RequestInfo,
+    key: string,
+    limiter: Limiter | undefined,
+    resource: Resource | undefined,
+    cost: number,
+    charged: boolean,
+  ): Promise<Decision> {
+    const startMs = this.#clock.now()
+    try {
+      if (limiter !== undefined && !charged) {
+        await limiter.acquire(cost, { maxWaitMs: this.#maxDelayMs })
+        charged = true
+      }
+      if (resource !== undefined) {
+        const leftMs = Math.max(0, this.#maxDelayMs - (this.#clock.now() - startMs))
+        await resource.acquire(cost, { maxWaitMs: leftMs })
+      }
+      return this.#allowed(req, key, limiter, resource, cost)
+    } catch {
+      if (charged && limiter?.refund !== undefined) {
+        limiter.refund(cost)
+        charged = false
+      }
+      return this.#refused(req, key, limiter, resource, cost, charged)
     }
-    if (allowed) return { allowed, headers, body: undefined }
-    headers['retry-after'] = String(
-      retryAfterSeconds(Number.isFinite(waitMs) ? waitMs : policy.windowSec * 1000),
-    )
+  }
+
+  #allowed(
+    req: RequestInfo,
+    key: string,
+    limiter: Limiter | undefined,
+    resource: Resource | undefined,
+    cost: number,
+  ): Decision {
+    this.options.onExceeding?.(req, key)
     return {
-      allowed,
-      headers,
-      body: {
-        error: {
-          code: 'SLUICE_ERR_HTTP_RATE_LIMITED',
-          message: errorCatalogue.SLUICE_ERR_HTTP_RATE_LIMITED.message,
-          retryable: true,
-        },
-      },
+      allowed: true,
+      statusCode: 200,
+      headers: this.#headers(limiter, resource),
+      body: undefined,
+      charged: this.settles ? limiter : undefined,
+      cost,
     }
   }
 
-  #target(key: string): Target {
-    const o = this.#options
-    // One look-up per request: the key's limiter is the target.
-    if (this.#keyed !== undefined) return this.#keyed.get(key)
-    const resource = typeof o.resource === 'function' ? o.resource(key) : o.resource!
-    return resource
+  #refused(
+    req: RequestInfo,
+    key: string,
+    limiter: Limiter | undefined,
+    resource: Resource | undefined,
+    cost: number,
+    limiterCharged: boolean,
+  ): Decision {
+    // Retry-After: until every limit that refused has room (a limit never able to: its window).
+    let waitMs = 0
+    if (limiter !== undefined && !limiterCharged) waitMs = limiter.msUntil(cost)
+    if (resource !== undefined) waitMs = Math.max(waitMs, resource.msUntil(cost))
+    if (!Number.isFinite(waitMs)) waitMs = this.#windowMs(limiter)
+    const blockMs = this.options.blockMs ?? 0
+    if (blockMs > 0) {
+      this.#block(key, blockMs)
+      waitMs = Math.max(waitMs, blockMs)
+    }
+    const headers = this.#headers(limiter, resource)
+    return this.#refusal(req, key, headers, waitMs, false)
   }
 
-  #resourcePolicy(key: string): RateLimitPolicy {
-    const o = this.#options
-    const resource = typeof o.resource === 'function' ? o.resource(key) : o.resource!
-    return { name: resource.id, quota: Math.max(1, resource.capacity), windowSec: 1 }
+  #blockedAnswer(req: RequestInfo, key: string, waitMs: number): Decision {
+    const headers: Record<string, string> = {}
+    const name = this.#limiter !== undefined ? this.#policyName : this.#resourceName(key, req)
+    limitHeaders(
+      [{ name, policy: undefined, remaining: 0, resetSec: waitMs / 1000 }],
+      this.#headerSet,
+      headers,
+    )
+    return this.#refusal(req, key, headers, waitMs, true)
+  }
+
+  #refusal(
+    req: RequestInfo,
+    key: string,
+    headers: Record<string, string>,
+    waitMs: number,
+    blocked: boolean,
+  ): Decision {
+    const retryAfterSec = retryAfterSeconds(waitMs)
+    headers['retry-after'] = String(retryAfterSec)
+    const context: LimitContext = { key, statusCode: this.#statusCode, retryAfterSec, blocked }
+    this.options.onLimited?.(req, context)
+    const body =
+      this.options.errorResponse === undefined
+        ? {
+            error: {
+              code: 'SLUICE_ERR_HTTP_RATE_LIMITED',
+              message: blocked
+                ? `${errorCatalogue.SLUICE_ERR_HTTP_RATE_LIMITED.message}: blocked for ${retryAfterSec} s`
+                : errorCatalogue.SLUICE_ERR_HTTP_RATE_LIMITED.message,
+              retryable: true,
+            },
+          }
+        : this.options.errorResponse(req, context)
+    return {
+      allowed: false,
+      statusCode: this.#statusCode,
+      headers,
+      body,
+      charged: undefined,
+      cost: 0,
+    }
+  }
+
+  #block(key: string, blockMs: number): void {
+    this.#blocked.delete(key)
+    this.#blocked.set(key, this.#clock.now() + blockMs)
+    // Bounded like the limiters: the oldest block goes first.
+    if (this.#blocked.size > this.#maxKeys) {
+      const oldest = this.#blocked.keys().next().value
+      if (oldest !== undefined) this.#blocked.delete(oldest)
+    }
+  }
+
+  #headers(limiter: Limiter | undefined, resource: Resource | undefined): Record<string, string> {
+    const headers: Record<string, string> = {}
+    if (this.#headerSet === 'none') return headers
+    const states: LimitState[] = []
+    if (limiter !== undefined) {
+      const canTell = limiter.remaining !== undefined
+      states.push({
+        name: this.#policyName,
+        policy: this.#policyOf(limiter),
+        remaining: canTell ? limiter.remaining!() : limiter.msUntil(1) === 0 ? 1 : 0,
+        resetSec: (limiter.msUntilReset?.() ?? limiter.msUntil(1)) / 1000,
+      })
+    }
+    if (resource !== undefined) {
+      states.push({
+        name: resource.id,
+        policy: derivePolicy(resource.describe()),
+        remaining: resource.remaining(),
+        resetSec: resource.msUntilReset() / 1000,
+      })
+    }
+    limitHeaders(states, this.#headerSet, headers)
+    return headers
+  }
+
+  #policyOf(limiter: Limiter): RateLimitPolicy | undefined {
+    let policy = this.#policies.get(limiter)
+    if (policy === undefined) {
+      const shape = limiter.describe?.()
+      policy = this.options.policy ?? (shape === undefined ? null : derivePolicy(shape))
+      this.#policies.set(limiter, policy)
+    }
+    return policy ?? undefined
+  }
+
+  #windowMs(limiter: Limiter | undefined): number {
+    const policy = limiter === undefined ? undefined : this.#policyOf(limiter)
+    return (policy?.windowSec ?? 1) * 1000
+  }
+
+  #resourceOf(key: string, req: RequestInfo): Resource | undefined {
+    const r = this.#resource
+    return typeof r === 'function' ? r(key, req) : r
+  }
+
+  #resourceName(key: string, req: RequestInfo): string {
+    return this.#resourceOf(key, req)?.id ?? this.#policyName
   }
 }

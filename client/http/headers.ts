@@ -33,3 +33,46 @@ export function rateLimitHeader(
 export function retryAfterSeconds(waitMs: number): number {
   return Math.max(1, Math.ceil(waitMs / 1000))
 }
+
+/** One limit's state for the header fields: its policy (when known), what remains, seconds to its reset. */
+export interface LimitState {
+  readonly name: string
+  readonly policy: RateLimitPolicy | undefined
+  readonly remaining: number
+  readonly resetSec: number
+}
+
+/**
+ * The header fields of one response. `ietf`: RateLimit-Policy and RateLimit,
+ * one list member per limit (a request under a per-IP limit and a shared
+ * one sees both). `legacy`: X-RateLimit-Limit, -Remaining and -Reset (seconds)
+ * of the tightest limit, as @fastify/rate-limit and express-rate-limit send.
+ */
+export function limitHeaders(
+  states: readonly LimitState[],
+  set: 'ietf' | 'legacy' | 'both' | 'none',
+  out: Record<string, string>,
+): void {
+  if (set === 'none' || states.length === 0) return
+  if (set !== 'legacy') {
+    let policies = ''
+    let limits = ''
+    for (const s of states) {
+      if (s.policy !== undefined)
+        policies += (policies === '' ? '' : ', ') + policyHeader({ ...s.policy, name: s.name })
+      limits +=
+        (limits === '' ? '' : ', ') +
+        rateLimitHeader({ name: s.name, quota: 0, windowSec: 1 }, s.remaining, s.resetSec)
+    }
+    if (policies !== '') out['ratelimit-policy'] = policies
+    out.ratelimit = limits
+  }
+  if (set !== 'ietf') {
+    let tightest = states[0]!
+    for (const s of states) if (s.remaining < tightest.remaining) tightest = s
+    if (tightest.policy !== undefined)
+      out['x-ratelimit-limit'] = String(Math.floor(tightest.policy.quota))
+    out['x-ratelimit-remaining'] = String(Math.max(0, Math.floor(tightest.remaining)))
+    out['x-ratelimit-reset'] = String(Math.max(0, Math.ceil(tightest.resetSec)))
+  }
+}

@@ -1,7 +1,16 @@
-export { RateLimitCore } from './core.js'
-export type { Decision, KeySource, RateLimitOptions, RequestInfo } from './core.js'
+export { RateLimitCore, derivePolicy, policyFits } from './core.js'
+export type { Decision } from './core.js'
 export { fastifyRateLimit } from './fastify.js'
-export { policyHeader, rateLimitHeader, retryAfterSeconds } from './headers.js'
-export type { RateLimitPolicy } from './headers.js'
+export { limitHeaders, policyHeader, rateLimitHeader, retryAfterSeconds } from './headers.js'
+export type { LimitState, RateLimitPolicy } from './headers.js'
+export { ipKey } from './keys.js'
 export { createRateLimitMiddleware } from './middleware.js'
 export type { Middleware } from './middleware.js'
+export { checkRateLimitOptions } from './options.js'
+export type {
+  HeaderSet,
+  KeySource,
+  LimitContext,
+  RateLimitOptions,
+  RequestInfo,
+} from './options.js'

@@ -17,6 +17,18 @@ export interface Limiter {
   msUntil(cost?: number): number
   /** Whole tokens that could be taken now, where the limiter can tell cheaply. */
   remaining?(): number
+  /** What it admits, where it can say: a sustained rate and the most at once (for headers). */
+  describe?(): LimiterShape
+  /** Milliseconds until it is back to its full quota (the headers' reset). */
+  msUntilReset?(): number
+  /** Gives back `cost` taken earlier, for a request that turned out not to count. */
+  refund?(cost: number): void
+}
+
+/** A limiter's quota: `ratePerSec` sustained, at most `burst` at once. */
+export interface LimiterShape {
+  readonly ratePerSec: number
+  readonly burst: number
 }
 
 /** Checks a numeric option once, naming it, the rule and the value. */

@@ -1,5 +1,5 @@
 export { BaseLimiter } from './base.js'
-export type { Limiter, LimiterAcquireOptions } from './base.js'
+export type { Limiter, LimiterAcquireOptions, LimiterShape } from './base.js'
 export { CompositeLimiter } from './composite.js'
 export { KeyedLimiter } from './keyed.js'
 export type { KeyedOptions } from './keyed.js'

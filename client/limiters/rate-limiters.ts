@@ -1,5 +1,5 @@
 import { systemClock, type Clock } from '../../shared/index.js'
-import { BaseLimiter, positiveOption } from './base.js'
+import { BaseLimiter, positiveOption, type LimiterShape } from './base.js'
 import { TokenBucket } from './token-bucket.js'
 
 export interface RateOptions {
@@ -28,6 +28,16 @@ export class TokenBucketLimiter extends BaseLimiter {
   remaining(): number {
     return Math.floor(this.#bucket.tokens)
   }
+  describe(): LimiterShape {
+    return { ratePerSec: this.#bucket.ratePerSec, burst: this.#bucket.burst }
+  }
+  msUntilReset(): number {
+    return this.#bucket.msUntilFull()
+  }
+  refund(cost: number): void {
+    this.#bucket.refund(cost)
+    this.serve()
+  }
 }
 
 /**
@@ -46,6 +56,21 @@ export class Gcra extends BaseLimiter {
     this.#intervalMs = 1000 / rate
     this.#toleranceMs = burst * this.#intervalMs
     this.#tatMs = this.clock.now()
+  }
+  describe(): LimiterShape {
+    return { ratePerSec: 1000 / this.#intervalMs, burst: this.#toleranceMs / this.#intervalMs }
+  }
+  remaining(): number {
+    const now = this.clock.now()
+    const used = Math.max(0, this.#tatMs - now)
+    return Math.floor((this.#toleranceMs - used) / this.#intervalMs)
+  }
+  msUntilReset(): number {
+    return Math.max(0, this.#tatMs - this.clock.now())
+  }
+  refund(cost: number): void {
+    this.#tatMs = Math.max(this.clock.now(), this.#tatMs - cost * this.#intervalMs)
+    this.serve()
   }
   protected take(cost: number): boolean {
     const now = this.clock.now()
@@ -77,6 +102,22 @@ export class LeakyBucket extends BaseLimiter {
     this.#drainPerMs = positiveOption('LeakyBucket', 'ratePerSec', options.ratePerSec) / 1000
     this.#capacity = positiveOption('LeakyBucket', 'burst', options.burst ?? options.ratePerSec)
     this.#lastMs = this.clock.now()
+  }
+  describe(): LimiterShape {
+    return { ratePerSec: this.#drainPerMs * 1000, burst: this.#capacity }
+  }
+  remaining(): number {
+    this.#drain()
+    return Math.floor(this.#capacity - this.#level)
+  }
+  msUntilReset(): number {
+    this.#drain()
+    return this.#level / this.#drainPerMs
+  }
+  refund(cost: number): void {
+    this.#drain()
+    this.#level = Math.max(0, this.#level - cost)
+    this.serve()
   }
   #drain(): void {
     const now = this.clock.now()

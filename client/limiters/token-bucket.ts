@@ -55,6 +55,20 @@ export class TokenBucket {
     return (cost - this.#tokens) / this.#ratePerMs
   }
 
+  /** Milliseconds until the bucket is full again. */
+  msUntilFull(): number {
+    this.#refill(this.#clock.now())
+    if (this.#tokens >= this.#burst) return 0
+    return this.#ratePerMs > 0 ? (this.#burst - this.#tokens) / this.#ratePerMs : Infinity
+  }
+
+  /** Puts back `cost` tokens taken earlier (never above the burst). */
+  refund(cost: number): void {
+    this.#refill(this.#clock.now())
+    const t = this.#tokens + cost
+    this.#tokens = t < this.#burst ? t : this.#burst
+  }
+
   /**
    * Changes rate and burst. Tokens earned so far are counted at the old rate;
    * none are invented, and what exceeds the new burst is dropped.

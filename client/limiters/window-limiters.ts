@@ -1,5 +1,5 @@
 import { systemClock, type Clock } from '../../shared/index.js'
-import { BaseLimiter, positiveOption } from './base.js'
+import { BaseLimiter, positiveOption, type LimiterShape } from './base.js'
 
 export interface WindowOptions {
   /** Most tokens per window. */
@@ -38,6 +38,18 @@ export class FixedWindow extends BaseLimiter {
     this.#roll()
     return Math.max(0, Math.floor(this.#limit - this.#used))
   }
+  describe(): LimiterShape {
+    return { ratePerSec: (this.#limit * 1000) / this.#windowMs, burst: this.#limit }
+  }
+  msUntilReset(): number {
+    const now = this.#roll()
+    return this.#used === 0 ? 0 : (this.#window + 1) * this.#windowMs - now
+  }
+  refund(cost: number): void {
+    this.#roll()
+    this.#used = Math.max(0, this.#used - cost)
+    this.serve()
+  }
   msUntil(cost = 1): number {
     if (cost > this.#limit) return Infinity
     const now = this.#roll()
@@ -64,6 +76,13 @@ export class SlidingLog extends BaseLimiter {
     super(options.clock ?? systemClock)
     this.#limit = positiveOption('SlidingLog', 'limit', options.limit)
     this.#windowMs = positiveOption('SlidingLog', 'windowMs', options.windowMs)
+  }
+  describe(): LimiterShape {
+    return { ratePerSec: (this.#limit * 1000) / this.#windowMs, burst: this.#limit }
+  }
+  remaining(): number {
+    this.#expire(this.clock.now())
+    return Math.max(0, Math.floor(this.#limit - this.#sum))
   }
   /** Entries held (for the memory bound). */
   get size(): number {
@@ -134,6 +153,12 @@ export class SlidingWindowCounter extends BaseLimiter {
     }
     const overlap = 1 - (now - w * this.#windowMs) / this.#windowMs
     return { now, estimate: this.#previous * overlap + this.#current }
+  }
+  describe(): LimiterShape {
+    return { ratePerSec: (this.#limit * 1000) / this.#windowMs, burst: this.#limit }
+  }
+  remaining(): number {
+    return Math.max(0, Math.floor(this.#limit - this.#estimate().estimate))
   }
   protected take(cost: number): boolean {
     if (this.#estimate().estimate + cost > this.#limit) return false

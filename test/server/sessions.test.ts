@@ -106,7 +106,7 @@ describe('sessions', () => {
       const c = createClient({ url: server.wsUrl, token: 'tenant-a-token', clock })
       opened.push(c)
       c.resource('api', { wants: 10 })
-      await new Promise((resolve) => c.once('connect', resolve))
+      await new Promise<void>((resolve) => c.once('connect', () => resolve()))
       await c.roundTrip()
       await c.close()
     }

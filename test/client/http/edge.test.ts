@@ -56,7 +56,8 @@ describe('fastifyRateLimit', () => {
     const res = await app.inject('/hello')
     expect(res.statusCode).toBe(200)
     expect(res.headers['ratelimit-policy']).toBe('"default";q=2;w=2')
-    expect(res.headers.ratelimit).toBe('"default";r=1;t=0')
+    // One token left; the bucket is full again in 1 s (t: seconds until the quota resets).
+    expect(res.headers.ratelimit).toBe('"default";r=1;t=1')
   })
 
   it('answers 429 with Retry-After and a coded JSON body once over the limit, and lets through again later', async () => {
@@ -67,7 +68,7 @@ describe('fastifyRateLimit', () => {
     const refused = await app.inject('/hello')
     expect(refused.statusCode).toBe(429)
     expect(refused.headers['retry-after']).toBe('1')
-    expect(refused.headers.ratelimit).toBe('"default";r=0;t=1')
+    expect(refused.headers.ratelimit).toBe('"default";r=0;t=2')
     expect(refused.json()).toEqual({
       error: {
         code: 'SLUICE_ERR_HTTP_RATE_LIMITED',
@@ -132,8 +133,11 @@ describe('fastifyRateLimit', () => {
     const app = Fastify()
     cleanup.push(() => app.close())
     await expect(
-      app.register(fastifyRateLimit, { limiter: () => new TokenBucketLimiter({ ratePerSec: 1 }) }),
-    ).rejects.toThrow(/policy/)
+      app.register(fastifyRateLimit, {
+        limiter: () => new TokenBucketLimiter({ ratePerSec: 1 }),
+        mode: 'shapee' as 'shape',
+      }),
+    ).rejects.toThrow(/mode.*"shapee"/)
   })
 })
 

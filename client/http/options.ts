@@ -1,0 +1,223 @@
+import type { IncomingHttpHeaders } from 'node:http'
+import { z } from 'zod'
+import { SluiceError, describeIssues, type Clock } from '../../shared/index.js'
+import type { Limiter } from '../limiters/index.js'
+import type { Resource } from '../resource.js'
+import type { RateLimitPolicy } from './headers.js'
+
+/** What the edge needs of a request, whatever the framework. */
+export interface RequestInfo {
+  readonly ip: string
+  readonly method: string
+  readonly headers: IncomingHttpHeaders
+  /** The route pattern if the framework knows it, else the path. */
+  readonly route: string
+}
+
+export type KeySource =
+  'ip' | 'route' | { readonly header: string } | ((req: RequestInfo) => string)
+
+/** Which header fields a limited response carries. */
+export type HeaderSet = 'ietf' | 'legacy' | 'both' | 'none'
+
+/** What a refusal knows, for `errorResponse` and `onLimited`. */
+export interface LimitContext {
+  readonly key: string
+  readonly statusCode: number
+  /** Seconds until a retry can succeed (the Retry-After header). */
+  readonly retryAfterSec: number
+  /** Refused because the key is blocked (`blockMs`), not by a limiter. */
+  readonly blocked: boolean
+}
+
+export interface RateLimitOptions {
+  /**
+   * A local limiter per key, made on the key's first request (so it may
+   * depend on the request: a plan read from a header). Held in a
+   * KeyedLimiter of at most `maxKeys`. `false` in a route: not the plugin's.
+   */
+  readonly limiter?: ((key: string, req: RequestInfo) => Limiter) | false | undefined
+  /**
+   * A coordinated rate resource (cluster-wide through `sluice/client`), or
+   * one per key. With `limiter` too, a request must pass both. `false` in a
+   * route: not the plugin's.
+   */
+  readonly resource?: Resource | ((key: string, req: RequestInfo) => Resource) | false | undefined
+  /** What to limit by; default `ip`. */
+  readonly key?: KeySource | undefined
+  /** IPv6 clients are keyed by this prefix length (one /64 is one user); 128 or false: by address. Default 64. */
+  readonly ipv6Subnet?: number | false | undefined
+  /** Tokens a request costs; default 1. */
+  readonly cost?: number | ((req: RequestInfo) => number) | undefined
+  /** `police` rejects at once; `shape` delays up to `maxDelayMs`, then rejects. Default `police`. */
+  readonly mode?: 'police' | 'shape' | undefined
+  readonly maxDelayMs?: number | undefined
+  /** Keys never limited. */
+  readonly allowList?: readonly string[] | undefined
+  /** Requests never limited (health checks, say). */
+  readonly skip?: ((req: RequestInfo) => boolean) | undefined
+  /**
+   * The quota the headers announce. Default: derived from the limiter (or
+   * the resource's lease). When given, checked against the limiter.
+   */
+  readonly policy?: RateLimitPolicy | undefined
+  /** `ietf` (RateLimit, RateLimit-Policy; default), `legacy` (X-RateLimit-*), `both`, `none`. */
+  readonly headers?: HeaderSet | undefined
+  /** Status of a refusal; default 429. */
+  readonly statusCode?: number | undefined
+  /** The body of a refusal (an object is sent as JSON, a string as text). */
+  readonly errorResponse?: ((req: RequestInfo, context: LimitContext) => unknown) | undefined
+  /** Called on every refusal. */
+  readonly onLimited?: ((req: RequestInfo, context: LimitContext) => void) | undefined
+  /** Called on every request let through by a limit (as @fastify/rate-limit's onExceeding). */
+  readonly onExceeding?: ((req: RequestInfo, key: string) => void) | undefined
+  /** A response below 400 gives its cost back to the local limiter. */
+  readonly skipSuccessfulRequests?: boolean | undefined
+  /** A response of 400 or more gives its cost back to the local limiter. */
+  readonly skipFailedRequests?: boolean | undefined
+  /** A key refused once is refused for this long, without asking its limiter. Default 0: off. */
+  readonly blockMs?: number | undefined
+  /** Most keys the local limiters (and blocks) keep; default 10 000. */
+  readonly maxKeys?: number | undefined
+  readonly clock?: Clock | undefined
+}
+
+const fn = <T>() => z.custom<T>((v) => typeof v === 'function', { error: 'must be a function' })
+
+const resourceLike = z.custom<Resource>(
+  (v) =>
+    typeof v === 'object' &&
+    v !== null &&
+    typeof (v as Resource).tryAcquire === 'function' &&
+    typeof (v as Resource).id === 'string',
+  { error: 'must be a resource from client.resource(id) or (key, req) => Resource' },
+)
+
+const positive = z.number().positive().finite()
+
+const schema = z
+  .strictObject({
+    limiter: z.union([fn<(key: string, req: RequestInfo) => Limiter>(), z.literal(false)], {
+      error: 'must be (key, req) => Limiter, e.g. () => new TokenBucketLimiter({ ratePerSec: 5 })',
+    }),
+    resource: z.union(
+      [resourceLike, fn<(key: string, req: RequestInfo) => Resource>(), z.literal(false)],
+      {
+        error: 'must be a resource from client.resource(id), or (key, req) => Resource',
+      },
+    ),
+    key: z.union(
+      [
+        z.enum(['ip', 'route']),
+        z.strictObject({ header: z.string().min(1) }),
+        fn<(req: RequestInfo) => string>(),
+      ],
+      { error: "must be 'ip', 'route', { header: 'x-api-key' } or (req) => string" },
+    ),
+    ipv6Subnet: z.union([z.number().int().min(1).max(128), z.literal(false)]),
+    cost: z.union([positive, fn<(req: RequestInfo) => number>()], {
+      error: 'must be a number > 0 or (req) => number',
+    }),
+    mode: z.enum(['police', 'shape']),
+    maxDelayMs: z.number().min(0).finite(),
+    allowList: z.array(z.string()),
+    skip: fn<(req: RequestInfo) => boolean>(),
+    policy: z.strictObject({
+      name: z.string().min(1).optional(),
+      quota: positive,
+      windowSec: positive,
+    }),
+    headers: z.enum(['ietf', 'legacy', 'both', 'none']),
+    statusCode: z.number().int().min(400).max(599),
+    errorResponse: fn<(req: RequestInfo, context: LimitContext) => unknown>(),
+    onLimited: fn<(req: RequestInfo, context: LimitContext) => void>(),
+    onExceeding: fn<(req: RequestInfo, key: string) => void>(),
+    skipSuccessfulRequests: z.boolean(),
+    skipFailedRequests: z.boolean(),
+    blockMs: z.number().min(0).finite(),
+    maxKeys: z.number().int().min(1),
+    clock: z.custom<Clock>(
+      (v) => typeof v === 'object' && v !== null && typeof (v as Clock).now === 'function',
+      { error: 'must be a Clock (now, setTimeout)' },
+    ),
+  })
+  .partial()
+
+/** What users of @fastify/rate-limit, express-rate-limit and rate-limiter-flexible write, and what it is here. */
+const hints: Readonly<Record<string, string>> = {
+  keyGenerator: 'key: (req) => string',
+  max: 'the limiter says the quota: limiter: () => new TokenBucketLimiter({ ratePerSec, burst }) (the headers follow it)',
+  limit: 'the limiter says the quota: limiter: () => new FixedWindow({ limit, windowMs })',
+  points:
+    'the limiter says the quota: limiter: () => new TokenBucketLimiter({ ratePerSec, burst })',
+  timeWindow: 'the limiter’s window: limiter: () => new FixedWindow({ limit, windowMs })',
+  windowMs: 'the limiter’s window: limiter: () => new FixedWindow({ limit, windowMs })',
+  duration: 'the limiter’s window: limiter: () => new FixedWindow({ limit, windowMs })',
+  errorResponseBuilder: 'errorResponse: (req, context) => body',
+  handler: 'errorResponse: (req, context) => body, and onLimited for side effects',
+  message: 'errorResponse: (req, context) => body',
+  onExceeded: 'onLimited: (req, context) => void',
+  onLimitReached: 'onLimited: (req, context) => void',
+  addHeaders: "headers: 'ietf' | 'legacy' | 'both' | 'none'",
+  addHeadersOnExceeding: "headers: 'ietf' | 'legacy' | 'both' | 'none'",
+  enableDraftSpec: "headers: 'ietf' (the default)",
+  standardHeaders: "headers: 'ietf' (the default)",
+  legacyHeaders: "headers: 'legacy' or 'both'",
+  ban: 'blockMs: a key refused once is refused for this long',
+  blockDuration: 'blockMs (milliseconds)',
+  whitelist: 'allowList',
+  allowlist: 'allowList',
+  global: 'a route turns the plugin off with config: { rateLimit: false }',
+  store: 'resource: client.resource(id) for a limit shared by every process (no store needed)',
+  redis: 'resource: client.resource(id) for a limit shared by every process (no store needed)',
+}
+
+function invalid(where: string, detail: string): never {
+  throw new SluiceError('SLUICE_ERR_OPTION_INVALID', `${where}: ${detail}`)
+}
+
+/** Checks an option set (the plugin's or a route's) strictly; throws SLUICE_ERR_OPTION_INVALID naming the option. */
+export function checkRateLimitOptions(options: unknown, where: string): RateLimitOptions {
+  if (typeof options !== 'object' || options === null)
+    invalid(where, `options must be an object, received ${String(options)}`)
+  const result = schema.safeParse(options, { reportInput: true })
+  if (!result.success)
+    invalid(where, describeIssues(result.error, { knownKeys: Object.keys(schema.shape), hints }))
+  // Keep the caller's objects (a resource is used, not copied): the parse only checked them.
+  return options
+}
+
+/**
+ * A route's options over the plugin's: each key the route gives replaces the
+ * plugin's; `limiter: false` or `resource: false` drops the plugin's. A
+ * policy goes with its limiter: a route with its own limiter does not
+ * inherit the plugin's policy.
+ */
+export function mergeRateLimitOptions(
+  base: RateLimitOptions,
+  route: RateLimitOptions,
+): RateLimitOptions {
+  const merged: RateLimitOptions = { ...base, ...route }
+  if (route.limiter !== undefined && route.policy === undefined)
+    return { ...merged, policy: undefined }
+  return merged
+}
+
+/** Checks what only a whole option set can show; freezes it. */
+export function finalRateLimitOptions(options: RateLimitOptions, where: string): RateLimitOptions {
+  const limiter = options.limiter === false ? undefined : options.limiter
+  const resource = options.resource === false ? undefined : options.resource
+  if (limiter === undefined && resource === undefined)
+    invalid(
+      where,
+      'give `limiter` (a local limit per key), `resource` (a cluster-wide one), or both',
+    )
+  if (limiter === undefined && (options.skipSuccessfulRequests || options.skipFailedRequests))
+    invalid(
+      where,
+      'skipSuccessfulRequests and skipFailedRequests give tokens back to the local `limiter`; a coordinated resource’s tokens are the cluster’s and are not given back: add a limiter',
+    )
+  if (limiter === undefined && options.policy !== undefined)
+    invalid(where, '`policy` describes the local `limiter`; a resource’s policy is its lease')
+  return Object.freeze({ ...options, limiter, resource })
+}
