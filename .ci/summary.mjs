@@ -1,17 +1,24 @@
-// Prints vitest's totals from its JSON reporter as the plain closing line `N passed, N failed`.
+// Prints vitest's totals from its JSON reporter(s) as the plain closing line
+// `N passed, N failed` (summed over every report given: one per Node version).
 import { readFileSync } from 'node:fs'
 
-const file = process.argv[2] ?? 'test-results/vitest.json'
-let report
-try {
-  report = JSON.parse(readFileSync(file, 'utf8'))
-} catch {
-  console.log('vitest did not run (typecheck or lint failed first), so no test totals')
-  console.log('0 passed, 0 failed')
-  process.exit(1)
+const files = process.argv.length > 2 ? process.argv.slice(2) : ['test-results/vitest.json']
+let passed = 0
+let failed = 0
+let skipped = 0
+let ok = true
+for (const file of files) {
+  let report
+  try {
+    report = JSON.parse(readFileSync(file, 'utf8'))
+  } catch {
+    console.log(`${file}: vitest did not run (typecheck or lint failed first), so no test totals`)
+    ok = false
+    continue
+  }
+  passed += report.numPassedTests ?? 0
+  failed += (report.numFailedTests ?? 0) + (report.numRuntimeErrors ?? 0)
+  skipped += (report.numPendingTests ?? 0) + (report.numTodoTests ?? 0)
 }
-const passed = report.numPassedTests ?? 0
-const failed = (report.numFailedTests ?? 0) + (report.numRuntimeErrors ?? 0)
-const skipped = (report.numPendingTests ?? 0) + (report.numTodoTests ?? 0)
 console.log(`${passed} passed, ${failed} failed${skipped > 0 ? `, ${skipped} skipped` : ''}`)
-process.exit(failed > 0 || passed === 0 ? 1 : 0)
+process.exit(!ok || failed > 0 || passed === 0 ? 1 : 0)
