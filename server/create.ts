@@ -140,7 +140,12 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
       restored = await ledger.load()
     } catch (error) {
       // Another running coordinator writes here: refuse to start rather than share its ledger.
-      if (error instanceof SluiceError && error.code === 'SLUICE_ERR_LEDGER_LOCKED') throw error
+      // A data directory that cannot be used is a start that fails, not a silent run without a ledger.
+      if (
+        error instanceof SluiceError &&
+        (error.code === 'SLUICE_ERR_LEDGER_LOCKED' || error.code === 'SLUICE_ERR_LEDGER_DIR')
+      )
+        throw error
       // Never trust what cannot be read: learn instead, and say why.
       logger.error({ err: error }, 'the ledger cannot be trusted; learning instead')
       coordinator.metrics.errors.inc({ code: 'SLUICE_ERR_LEDGER_CORRUPT' })

@@ -60,6 +60,10 @@ export const errorCatalogue = Object.freeze({
     message: 'the data directory is in use by another running coordinator',
     retryable: true,
   },
+  SLUICE_ERR_LEDGER_DIR: {
+    message: 'the data directory cannot be used',
+    retryable: false,
+  },
   SLUICE_ERR_LEDGER_WRITE: {
     message: 'writing the ledger failed; the leases it covers were not sent',
     retryable: true,

@@ -85,8 +85,17 @@ export class FileLedger implements Ledger {
   }
 
   async load(): Promise<LedgerEntry[] | undefined> {
-    await mkdir(this.#dir, { recursive: true })
-    await this.#lock()
+    try {
+      await mkdir(this.#dir, { recursive: true })
+      await this.#lock()
+    } catch (error) {
+      if (error instanceof SluiceError) throw error
+      throw new SluiceError(
+        'SLUICE_ERR_LEDGER_DIR',
+        `${this.#dir}: ${(error as Error).message}; fix the path or its permissions, or run without a ledger (--data-dir none)`,
+        { cause: error },
+      )
+    }
     let text = ''
     let fresh = false
     try {

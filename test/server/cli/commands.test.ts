@@ -161,6 +161,18 @@ describe('sluice serve', () => {
     expect(out.stderr).toContain(`:${port} is in use`)
   })
 
+  it('refuses to start on a data directory it cannot use, with SLUICE_ERR_LEDGER_DIR', async () => {
+    process.env.SLUICE_LOG_LEVEL = 'silent'
+    const file = await tempFile(
+      'sluice.yaml',
+      'resources:\n  - { match: api, kind: rate, capacity: 1 }\n',
+    )
+    const { io: cliIo, out } = io(new EventEmitter())
+    const args = ['serve', '--config', file, '--port', '0', '--data-dir', join(file, 'data')]
+    expect(await runCli(args, cliIo)).toBe(1)
+    expect(out.stderr).toContain('SLUICE_ERR_LEDGER_DIR')
+  })
+
   it('exits 2 without --config', async () => {
     const { io: cliIo, out } = io()
     expect(await runCli(['serve'], cliIo)).toBe(2)

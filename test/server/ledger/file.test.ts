@@ -85,6 +85,15 @@ describe('file ledger', () => {
     expect(await new FileLedger(join(dir(), 'fresh')).load()).toBeUndefined()
   })
 
+  it('refuses a data directory it cannot make or write, with SLUICE_ERR_LEDGER_DIR', async () => {
+    const file = join(dir(), 'a-file')
+    writeFileSync(file, '')
+    await expect(new FileLedger(join(file, 'data')).load()).rejects.toMatchObject({
+      code: 'SLUICE_ERR_LEDGER_DIR',
+      message: expect.stringContaining('--data-dir none'),
+    })
+  })
+
   it('takes its data directory for one coordinator at a time: a live holder is refused, a dead one is taken over', async () => {
     const path = dir()
     writeFileSync(join(path, 'ledger.lock'), String(process.ppid))
