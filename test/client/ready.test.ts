@@ -65,6 +65,18 @@ describe('ready and errors', () => {
     expect(api.tryAcquire()).toBe(true)
   })
 
+  it('acquire() called before the first lease waits for it instead of refusing', async () => {
+    const { server, clock } = await coordinator()
+    const c = client(server.wsUrl, clock)
+    const api = c.resource('api', { wants: 100 })
+    expect(api.lease).toBeUndefined()
+    let admitted = false
+    const waiting = api.acquire(1, { maxWaitMs: 1_500 }).then(() => (admitted = true))
+    await until(server, clock, () => admitted)
+    await waiting
+    expect(api.lease?.capacity).toBeGreaterThan(0)
+  })
+
   it('rejects ready() for a resource no template matches, naming the id, and stops asking for it', async () => {
     const { server, clock } = await coordinator()
     const c = client(server.wsUrl, clock)
