@@ -17,6 +17,7 @@ import {
   type ClientMessage,
   type LeaseMessage,
   type Timer,
+  libraryVersion,
 } from '../shared/index.js'
 import {
   checkResourceOptions,
@@ -288,6 +289,8 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
         v: 1,
         clientId: this.#clientId,
         instance: this.#instance,
+        name: this.options.name,
+        library: `sluice/${libraryVersion}`,
         ...(this.options.token === undefined ? {} : { token: this.options.token }),
         ...(holdings.length === 0 ? {} : { holdings }),
       })
@@ -492,6 +495,7 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
         wants: Math.min(1e15, Math.max(0, r.takeDemand())),
         ...(r.weight === undefined ? {} : { weight: r.weight }),
         ...(r.priority === undefined ? {} : { priority: r.priority }),
+        usage: r.takeUsage(),
       })
     }
     if (resources.length === 0) return

@@ -1,4 +1,4 @@
-import type { ResourceKind } from '../shared/index.js'
+import type { ResourceKind, Usage } from '../shared/index.js'
 
 /**
  * Measured demand of one resource: tokens asked for (granted or refused,
@@ -9,9 +9,53 @@ export class DemandMeter {
   #asked = 0
   #windowStartMs: number
   #peak = 0
+  // Usage since the last report: what the limiter admitted and refused, tokens and calls.
+  #usageStartMs: number
+  #admitted = 0
+  #admittedCalls = 0
+  #refused = 0
+  #refusedCalls = 0
+  #peakInFlight = 0
 
   constructor(nowMs: number) {
     this.#windowStartMs = nowMs
+    this.#usageStartMs = nowMs
+  }
+
+  /** Counts an admission of `cost` (tokens or slots). */
+  admitted(cost: number): void {
+    this.#admitted += cost
+    this.#admittedCalls++
+  }
+
+  /** Counts a refusal of `cost` (a policing check that said no, or a waiter that gave up). */
+  refused(cost: number): void {
+    this.#refused += cost
+    this.#refusedCalls++
+  }
+
+  /** Records slots in flight now (concurrency), for the peak of the report window. */
+  inFlight(slots: number): void {
+    if (slots > this.#peakInFlight) this.#peakInFlight = slots
+  }
+
+  /** Usage since the last call, then starts counting anew. */
+  takeUsage(nowMs: number, waiting: number, inFlight: number | undefined): Usage {
+    const usage: Usage = {
+      windowMs: Math.max(1, Math.round(nowMs - this.#usageStartMs)),
+      admitted: this.#admitted,
+      refused: this.#refused,
+      admittedCalls: this.#admittedCalls,
+      refusedCalls: this.#refusedCalls,
+      waiting,
+      ...(inFlight === undefined
+        ? {}
+        : { inFlight, peakInFlight: Math.max(this.#peakInFlight, inFlight) }),
+    }
+    this.#usageStartMs = nowMs
+    this.#admitted = this.#admittedCalls = this.#refused = this.#refusedCalls = 0
+    this.#peakInFlight = inFlight ?? 0
+    return usage
   }
 
   /** Records tokens asked for (rate). */

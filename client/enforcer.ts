@@ -66,14 +66,21 @@ export class RateEnforcer implements Enforcer {
   }
 
   tryAcquire(cost: number, waiting: number): boolean {
-    this.#meter.ask(cost)
-    if (waiting === 0 && this.#bucket.tryTake(cost)) return true
+    const meter = this.#meter
+    meter.ask(cost)
+    if (waiting === 0 && this.#bucket.tryTake(cost)) {
+      meter.admitted(cost)
+      return true
+    }
+    meter.refused(cost)
     this.#host.refused()
     return false
   }
 
   take(cost: number): boolean {
-    return this.#bucket.tryTake(cost)
+    if (!this.#bucket.tryTake(cost)) return false
+    this.#meter.admitted(cost)
+    return true
   }
 
   permit(): Permit {
@@ -145,12 +152,16 @@ export class SlotEnforcer implements Enforcer {
   }
 
   tryAcquire(cost: number, waiting: number): boolean {
+    const meter = this.#meter
     if (waiting === 0 && this.#inFlight + cost <= this.#limit) {
       this.#inFlight += cost
-      this.#meter.observe(this.#inFlight)
+      meter.observe(this.#inFlight)
+      meter.inFlight(this.#inFlight)
+      meter.admitted(cost)
       return true
     }
-    this.#meter.observe(this.#inFlight + cost)
+    meter.observe(this.#inFlight + cost)
+    meter.refused(cost)
     return false
   }
 
@@ -158,6 +169,8 @@ export class SlotEnforcer implements Enforcer {
     if (this.#inFlight + cost > this.#limit) return false
     this.#inFlight += cost
     this.#meter.observe(this.#inFlight)
+    this.#meter.inFlight(this.#inFlight)
+    this.#meter.admitted(cost)
     return true
   }
 

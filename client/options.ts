@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto'
+import { hostname } from 'node:os'
 import type { Logger } from 'pino'
 import { z } from 'zod'
 import {
@@ -40,6 +41,12 @@ const optionsSchema = z.strictObject({
   }),
   tls: tlsSchema.optional(),
   clientId: z.string().min(1).max(256).optional(),
+  /** Who this process is, as operators see it (dashboard, `sluice top`); default host name and pid. */
+  name: z
+    .string()
+    .min(1)
+    .max(128)
+    .default(() => `${hostname()}:${process.pid}`),
   token: z.string().min(1).optional(),
   /** Reconnect backoff: first delay and cap, ms (full jitter: a random delay in [0, min(cap, base·2^n)]). */
   backoffBaseMs: z.number().int().min(1).default(100),

@@ -7,6 +7,7 @@ import {
   type LeaseProof,
   type ResourceKind,
   type Timer,
+  type Usage,
 } from '../shared/index.js'
 import { DemandMeter } from './demand-meter.js'
 import {
@@ -95,6 +96,7 @@ export class Resource extends EventEmitter<ResourceEvents> {
   #wants: number | undefined
   readonly #clock: Clock
   readonly #owner: ResourceOwner
+  readonly #meter: DemandMeter
   readonly #rate: RateEnforcer
   readonly #slots: SlotEnforcer
   #enforcer: Enforcer
@@ -128,12 +130,18 @@ export class Resource extends EventEmitter<ResourceEvents> {
     this.failureMode = options.failureMode ?? 'safe'
     this.#wants = options.wants
     this.#committed = options.committed
-    this.#waiters = new WaitQueue<Permit>(clock, options.maxWaiters ?? 10_000, () => this.#serve())
+    const meter = new DemandMeter(clock.now())
+    this.#meter = meter
+    this.#waiters = new WaitQueue<Permit>(
+      clock,
+      options.maxWaiters ?? 10_000,
+      () => this.#serve(),
+      (cost) => meter.refused(cost),
+    )
     // Before any lease, safe mode runs at the option (default 0): the user's choice, not the
     // coordinator's, and so outside what it counts.
     this.#fallbackCapacity = options.safeCapacity ?? 0
     this.#fallbackBurst = this.#fallbackCapacity
-    const meter = new DemandMeter(clock.now())
     const host: EnforcerHost = {
       refused: () => owner.requestEarlyReport(),
       slotsReleased: (cost) => this.releaseSlots(cost),
@@ -356,6 +364,15 @@ export class Resource extends EventEmitter<ResourceEvents> {
     this.#lastReported = this.#wants ?? measured
     if (this.mode === 'optimistic') this.#applyCapacity()
     return this.#lastReported
+  }
+
+  /** What the limiter admitted and refused since the last call, for the report. */
+  takeUsage(): Usage {
+    return this.#meter.takeUsage(
+      this.#clock.now(),
+      this.#waiters.length,
+      this.kind === 'concurrency' ? this.#enforcer.inFlight : undefined,
+    )
   }
 
   /** Whether demand so far in this window is well above the capacity in force. */

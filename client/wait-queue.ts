@@ -27,11 +27,19 @@ export class WaitQueue<T> {
   readonly #clock: Clock
   readonly #maxWaiters: number
   readonly #onDrop: () => void
+  readonly #onGiveUp: ((cost: number) => void) | undefined
 
-  constructor(clock: Clock, maxWaiters: number, onDrop: () => void) {
+  /** `onGiveUp`: a caller was not admitted (timed out, aborted, or the queue was full), for usage counts. */
+  constructor(
+    clock: Clock,
+    maxWaiters: number,
+    onDrop: () => void,
+    onGiveUp?: (cost: number) => void,
+  ) {
     this.#clock = clock
     this.#maxWaiters = maxWaiters
     this.#onDrop = onDrop
+    this.#onGiveUp = onGiveUp
   }
 
   get length(): number {
@@ -52,9 +60,12 @@ export class WaitQueue<T> {
 
   /** Queues a caller; rejects at once when aborted already or when the queue is full. */
   enqueue(cost: number, options: WaitOptions, what: string): Promise<T> {
-    if (options.signal?.aborted === true)
+    if (options.signal?.aborted === true) {
+      this.#onGiveUp?.(cost)
       return Promise.reject(new SluiceError('SLUICE_ERR_CLIENT_ABORTED', what))
+    }
     if (this.#waiters.length >= this.#maxWaiters) {
+      this.#onGiveUp?.(cost)
       return Promise.reject(
         new SluiceError(
           'SLUICE_ERR_CLIENT_QUEUE_FULL',
@@ -118,6 +129,7 @@ export class WaitQueue<T> {
   ): void {
     if (!this.#waiters.remove(waiter)) return
     this.#cleanup(waiter)
+    this.#onGiveUp?.(waiter.cost)
     waiter.reject(new SluiceError(code, detail))
     this.#onDrop()
   }

@@ -29,6 +29,10 @@ export const limitsSchema = z.strictObject({
   maxClients: z.number().int().min(1).max(10_000_000).default(100_000),
   /** Most distinct resources with clients at once. */
   maxResources: z.number().int().min(1).max(10_000_000).default(100_000),
+  /** Resources whose history (15 min by the second, 24 h by the minute, ~94 KiB each) is kept. */
+  maxHistoryResources: z.number().int().min(0).max(100_000).default(500),
+  /** Label sets of the per-resource, per-tenant usage counters (past it: resource="_other"). */
+  maxUsageSeries: z.number().int().min(1).max(1_000_000).default(10_000),
   /** Time a new connection has to say hello. */
   helloTimeoutMs: ms(10, 600_000).default(5_000),
   /** Ping period; a peer that misses a whole period is closed. */

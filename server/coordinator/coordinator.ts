@@ -23,6 +23,7 @@ import {
 } from './admission.js'
 import { AuthGuard } from './auth-guard.js'
 import { CoordinatorMetrics } from './metrics.js'
+import { Observer } from './observer.js'
 import { provenCapacity, signLease, type HoldingsKeys } from './proofs.js'
 import { RoundScheduler } from './scheduler.js'
 import type { SessionPort } from './session.js'
@@ -45,6 +46,8 @@ export class Coordinator {
   readonly metrics: CoordinatorMetrics
   /** Read-only figures of every resource, for the status API and the metrics. */
   readonly view: ResourceView
+  /** Clients' usage, each resource's history: what operators see (never read by the allocation). */
+  readonly observer: Observer
   /** Slows token guessing, on the WebSocket and HTTP surfaces alike. */
   guard: AuthGuard
   readonly #clock: Clock
@@ -88,7 +91,19 @@ export class Coordinator {
     this.#pool = this.#newPool()
     this.#role = role
     this.view = new ResourceView(() => this.#pool, clock)
-    this.metrics = new CoordinatorMetrics(() => this.view.resources())
+    this.metrics = new CoordinatorMetrics(
+      () => this.view.resources(),
+      (id) => this.observer.usage.current(id, this.#clock.now()),
+    )
+    this.observer = new Observer({
+      clock,
+      view: this.view,
+      metrics: this.metrics,
+      maxHistoryResources: () => this.limits.maxHistoryResources,
+      maxUsageSeries: () => this.limits.maxUsageSeries,
+      knows: (key) => this.#pool.hasClient(key),
+    })
+    this.observer.start()
     this.metrics.isLeader.set(role === 'leader' ? 1 : 0)
     this.guard = new AuthGuard(this.limits, clock, logger, this.metrics)
     this.#warnOptimistic(config)
@@ -320,6 +335,7 @@ export class Coordinator {
     const tenant = verdict.tenant
     const key = clientKey(tenant, msg.clientId)
     this.#sessions.bind(session, key, msg.clientId, tenant)
+    this.observer.usage.identify(key, { name: msg.name, library: msg.library })
     const outcome = this.#pool.connect(key, msg.clientId, tenant, msg.instance, this.#clock.now())
     this.metrics.connections.set(this.#sessions.size)
     if (outcome === 'replaced')
@@ -385,11 +401,13 @@ export class Coordinator {
       else banded.push({ ...entry, priority: verdict.priority })
     }
     const reports: DemandReport[] = this.#admitted(session, banded, (e) => e.resource, false)
-    const { batches, newResources } = this.#pool.reportDemand(
-      this.#key(session),
-      reports,
-      this.#clock.now(),
-    )
+    const key = this.#key(session)
+    const admitted = new Set<string>()
+    for (const r of reports) admitted.add(r.resource)
+    for (const entry of msg.resources)
+      if (entry.usage !== undefined && admitted.has(entry.resource))
+        this.observer.record(entry.resource, key, session.tenant, entry.usage)
+    const { batches, newResources } = this.#pool.reportDemand(key, reports, this.#clock.now())
     this.#dispatch(batches)
     for (const id of newResources) {
       this.#ensureSchedule(id)
@@ -527,6 +545,7 @@ export class Coordinator {
   close(): void {
     if (this.#closed) return
     this.#closed = true
+    this.observer.close()
     for (const id of this.#rounds.ids()) this.#dropSchedule(id)
     for (const session of this.#sessions.takeAll())
       session.fail('SLUICE_ERR_SERVER_SHUTDOWN', 'coordinator closing')

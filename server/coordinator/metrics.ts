@@ -17,8 +17,25 @@ export class CoordinatorMetrics {
   readonly ledgerWrites: Counter
   readonly ledgerWriteSeconds: Histogram
   readonly authThrottled: Counter<'surface'>
+  readonly admitted: Counter<'resource' | 'tenant'>
+  readonly refused: Counter<'resource' | 'tenant'>
+  readonly admittedCalls: Counter<'resource' | 'tenant'>
+  readonly refusedCalls: Counter<'resource' | 'tenant'>
 
-  constructor(resources: () => readonly ResourceFigures[]) {
+  constructor(
+    resources: () => readonly ResourceFigures[],
+    usage: (id: string) => {
+      inFlight: number
+      waiting: number
+      admittedPerSec: number
+      refusedPerSec: number
+    } = () => ({
+      inFlight: 0,
+      waiting: 0,
+      admittedPerSec: 0,
+      refusedPerSec: 0,
+    }),
+  ) {
     const registers = [this.registry]
     // Process metrics (CPU, memory, event-loop lag, GC): what an operator checks first.
     collectDefaultMetrics({ register: this.registry, prefix: 'sluice_' })
@@ -35,6 +52,22 @@ export class CoordinatorMetrics {
       grant: perResource('sluice_resource_grant', 'Total target grants of the last round'),
       clients: perResource('sluice_resource_clients', 'Clients using the resource'),
       learning: perResource('sluice_resource_learning', '1 while the resource is in learning mode'),
+      inFlight: perResource(
+        'sluice_in_flight',
+        'Slots in flight at the clients, as their latest reports say (concurrency)',
+      ),
+      waiting: perResource(
+        'sluice_waiting',
+        'Callers waiting at the clients, as their latest reports say',
+      ),
+      admittedRate: perResource(
+        'sluice_admitted_per_second',
+        'Tokens or slots the clients admit per second, as their latest reports say',
+      ),
+      refusedRate: perResource(
+        'sluice_refused_per_second',
+        'Tokens or slots the clients refuse per second, as their latest reports say',
+      ),
     }
     // Per-resource gauges are read at scrape time, so a round costs nothing extra. Registered
     // first: the registry collects in order, and this collect fills the gauges below it.
@@ -54,6 +87,11 @@ export class CoordinatorMetrics {
           gauges.grant.set(labels, r.grant)
           gauges.clients.set(labels, r.clients)
           gauges.learning.set(labels, r.learning ? 1 : 0)
+          const u = usage(r.id)
+          gauges.inFlight.set(labels, u.inFlight)
+          gauges.waiting.set(labels, u.waiting)
+          gauges.admittedRate.set(labels, u.admittedPerSec)
+          gauges.refusedRate.set(labels, u.refusedPerSec)
         }
         this.set(all.length)
       },
@@ -126,6 +164,24 @@ export class CoordinatorMetrics {
       labelNames: ['surface'],
       registers,
     })
+    const usageCounter = (name: string, help: string): Counter<'resource' | 'tenant'> =>
+      new Counter({ name, help, labelNames: ['resource', 'tenant'], registers })
+    this.admitted = usageCounter(
+      'sluice_admitted_total',
+      'Tokens (rate) or slots (concurrency) the clients admitted, as they report it',
+    )
+    this.refused = usageCounter(
+      'sluice_refused_total',
+      'Tokens or slots the clients refused (police) or gave up waiting for, as they report it',
+    )
+    this.admittedCalls = usageCounter(
+      'sluice_admitted_calls_total',
+      'Calls the clients admitted, as they report it',
+    )
+    this.refusedCalls = usageCounter(
+      'sluice_refused_calls_total',
+      'Calls the clients refused or that gave up waiting, as they report it',
+    )
     this.leaderChanges = new Counter({
       name: 'sluice_role_changes_total',
       help: 'Role changes of this replica, by the role taken (leader, follower)',

@@ -160,7 +160,13 @@ export function buildHttpApp(options: HttpOptions): FastifyInstance {
   app.get('/v1/resources/*', async (req: FastifyRequest<{ Params: { '*': string } }>, reply) => {
     const access = await readAccess(req, reply)
     if (access === undefined) return reply
-    const id = req.params['*']
+    const path = req.params['*']
+    // `<id>/history`: the resource's samples (an id that itself ends in /history is read as such
+    // only when no resource is named by what comes before).
+    const historyOf = path.endsWith('/history') ? path.slice(0, -'/history'.length) : undefined
+    if (historyOf !== undefined && coordinator.observer.history(historyOf, 0, 0) !== undefined)
+      return history(req, reply, access, historyOf)
+    const id = path
     const detail = resourceDetail(coordinator, id, clock.now())
     const visible =
       detail === undefined || access.all
@@ -177,6 +183,42 @@ export function buildHttpApp(options: HttpOptions): FastifyInstance {
         )
     return visible
   })
+
+  const rangeMs = (text: string): number | undefined => {
+    const m = /^(\d+)(s|m|h)$/.exec(text)
+    if (m === null) return undefined
+    const ms = Number(m[1]) * { s: 1000, m: 60_000, h: 3_600_000 }[m[2] as 's' | 'm' | 'h']
+    return ms > 0 && ms <= 86_400_000 ? ms : undefined
+  }
+  const history = async (
+    req: FastifyRequest,
+    reply: FastifyReply,
+    access: ReadAccess,
+    id: string,
+  ): Promise<unknown> => {
+    if (!access.all && !coordinator.view.clients(id).some((c) => c.tenant === access.tenant))
+      return reply
+        .code(404)
+        .send(
+          errorBody('SLUICE_ERR_HTTP_NOT_FOUND', `no clients use resource ${JSON.stringify(id)}`),
+        )
+    const query = req.query as { range?: string; from?: string; to?: string }
+    const span = rangeMs(query.range ?? '15m')
+    const now = clock.wallNow()
+    const to = query.to === undefined ? now : Number(query.to)
+    const from = query.from === undefined ? to - (span ?? 0) : Number(query.from)
+    if (span === undefined || !Number.isFinite(from) || !Number.isFinite(to) || from > to)
+      return reply
+        .code(400)
+        .send(
+          errorBody(
+            'SLUICE_ERR_HTTP_BAD_REQUEST',
+            'range is a span such as 90s, 15m, 6h or 24h (at most 24h); from and to are ms since the epoch',
+          ),
+        )
+    const series = coordinator.observer.history(id, from, to)!
+    return { id, from, to, stepMs: series.stepMs, t: series.t, ...series.columns }
+  }
 
   const requireAdmin = async (req: FastifyRequest, reply: FastifyReply): Promise<void> => {
     const expected = coordinator.config.server.adminToken

@@ -13,6 +13,16 @@ export interface ResourceSummary {
   clients: number
   learning: boolean
   rounds: number
+  /** What the clients' limiters admit and refuse per second (tokens or slots), as they report it. */
+  admittedPerSec: number
+  refusedPerSec: number
+  /** admitted ÷ capacity: how much of the limit is used (not how much is leased). */
+  utilisation: number
+  /** Callers waiting at the clients; slots in flight (concurrency). */
+  waiting: number
+  inFlight: number
+  /** Clients whose latest report refused something. */
+  refusing: number
 }
 
 export interface ClientDetail {
@@ -27,9 +37,23 @@ export interface ClientDetail {
   weight: number
   priority: number
   leaseAgeMs: number | null
+  /** What the client says it is (hello): a name (default host:pid) and its library. */
+  name: string | null
+  library: string | null
+  /** Its latest usage report, or null before one. */
+  usage: {
+    admittedPerSec: number
+    refusedPerSec: number
+    waiting: number
+    inFlight: number | null
+    /** When a report last had refusals (ms since the epoch), or null. */
+    lastRefusedAt: number | null
+    ageMs: number
+  } | null
 }
 
-function summary(r: ResourceFigures): ResourceSummary {
+function summary(coordinator: Coordinator, r: ResourceFigures): ResourceSummary {
+  const u = coordinator.observer.current(r.id)
   return {
     id: r.id,
     kind: r.kind,
@@ -40,6 +64,12 @@ function summary(r: ResourceFigures): ResourceSummary {
     clients: r.clients,
     learning: r.learning,
     rounds: r.rounds,
+    admittedPerSec: u.admittedPerSec,
+    refusedPerSec: u.refusedPerSec,
+    utilisation: r.capacity > 0 ? u.admittedPerSec / r.capacity : 0,
+    waiting: u.waiting,
+    inFlight: u.inFlight,
+    refusing: u.refusing,
   }
 }
 
@@ -49,7 +79,7 @@ function summary(r: ResourceFigures): ResourceSummary {
  * by 0 clients: an operator sees what is configured from the start.
  */
 export function resourceSummaries(coordinator: Coordinator): ResourceSummary[] {
-  const live = coordinator.view.resources().map(summary)
+  const live = coordinator.view.resources().map((r) => summary(coordinator, r))
   const seen = new Set(live.map((r) => r.id))
   for (const t of coordinator.config.resources) {
     if (isGlob(t.match) || seen.has(t.match)) continue
@@ -66,6 +96,12 @@ export function resourceSummaries(coordinator: Coordinator): ResourceSummary[] {
       clients: 0,
       learning: false,
       rounds: 0,
+      admittedPerSec: 0,
+      refusedPerSec: 0,
+      utilisation: 0,
+      waiting: 0,
+      inFlight: 0,
+      refusing: 0,
     })
   }
   return live.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
@@ -88,18 +124,38 @@ export function resourceDetail(
 ): (ResourceSummary & { clientDetails: ClientDetail[] }) | undefined {
   const r = coordinator.view.resource(id)
   if (r === undefined) return undefined
-  const clientDetails: ClientDetail[] = coordinator.view.clients(id).map((c) => ({
-    id: c.id,
-    connected: c.connected,
-    tenant: c.tenant ?? null,
-    wants: c.wants,
-    estimatedDemand: c.estimatedDemand,
-    target: c.target,
-    lease: c.lease,
-    committed: c.committed,
-    weight: c.weight,
-    priority: c.priority,
-    leaseAgeMs: Number.isFinite(c.lastSentMs) ? Math.round(nowMs - c.lastSentMs) : null,
-  }))
-  return { ...summary(r), clientDetails }
+  const clientDetails: ClientDetail[] = coordinator.view.clients(id).map((c) => {
+    const seen = coordinator.observer.client(id, c.tenant, c.id)
+    const u = seen.usage
+    return {
+      id: c.id,
+      connected: c.connected,
+      tenant: c.tenant ?? null,
+      wants: c.wants,
+      estimatedDemand: c.estimatedDemand,
+      target: c.target,
+      lease: c.lease,
+      committed: c.committed,
+      weight: c.weight,
+      priority: c.priority,
+      leaseAgeMs: Number.isFinite(c.lastSentMs) ? Math.round(nowMs - c.lastSentMs) : null,
+      name: seen.identity?.name ?? null,
+      library: seen.identity?.library ?? null,
+      usage:
+        u === undefined
+          ? null
+          : {
+              admittedPerSec: u.admittedPerSec,
+              refusedPerSec: u.refusedPerSec,
+              waiting: u.waiting,
+              inFlight: u.inFlight ?? null,
+              lastRefusedAt:
+                u.lastRefusedAtMs === undefined
+                  ? null
+                  : Math.round(coordinator.observer.wallOf(u.lastRefusedAtMs)),
+              ageMs: Math.round(seen.ageMs),
+            },
+    }
+  })
+  return { ...summary(coordinator, r), clientDetails }
 }

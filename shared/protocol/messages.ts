@@ -68,6 +68,20 @@ export const helloMessage = z.strictObject({
    * What the client may enforce now (its lease, or its fallback while the hold lasts) and, for
    * concurrency, the slots in flight, so a coordinator in learning mode can rebuild its state.
    */
+  /** Who the client is, for operators: default host name and pid. */
+  name: z
+    .string()
+    .min(1)
+    .max(128)
+    .regex(printable, 'must hold printable characters only')
+    .optional(),
+  /** The client library and its version, e.g. `sluice/0.1.0`. */
+  library: z
+    .string()
+    .min(1)
+    .max(64)
+    .regex(printable, 'must hold printable characters only')
+    .optional(),
   holdings: z
     .array(
       z.strictObject({
@@ -81,12 +95,32 @@ export const helloMessage = z.strictObject({
     .optional(),
 })
 
+const count = z.number().int().min(0).max(L.maxQuantity)
+
+/**
+ * What the client's limiter did over `windowMs` (since its previous report):
+ * tokens (rate) or slots (concurrency) admitted and refused, and the calls;
+ * callers waiting now; for concurrency, slots in flight now and at the peak.
+ * Read by operators only: the allocation never uses it.
+ */
+export const usageEntry = z.strictObject({
+  windowMs: z.number().int().min(1).max(3_600_000),
+  admitted: quantity,
+  refused: quantity,
+  admittedCalls: count,
+  refusedCalls: count,
+  waiting: count,
+  inFlight: quantity.optional(),
+  peakInFlight: quantity.optional(),
+})
+
 export const demandEntry = z.strictObject({
   resource: resourceId,
   /** Tokens/s or slots wanted now. */
   wants: quantity,
   weight: weight.optional(),
   priority: priority.optional(),
+  usage: usageEntry.optional(),
 })
 
 export const demandMessage = z.strictObject({
@@ -179,6 +213,7 @@ export const serverMessage = z.discriminatedUnion('type', [
 
 export type HelloMessage = z.output<typeof helloMessage>
 export type DemandEntry = z.output<typeof demandEntry>
+export type Usage = z.output<typeof usageEntry>
 export type DemandMessage = z.output<typeof demandMessage>
 export type AckMessage = z.output<typeof ackMessage>
 export type ReleaseMessage = z.output<typeof releaseMessage>

@@ -53,6 +53,13 @@ describe('HTTP API', () => {
         clients: 2,
         learning: false,
         rounds: 1,
+        // These raw test clients report no usage.
+        admittedPerSec: 0,
+        refusedPerSec: 0,
+        utilisation: 0,
+        waiting: 0,
+        inFlight: 0,
+        refusing: 0,
       },
     ])
   })
