@@ -68,4 +68,32 @@ export default tseslint.config(
     files: ['eslint.config.js', 'eslint.layers.js'],
     ...tseslint.configs.disableTypeChecked,
   },
+  {
+    // The dashboard's page script runs in the browser, on the browser's own clock.
+    files: ['server/http/dashboard/assets/**/*.js'],
+    ...tseslint.configs.disableTypeChecked,
+    languageOptions: {
+      ...tseslint.configs.disableTypeChecked.languageOptions,
+      sourceType: 'script',
+      globals: Object.fromEntries(
+        [
+          'window',
+          'document',
+          'location',
+          'history',
+          'fetch',
+          'sessionStorage',
+          'ResizeObserver',
+          'CSS',
+          'uPlot',
+          'setInterval',
+        ].map((name) => [name, 'readonly']),
+      ),
+    },
+    rules: {
+      ...tseslint.configs.disableTypeChecked.rules,
+      'no-restricted-globals': 'off',
+      'no-restricted-properties': 'off',
+    },
+  },
 )

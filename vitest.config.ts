@@ -6,6 +6,8 @@ export default defineConfig({
     reporters: ['default', ['json', { outputFile: 'test-results/vitest.json' }]],
     testTimeout: 30_000,
     hookTimeout: 30_000,
+    // Browser pages refresh on real time (every second): a poll waits for several refreshes.
+    expect: { poll: { timeout: 10_000, interval: 100 } },
     projects: [
       {
         extends: true,

@@ -20,13 +20,18 @@ export interface ClientUsage {
   readonly peakInFlight: number | undefined
   /** When a report last said something was refused; undefined if never. */
   readonly lastRefusedAtMs: number | undefined
+  /**
+   * When its current run of refusals began (reports with refusals, none
+   * more than `refusingMs` apart), while it lasts; else undefined.
+   */
+  readonly refusingSinceMs: number | undefined
 }
 
 /** Time constant of the usage rates. */
 export const usageTauMs = 5000
 
 /** A client is "refusing" while its reports said so within this long. */
-const refusingMs = 5000
+export const refusingMs = 5000
 
 interface Sums {
   atMs: number
@@ -39,6 +44,7 @@ interface Sums {
   inFlight: number | undefined
   peakInFlight: number | undefined
   lastRefusedAtMs: number | undefined
+  refusingSinceMs: number | undefined
 }
 
 /** The decayed weight, at its end, of a steady stream over `windowMs` (1 for an instant). */
@@ -61,6 +67,10 @@ function rates(s: Sums, nowMs: number): ClientUsage {
     inFlight: s.inFlight,
     peakInFlight: s.peakInFlight,
     lastRefusedAtMs: s.lastRefusedAtMs,
+    refusingSinceMs:
+      s.lastRefusedAtMs !== undefined && nowMs - s.lastRefusedAtMs <= refusingMs
+        ? s.refusingSinceMs
+        : undefined,
   }
 }
 
@@ -123,6 +133,7 @@ export class UsageBook {
         inFlight: undefined,
         peakInFlight: undefined,
         lastRefusedAtMs: undefined,
+        refusingSinceMs: undefined,
       }
       clients.set(key, s)
     }
@@ -137,7 +148,11 @@ export class UsageBook {
     s.waiting = usage.waiting
     s.inFlight = usage.inFlight
     s.peakInFlight = usage.peakInFlight
-    if (usage.refusedCalls > 0) s.lastRefusedAtMs = nowMs
+    if (usage.refusedCalls > 0) {
+      if (s.lastRefusedAtMs === undefined || nowMs - s.lastRefusedAtMs > refusingMs)
+        s.refusingSinceMs = nowMs
+      s.lastRefusedAtMs = nowMs
+    }
   }
 
   identify(key: string, identity: ClientIdentity): void {

@@ -11,8 +11,8 @@ import {
 } from '../../shared/index.js'
 import type { TlsMaterial } from '../config/index.js'
 import type { Coordinator } from '../coordinator/index.js'
-import { dashboardHtml, dashboardJs } from './dashboard.js'
-import { resourceDetail, resourceSummaries, templateSummaries } from './status.js'
+import { registerDashboard } from './dashboard/index.js'
+import { resourceDetail, resourceSummaries, templateSummaries, tenantSummaries } from './status.js'
 
 export interface HttpOptions {
   coordinator: Coordinator
@@ -88,17 +88,7 @@ export function buildHttpApp(options: HttpOptions): FastifyInstance {
     })
   })
 
-  // The dashboard's script is its own route so the CSP can forbid inline script.
-  const csp = "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; connect-src 'self'"
-  app.get('/dashboard', async (_req, reply) =>
-    reply
-      .type('text/html; charset=utf-8')
-      .header('content-security-policy', csp)
-      .send(dashboardHtml),
-  )
-  app.get('/dashboard.js', async (_req, reply) =>
-    reply.type('text/javascript; charset=utf-8').send(dashboardJs),
-  )
+  registerDashboard(app)
 
   /**
    * Who may read: everyone while reads are open (no read token, no tenants);
@@ -154,6 +144,14 @@ export function buildHttpApp(options: HttpOptions): FastifyInstance {
         coordinator.view.clients(r.id).some((c) => c.tenant === access.tenant),
       ),
     }
+  })
+
+  // Configured tenants and what their clients hold; a tenant's token sees its own entry.
+  app.get('/v1/tenants', async (req, reply) => {
+    const access = await readAccess(req, reply)
+    if (access === undefined) return reply
+    const all = tenantSummaries(coordinator)
+    return { tenants: access.all ? all : all.filter((t) => t.name === access.tenant) }
   })
 
   // A wildcard, so ids with `/` work with or without percent-encoding.

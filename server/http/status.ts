@@ -16,7 +16,10 @@ export interface ResourceSummary {
   /** What the clients' limiters admit and refuse per second (tokens or slots), as they report it. */
   admittedPerSec: number
   refusedPerSec: number
-  /** admitted ÷ capacity: how much of the limit is used (not how much is leased). */
+  /**
+   * How much of the limit is used (not how much is leased): admitted ÷
+   * capacity for a rate, slots in flight ÷ capacity for concurrency.
+   */
   utilisation: number
   /** Callers waiting at the clients; slots in flight (concurrency). */
   waiting: number
@@ -48,6 +51,10 @@ export interface ClientDetail {
     inFlight: number | null
     /** When a report last had refusals (ms since the epoch), or null. */
     lastRefusedAt: number | null
+    /** How long ago that was, or null. */
+    lastRefusedAgoMs: number | null
+    /** How long its current run of refusals has lasted (reports with refusals ≤ 5 s apart), or null when it is not refusing. */
+    refusingForMs: number | null
     ageMs: number
   } | null
 }
@@ -66,7 +73,8 @@ function summary(coordinator: Coordinator, r: ResourceFigures): ResourceSummary 
     rounds: r.rounds,
     admittedPerSec: u.admittedPerSec,
     refusedPerSec: u.refusedPerSec,
-    utilisation: r.capacity > 0 ? u.admittedPerSec / r.capacity : 0,
+    utilisation:
+      r.capacity > 0 ? (r.kind === 'rate' ? u.admittedPerSec : u.inFlight) / r.capacity : 0,
     waiting: u.waiting,
     inFlight: u.inFlight,
     refusing: u.refusing,
@@ -153,9 +161,91 @@ export function resourceDetail(
                 u.lastRefusedAtMs === undefined
                   ? null
                   : Math.round(coordinator.observer.wallOf(u.lastRefusedAtMs)),
+              lastRefusedAgoMs:
+                u.lastRefusedAtMs === undefined ? null : Math.round(nowMs - u.lastRefusedAtMs),
+              refusingForMs:
+                u.refusingSinceMs === undefined ? null : Math.round(nowMs - u.refusingSinceMs),
               ageMs: Math.round(seen.ageMs),
             },
     }
   })
   return { ...summary(coordinator, r), clientDetails }
+}
+
+/** One tenant's share of one resource. */
+export interface TenantResource {
+  id: string
+  kind: ResourceKind
+  capacity: number
+  /** The most the tenant may hold of it (its cap), or null. */
+  cap: number | null
+  clients: number
+  wants: number
+  committed: number
+  lease: number
+  admittedPerSec: number
+  refusedPerSec: number
+}
+
+/** A configured tenant and what its clients hold now. */
+export interface TenantSummary {
+  name: string
+  weight: number
+  maxClients: number | null
+  priorities: [number, number]
+  /** Distinct clients of the tenant connected or remembered now. */
+  clients: number
+  resources: TenantResource[]
+}
+
+/** Every configured tenant, with the resources its clients use (none until one connects). */
+export function tenantSummaries(coordinator: Coordinator): TenantSummary[] {
+  const tenants = Object.entries(coordinator.config.tenants)
+  const byName = new Map<string, { resources: TenantResource[]; clients: Set<string> }>()
+  for (const [name] of tenants) byName.set(name, { resources: [], clients: new Set() })
+  for (const r of coordinator.view.resources()) {
+    const shares = new Map<string, TenantResource>()
+    for (const c of coordinator.view.clients(r.id)) {
+      if (c.tenant === undefined) continue
+      const entry = byName.get(c.tenant)
+      if (entry === undefined) continue
+      entry.clients.add(c.id)
+      let share = shares.get(c.tenant)
+      if (share === undefined) {
+        const cap = coordinator.settingsFor(r.id)?.tenants[c.tenant]?.cap
+        share = {
+          id: r.id,
+          kind: r.kind,
+          capacity: r.capacity,
+          cap: cap ?? null,
+          clients: 0,
+          wants: 0,
+          committed: 0,
+          lease: 0,
+          admittedPerSec: 0,
+          refusedPerSec: 0,
+        }
+        shares.set(c.tenant, share)
+        entry.resources.push(share)
+      }
+      const u = coordinator.observer.client(r.id, c.tenant, c.id).usage
+      share.clients++
+      share.wants += c.wants
+      share.committed += c.committed
+      share.lease += c.lease
+      share.admittedPerSec += u?.admittedPerSec ?? 0
+      share.refusedPerSec += u?.refusedPerSec ?? 0
+    }
+  }
+  return tenants.map(([name, t]) => {
+    const entry = byName.get(name)!
+    return {
+      name,
+      weight: t.weight,
+      maxClients: t.maxClients ?? null,
+      priorities: t.priorities,
+      clients: entry.clients.size,
+      resources: entry.resources,
+    }
+  })
 }

@@ -104,6 +104,32 @@ describe('usage rates', () => {
     book.forgetClient('c')
     expect(book.current('r', 60_000).reporting).toBe(0)
   })
+
+  it('says since when a client has been refusing: a run of reports with refusals ≤ 5 s apart', () => {
+    const book = new UsageBook()
+    const quiet = {
+      windowMs: 1000,
+      admitted: 10,
+      refused: 0,
+      admittedCalls: 10,
+      refusedCalls: 0,
+      waiting: 0,
+    }
+    const refusing = { ...quiet, refused: 3, refusedCalls: 3 }
+    book.record('r', 'c', quiet, 1000)
+    expect(book.client('r', 'c', 1000)?.refusingSinceMs).toBeUndefined()
+    book.record('r', 'c', refusing, 2000)
+    book.record('r', 'c', quiet, 3000) // a quiet report inside the run does not end it
+    book.record('r', 'c', refusing, 6000)
+    expect(book.client('r', 'c', 6000)).toMatchObject({
+      refusingSinceMs: 2000,
+      lastRefusedAtMs: 6000,
+    })
+    // Quiet for more than 5 s: no longer refusing; the next refusal starts a new run.
+    expect(book.client('r', 'c', 11_500)?.refusingSinceMs).toBeUndefined()
+    book.record('r', 'c', refusing, 12_000)
+    expect(book.client('r', 'c', 12_000)?.refusingSinceMs).toBe(12_000)
+  })
 })
 
 describe('usage reported by real clients', () => {
@@ -138,6 +164,7 @@ describe('usage reported by real clients', () => {
     expect(alpha.library).toMatch(/^sluice\/\d+\.\d+\.\d+$/)
     expect(alpha.usage.refusedPerSec).toBeGreaterThan(40)
     expect(alpha.usage.lastRefusedAt).toBeGreaterThan(0)
+    expect(alpha.usage.refusingForMs).toBeGreaterThanOrEqual(13_000)
 
     const history = (await server.http.inject('/v1/resources/api/history?range=15m')).json()
     expect(history.stepMs).toBe(1000)
@@ -168,6 +195,14 @@ describe('usage reported by real clients', () => {
     const r = (await cluster.server.http.inject('/v1/resources')).json().resources[0]
     expect(r.inFlight).toBe(10)
     expect(r.refusing).toBe(1)
+    // For slots, the limit is used by what is in flight: 10 of 10.
+    expect(r.utilisation).toBe(1)
+    const alpha = (await cluster.server.http.inject('/v1/resources/api')).json().clientDetails[0]
+    expect(alpha.usage.refusingForMs).toBe(0)
+    expect(alpha.usage.lastRefusedAgoMs).toBe(0)
+    await cluster.step(100)
+    const later = (await cluster.server.http.inject('/v1/resources/api')).json().clientDetails[0]
+    expect(later.usage.lastRefusedAgoMs).toBe(100)
     expect((await cluster.server.http.inject('/metrics')).body).toMatch(
       /sluice_in_flight\{resource="api"\} 10/,
     )
@@ -215,5 +250,47 @@ describe('usage reported by real clients', () => {
       ],
     })
     expect(await c.closed).toBe(4400) // SLUICE_ERR_PROTO_MALFORMED
+  })
+})
+
+describe('tenants', () => {
+  it('lists each configured tenant with what its clients hold, and a tenant sees only its own', async () => {
+    const cluster = new Cluster()
+    await cluster.start({
+      ...simpleConfig({ capacity: 300 }),
+      tenants: {
+        shop: { token: 'shop-token-123', weight: 2, caps: { api: 120 }, maxClients: 5 },
+        search: { token: 'search-token-123' },
+      },
+    })
+    cleanup.push(() => cluster.close())
+    const shop = await cluster.client('s1', { token: 'shop-token-123' })
+    const other = await cluster.client('s2', { token: 'shop-token-123' })
+    const search = await cluster.client('q1', { token: 'search-token-123' })
+    shop.resource('api', { wants: 100 })
+    other.resource('api', { wants: 100 })
+    search.resource('api', { wants: 50 })
+    for (let i = 0; i < 5; i++) await cluster.step(100)
+    const inject = (token: string) =>
+      cluster.server.http.inject({
+        url: '/v1/tenants',
+        headers: { authorization: `Bearer ${token}` },
+      })
+    expect((await cluster.server.http.inject('/v1/tenants')).statusCode).toBe(401)
+    const own = (await inject('shop-token-123')).json()
+    expect(own.tenants.map((t: { name: string }) => t.name)).toEqual(['shop'])
+    const [t] = own.tenants
+    expect(t).toMatchObject({ weight: 2, maxClients: 5, clients: 2, priorities: [0, 0] })
+    expect(t.resources).toEqual([
+      expect.objectContaining({ id: 'api', cap: 120, clients: 2, wants: 200, lease: 120 }),
+    ])
+    const searchOwn = (await inject('search-token-123')).json().tenants
+    expect(searchOwn).toEqual([
+      expect.objectContaining({
+        name: 'search',
+        clients: 1,
+        resources: [expect.objectContaining({ cap: null, wants: 50, lease: 50 })],
+      }),
+    ])
   })
 })

@@ -1,0 +1,1 @@
+export { dashboardCsp, registerDashboard } from './routes.js'
