@@ -5,6 +5,11 @@ export interface CommandIo {
   readonly stderr: { write(text: string): unknown }
   /** Where `serve` listens for SIGHUP (reload), SIGINT and SIGTERM (stop); default `process`. */
   readonly signals?: Pick<NodeJS.EventEmitter, 'on' | 'off'>
+  /** The terminal, when both ends are one (`sluice top` draws on it and reads keys). */
+  readonly tty?: {
+    readonly input: Pick<NodeJS.ReadStream, 'setRawMode' | 'on' | 'off' | 'pause' | 'resume'>
+    readonly output: Pick<NodeJS.WriteStream, 'columns' | 'rows' | 'write' | 'on' | 'off'>
+  }
 }
 
 /** Exit statuses of the `sluice` command. */

@@ -3,6 +3,7 @@ import { allocateCommand } from './allocate.js'
 import { serveCommand } from './serve.js'
 import { simulateCommand } from './simulate.js'
 import { statusCommand } from './status.js'
+import { topCommand } from './top/index.js'
 import { validateCommand } from './validate.js'
 import { exitCodes, type CommandIo } from './io.js'
 
@@ -17,6 +18,8 @@ Commands:
   status [--url U]
                   Print a table of resources from a coordinator's HTTP API
                   (default http://127.0.0.1:7070).
+  top [--url U]   A live view in the terminal: resources with sparklines, refreshed
+                  every second; Enter shows a resource's clients.
   allocate        Read one JSON allocation scenario on stdin and print the grants:
                   {"capacity", "algorithm"?, "surplus"?, "tenants"?, "clients": [
                     {"id", "wants", "weight"?, "priority"?, "tenant"?}, ...]}
@@ -63,6 +66,24 @@ Options:
   --token TOKEN  a read, admin or tenant token, when reads need one (or SLUICE_TOKEN)
   -h, --help     this help
 `,
+  top: `Usage: sluice top [--url URL] [--token TOKEN] [--interval-ms MS] [--once]
+
+A live view of a coordinator in the terminal, for a server without a browser: each resource
+with how much of its limit is used, what is refused (and by how many clients), capacity,
+leased, demand, and sparklines of use and refusals (one character per second). Reads the
+same status API as the dashboard.
+
+Keys: ↑/↓ (or k/j) select a resource · Enter (or →) shows its clients, who is refused and
+since when · s changes the clients' order (refused, admitted, name, lease) · Esc (or ←)
+goes back · q quits.
+
+Options:
+  --url URL          the coordinator's HTTP URL (default http://127.0.0.1:7070)
+  --token TOKEN      a read, admin or tenant token, when reads need one (or SLUICE_TOKEN)
+  --interval-ms MS   how often to refresh (default 1000, at least 200)
+  --once             print one plain frame and exit (also what it does without a terminal)
+  -h, --help         this help
+`,
   allocate: `Usage: sluice allocate < problem.json
 
 Reads one JSON allocation problem on stdin and prints the grants:
@@ -85,6 +106,7 @@ const commands: Readonly<Record<string, Command>> = Object.freeze({
   serve: serveCommand,
   simulate: simulateCommand,
   status: statusCommand,
+  top: topCommand,
   validate: validateCommand,
   help: (_args: readonly string[], io: CommandIo): Promise<number> => {
     io.stdout.write(usage)

@@ -203,8 +203,11 @@ export function buildHttpApp(options: HttpOptions): FastifyInstance {
     const query = req.query as { range?: string; from?: string; to?: string }
     const span = rangeMs(query.range ?? '15m')
     const now = clock.wallNow()
-    const to = query.to === undefined ? now : Number(query.to)
-    const from = query.from === undefined ? to - (span ?? 0) : Number(query.from)
+    const asked = query.from === undefined ? undefined : Number(query.from)
+    // Without `to`, up to now; a poll for what is newer than its last sample (`from` just past
+    // it) gets an empty answer, not an error, when no sample has come since.
+    const to = query.to === undefined ? Math.max(now, asked ?? now) : Number(query.to)
+    const from = asked ?? to - (span ?? 0)
     if (span === undefined || !Number.isFinite(from) || !Number.isFinite(to) || from > to)
       return reply
         .code(400)

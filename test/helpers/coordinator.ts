@@ -47,6 +47,21 @@ export function simpleConfig(
   }
 }
 
+/**
+ * A rate resource `api` (300/s, quick refresh) and a concurrency resource `db` (10 slots), as
+ * an operator's views (dashboard, `sluice top`) show them.
+ */
+export function apiAndDbConfig(): ConfigInput {
+  const { resources, server } = simpleConfig({ surplus: 'spread' })
+  return {
+    server,
+    resources: [
+      ...resources,
+      { match: 'db', kind: 'concurrency', capacity: 10, learningMs: 0, unsafeLearning: true },
+    ],
+  }
+}
+
 /** Coordinators and test clients a test file starts; all closed after each test. */
 export function closedAfterEach(): {
   running: Array<{ close(): Promise<void> }>

@@ -12,7 +12,8 @@ function findRoot(): string {
 }
 
 const root = findRoot()
-const cli = join(root, 'dist/server/cli/bin.js')
+/** The built `sluice` command. */
+export const cli = join(root, 'dist/server/cli/bin.js')
 
 function newestSourceMs(dir: string): number {
   let newest = 0

@@ -175,6 +175,15 @@ describe('usage reported by real clients', () => {
     expect(history.capacity.at(-1)).toBe(100)
     const bad = await server.http.inject('/v1/resources/api/history?range=3d')
     expect(bad.statusCode).toBe(400)
+    // Polling for what is newer than the last sample: empty until the next one, not an error.
+    const next = await server.http.inject(`/v1/resources/api/history?from=${history.t.at(-1) + 1}`)
+    expect(next.statusCode).toBe(200)
+    expect(next.json().t).toEqual([])
+    await cluster.step(1000)
+    const after = await server.http.inject(`/v1/resources/api/history?from=${history.t.at(-1) + 1}`)
+    expect(after.json().t).toHaveLength(1)
+    const backwards = await server.http.inject('/v1/resources/api/history?from=2000&to=1000')
+    expect(backwards.statusCode).toBe(400)
 
     const metrics = (await server.http.inject('/metrics')).body
     const admitted = /sluice_admitted_total\{resource="api",tenant=""\} (\d+)/.exec(metrics)

@@ -3,6 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { chromium, type Browser, type Page } from 'playwright-core'
 import type { ConfigInput } from '../../../server/config/index.js'
 import { Cluster, Load } from '../../helpers/cluster.js'
+import { apiAndDbConfig } from '../../helpers/coordinator.js'
 
 // The dashboard in a real Chromium (Debian's, which .ci/run installs) against a real
 // coordinator with real clients over WebSocket. The coordinator and clients run on a manual
@@ -39,32 +40,7 @@ afterEach(async () => {
   for (const o of open.splice(0).reverse()) await o.close()
 })
 
-const config: ConfigInput = {
-  server: { limits: { roundDebounceMs: 0 } },
-  resources: [
-    {
-      match: 'api',
-      kind: 'rate',
-      capacity: 300,
-      leaseTtlMs: 1000,
-      refreshMs: 100,
-      graceMs: 200,
-      learningMs: 0,
-      unsafeLearning: true,
-      demand: { window: 1 },
-    },
-    {
-      match: 'db',
-      kind: 'concurrency',
-      capacity: 10,
-      leaseTtlMs: 1000,
-      refreshMs: 100,
-      graceMs: 200,
-      learningMs: 0,
-      unsafeLearning: true,
-    },
-  ],
-}
+const config = apiAndDbConfig()
 
 /** A page that fails the test on any script error or CSP violation. */
 async function newPage(width = 1280, height = 900): Promise<{ page: Page; problems: string[] }> {
