@@ -132,6 +132,8 @@ export async function benchCoordinator(
 ): Promise<CoordinatorBenchResult> {
   // BENCH_URL: load an already running coordinator (e.g. one started under a profiler) instead.
   const external = process.env.BENCH_URL
+  // BENCH_USAGE=1: reports carry usage (admitted, refused, …) and hellos a name and library.
+  const withUsage = process.env.BENCH_USAGE === '1'
   const { child, wsUrl } =
     external === undefined ? await startServer(resources) : { child: undefined, wsUrl: external }
   const sockets: WebSocket[] = []
@@ -158,7 +160,19 @@ export async function benchCoordinator(
               }
             })
             ws.once('open', () =>
-              ws.send(JSON.stringify({ type: 'hello', v: 1, clientId: `bench-${i}` })),
+              ws.send(
+                JSON.stringify(
+                  withUsage
+                    ? {
+                        type: 'hello',
+                        v: 1,
+                        clientId: `bench-${i}`,
+                        name: `bench-host-${i % 50}:${10_000 + i}`,
+                        library: 'sluice/0.1.0',
+                      }
+                    : { type: 'hello', v: 1, clientId: `bench-${i}` },
+                ),
+              ),
             )
           }),
         )
@@ -171,10 +185,27 @@ export async function benchCoordinator(
       const ws = sockets[i]!
       if (ws.readyState !== WebSocket.OPEN) return
       sentAt[i] = performance.now()
+      const wants = 5 + (i % 20)
       ws.send(
         JSON.stringify({
           type: 'demand',
-          resources: [{ resource: `r${i % resources}`, wants: 5 + (i % 20) }],
+          resources: [
+            withUsage
+              ? {
+                  resource: `r${i % resources}`,
+                  wants,
+                  // What a client's limiter says it did over the last second (BENCH_USAGE=1).
+                  usage: {
+                    windowMs: 1000,
+                    admitted: wants,
+                    refused: i % 7,
+                    admittedCalls: wants,
+                    refusedCalls: i % 7,
+                    waiting: 0,
+                  },
+                }
+              : { resource: `r${i % resources}`, wants },
+          ],
         }),
       )
     }

@@ -2,7 +2,13 @@ import type { Clock, Timer, Usage } from '../../shared/index.js'
 import { ResourceHistory, historyFields, type HistorySeries } from './history.js'
 import type { CoordinatorMetrics } from './metrics.js'
 import { clientKey } from '../pool/index.js'
-import { UsageBook, type ClientIdentity, type ClientUsage, type ResourceUsage } from './usage.js'
+import {
+  UsageBook,
+  type ClientIdentity,
+  type ClientUsage,
+  type RecentUsage,
+  type ResourceUsage,
+} from './usage.js'
 import type { ResourceView } from './view.js'
 
 export interface ObserverOptions {
@@ -84,8 +90,9 @@ export class Observer {
       entry.history.add(wallMs, v)
       entry.seenMs = nowMs
     }
-    // Every 10 s: forget the usage of clients the pool forgot.
-    if (++this.#samples % 10 === 0) this.#prune()
+    // Every 5 s: each client's recent rates; every 10 s: forget the clients the pool forgot.
+    if (++this.#samples % 5 === 0) this.usage.sampleRecent(nowMs, wallMs)
+    if (this.#samples % 10 === 0) this.#prune()
   }
 
   /** A resource's usage now. */
@@ -106,6 +113,11 @@ export class Observer {
       ageMs: usage === undefined ? Infinity : this.#o.clock.now() - usage.atMs,
       identity: this.usage.identity(key),
     }
+  }
+
+  /** One client's rates of a resource over the last minutes (every 5 s), or undefined. */
+  clientRecent(id: string, tenant: string | undefined, clientId: string): RecentUsage | undefined {
+    return this.usage.recent(id, clientKey(tenant, clientId))
   }
 
   /** Wall-clock ms of a time on the coordinator's clock. */

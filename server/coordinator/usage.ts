@@ -45,6 +45,25 @@ interface Sums {
   peakInFlight: number | undefined
   lastRefusedAtMs: number | undefined
   refusingSinceMs: number | undefined
+  /** Its recent rates, admitted and refused interleaved, a ring of `recentShape.samples`. */
+  recent: Float32Array | undefined
+  recentNext: number
+  recentCount: number
+}
+
+/** Per client and resource, the admitted and refused rates every 5 s over the last 5 minutes. */
+export const recentShape = Object.freeze({ stepMs: 5000, samples: 60 })
+
+/** Bytes the recent rates take per client and resource (the typed array, not its header). */
+export const recentBytesPerClient = recentShape.samples * 2 * 4
+
+/** One client's recent rates, oldest first. */
+export interface RecentUsage {
+  readonly stepMs: number
+  /** Sample times, ms since the epoch. */
+  readonly t: number[]
+  readonly admittedPerSec: number[]
+  readonly refusedPerSec: number[]
 }
 
 /** The decayed weight, at its end, of a steady stream over `windowMs` (1 for an instant). */
@@ -134,6 +153,9 @@ export class UsageBook {
         peakInFlight: undefined,
         lastRefusedAtMs: undefined,
         refusingSinceMs: undefined,
+        recent: undefined,
+        recentNext: 0,
+        recentCount: 0,
       }
       clients.set(key, s)
     }
@@ -153,6 +175,44 @@ export class UsageBook {
         s.refusingSinceMs = nowMs
       s.lastRefusedAtMs = nowMs
     }
+  }
+
+  /** Wall-clock time of the latest recent sample (all clients are sampled together). */
+  #recentAtWallMs = 0
+
+  /** Samples every client's rates into its recent ring (the observer calls it every 5 s). */
+  sampleRecent(nowMs: number, wallMs: number): void {
+    const n = recentShape.samples
+    for (const clients of this.#byResource.values())
+      for (const s of clients.values()) {
+        const u = rates(s, nowMs)
+        s.recent ??= new Float32Array(2 * n)
+        s.recent[2 * s.recentNext] = u.admittedPerSec
+        s.recent[2 * s.recentNext + 1] = u.refusedPerSec
+        s.recentNext = (s.recentNext + 1) % n
+        if (s.recentCount < n) s.recentCount++
+      }
+    this.#recentAtWallMs = wallMs
+  }
+
+  /** A client's recent rates of a resource, or undefined before its first sample. */
+  recent(resource: string, key: string): RecentUsage | undefined {
+    const s = this.#byResource.get(resource)?.get(key)
+    if (s?.recent === undefined) return undefined
+    const n = recentShape.samples
+    const out = {
+      stepMs: recentShape.stepMs,
+      t: [] as number[],
+      admittedPerSec: [] as number[],
+      refusedPerSec: [] as number[],
+    }
+    for (let k = 0; k < s.recentCount; k++) {
+      const i = (s.recentNext - s.recentCount + k + n) % n
+      out.t.push(this.#recentAtWallMs - (s.recentCount - 1 - k) * recentShape.stepMs)
+      out.admittedPerSec.push(s.recent[2 * i]!)
+      out.refusedPerSec.push(s.recent[2 * i + 1]!)
+    }
+    return out
   }
 
   identify(key: string, identity: ClientIdentity): void {

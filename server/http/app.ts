@@ -200,7 +200,32 @@ export function buildHttpApp(options: HttpOptions): FastifyInstance {
         .send(
           errorBody('SLUICE_ERR_HTTP_NOT_FOUND', `no clients use resource ${JSON.stringify(id)}`),
         )
-    const query = req.query as { range?: string; from?: string; to?: string }
+    const query = req.query as { range?: string; from?: string; to?: string; client?: string }
+    if (query.client !== undefined) {
+      // One client's admitted and refused rates over the last minutes.
+      const c = coordinator.view
+        .clients(id)
+        .find((x) => x.id === query.client && (access.all || x.tenant === access.tenant))
+      const recent =
+        c === undefined ? undefined : coordinator.observer.clientRecent(id, c.tenant, c.id)
+      if (c === undefined)
+        return reply
+          .code(404)
+          .send(
+            errorBody(
+              'SLUICE_ERR_HTTP_NOT_FOUND',
+              `no client ${JSON.stringify(query.client)} uses resource ${JSON.stringify(id)}`,
+            ),
+          )
+      return {
+        id,
+        client: c.id,
+        stepMs: recent?.stepMs ?? 5000,
+        t: recent?.t ?? [],
+        admitted: recent?.admittedPerSec ?? [],
+        refused: recent?.refusedPerSec ?? [],
+      }
+    }
     const span = rangeMs(query.range ?? '15m')
     const now = clock.wallNow()
     const asked = query.from === undefined ? undefined : Number(query.from)

@@ -185,6 +185,17 @@ describe('usage reported by real clients', () => {
     const backwards = await server.http.inject('/v1/resources/api/history?from=2000&to=1000')
     expect(backwards.statusCode).toBe(400)
 
+    // Per client: its rates every 5 s over the last 5 minutes.
+    const mine = (await server.http.inject('/v1/resources/api/history?client=alpha')).json()
+    expect(mine).toMatchObject({ id: 'api', client: 'alpha', stepMs: 5000 })
+    expect(mine.t.length).toBeGreaterThanOrEqual(3)
+    expect(mine.t.length).toBe(mine.refused.length)
+    expect(mine.t[1] - mine.t[0]).toBe(5000)
+    expect(Math.max(...mine.admitted)).toBeGreaterThan(80)
+    expect(mine.refused.at(-1)).toBeGreaterThan(40)
+    const nobody = await server.http.inject('/v1/resources/api/history?client=nobody')
+    expect(nobody.statusCode).toBe(404)
+
     const metrics = (await server.http.inject('/metrics')).body
     const admitted = /sluice_admitted_total\{resource="api",tenant=""\} (\d+)/.exec(metrics)
     expect(Number(admitted?.[1])).toBeGreaterThan(300)
@@ -293,6 +304,15 @@ describe('tenants', () => {
     expect(t.resources).toEqual([
       expect.objectContaining({ id: 'api', cap: 120, clients: 2, wants: 200, lease: 120 }),
     ])
+    // A tenant reads its own clients' recent rates, not another tenant's.
+    await cluster.step(1000)
+    const recent = (token: string, client: string) =>
+      cluster.server.http.inject({
+        url: `/v1/resources/api/history?client=${client}`,
+        headers: { authorization: `Bearer ${token}` },
+      })
+    expect((await recent('shop-token-123', 's1')).statusCode).toBe(200)
+    expect((await recent('search-token-123', 's1')).statusCode).toBe(404)
     const searchOwn = (await inject('search-token-123')).json().tenants
     expect(searchOwn).toEqual([
       expect.objectContaining({

@@ -133,7 +133,7 @@ describe('dashboard', () => {
     const beta = await cluster.client('beta', { name: 'search-7' })
     const a = new Load(alpha.resource('api', { wants: 100 }), 100)
     const b = new Load(beta.resource('api', { wants: 500 }), 500)
-    await run(cluster, [a, b], 6)
+    await run(cluster, [a, b], 12)
 
     const { page, problems } = await newPage()
     expect((await page.goto(`${cluster.server.url}/dashboard/resources/api`))?.status()).toBe(200)
@@ -151,7 +151,18 @@ describe('dashboard', () => {
     expect(await page.locator('#clients tbody tr').first().getAttribute('data-client')).toBe('beta')
     expect(await page.locator('#clients tbody tr').first().getAttribute('class')).toBe('refusing')
     await expect.poll(() => page.locator('.resource-view .chart canvas').count()).toBeGreaterThan(0)
+    // A click on a client opens its own chart: beta's refusals over the last minutes.
+    await page.locator('#clients tbody tr[data-client="beta"]').click()
+    const betaChart = page.locator('.client-chart[data-client="beta"]')
+    await expect.poll(() => betaChart.locator('canvas').count()).toBeGreaterThan(0)
+    await expect
+      .poll(async () =>
+        Number(await betaChart.locator('.chart-caption').getAttribute('data-refused')),
+      )
+      .toBeGreaterThan(100)
     await page.screenshot({ path: `${shots}/resource.png`, fullPage: true })
+    await page.locator('#clients tbody tr[data-client="beta"]').click()
+    await expect.poll(() => betaChart.count()).toBe(0)
 
     // Overview → drill-down by a click (pushState), then back.
     await page.goto(`${cluster.server.url}/dashboard/`)

@@ -35,6 +35,8 @@ const state = {
   detail: null,
   tenants: null,
   sort: { key: 'name', dir: 1 },
+  /** Clients whose own chart is open, in the resource view. */
+  expanded: new Set(),
   rangeS: 900,
   busy: false,
   tick: 0,
@@ -151,6 +153,12 @@ async function updateHistory(id, rangeS) {
 function chartSeries(kind) {
   const value = (_u, v) => (v === null || v === undefined ? '—' : num(v))
   const line = (label, color, extra) => ({ label, stroke: color, width: 1.5, value, ...extra })
+  if (kind.startsWith('client'))
+    return [
+      {},
+      line('admitted', colors.admitted, { fill: 'rgba(44,160,44,0.10)' }),
+      line('refused', colors.refused, { fill: 'rgba(214,39,40,0.10)' }),
+    ]
   const common = [
     {},
     line('capacity', colors.capacity, { dash: [6, 4] }),
@@ -175,6 +183,7 @@ function chartData(kind, held) {
   const c = held.columns ?? {}
   const t = held.t.map((x) => x / 1000)
   const col = (k) => c[k] ?? []
+  if (kind.startsWith('client')) return [t, col('admitted'), col('refused')]
   if (kind === 'rate')
     return [t, col('capacity'), col('committed'), col('demand'), col('admitted'), col('refused')]
   return [
@@ -195,7 +204,12 @@ function makeChart(container, kind, height, live) {
     {
       stroke: '#4b5563',
       grid: { stroke: '#eceef1' },
-      label: unit(kind),
+      label:
+        kind === 'client-concurrency'
+          ? 'acquires/s'
+          : kind === 'client-rate'
+            ? 'tokens/s'
+            : unit(kind),
       size: 56,
       values: tick,
     },
@@ -204,7 +218,7 @@ function makeChart(container, kind, height, live) {
     x: { time: true },
     y: { range: (_u, _min, max) => [0, Math.max(1, max) * 1.08] },
   }
-  if (kind !== 'rate') {
+  if (kind === 'concurrency') {
     axes.push({
       scale: 'ops',
       side: 1,
@@ -270,7 +284,7 @@ function drawChart(slot, id, kind, held, height, rangeS) {
   for (let i = n - 1; i >= 0 && refused[i] > 0; i--) run++
   const step = held.stepMs ?? 1000
   const parts = []
-  if (kind === 'rate') {
+  if (kind !== 'concurrency') {
     parts.push('admitted ' + num(lastOf('admitted')) + '/s')
     parts.push('refused ' + num(lastOf('refused')) + '/s')
   } else {
@@ -567,7 +581,9 @@ async function renderResource(main, id) {
         el('div', { class: 'slot' }),
       ),
       el('h2', { text: 'Clients' }),
+      el('p', { class: 'muted hint', text: 'Click a client to chart its last 5 minutes.' }),
       el('div', { class: 'panel table-wrap clients-slot' }),
+      el('div', { class: 'client-charts cards' }),
     )
     main.replaceChildren(view)
   }
@@ -576,6 +592,55 @@ async function renderResource(main, id) {
   view.querySelector('.clients-slot').replaceChildren(clientTable(detail))
   const held = await updateHistory(id, state.rangeS)
   drawChart(view.querySelector('.slot'), id, detail.kind, held, 260, state.rangeS)
+  await drawClientCharts(view.querySelector('.client-charts'), detail)
+}
+
+/** A chart of each client opened in the table: its admitted and refused over the last minutes. */
+async function drawClientCharts(box, detail) {
+  for (const card of [...box.children])
+    if (!state.expanded.has(card.dataset.client)) {
+      const slot = card.querySelector('.slot')
+      state.charts.get(slot)?.plot.destroy()
+      state.charts.delete(slot)
+      card.remove()
+    }
+  await Promise.all(
+    [...state.expanded].map(async (clientId) => {
+      const c = detail.clientDetails.find((x) => x.id === clientId)
+      if (c === undefined) return
+      let card = box.querySelector('[data-client="' + CSS.escape(clientId) + '"]')
+      if (card === null) {
+        card = el(
+          'section',
+          { class: 'card client-chart', 'data-client': clientId },
+          el(
+            'div',
+            { class: 'card-head' },
+            el('strong', { text: c.name ?? c.id }),
+            el('span', { class: 'muted', text: c.id }),
+          ),
+          el('div', { class: 'slot' }),
+        )
+        box.append(card)
+      }
+      const res = await get(apiPath(detail.id) + '/history?client=' + encodeURIComponent(clientId))
+      if (!res.ok) return
+      const h = await res.json()
+      const held = {
+        t: h.t,
+        stepMs: h.stepMs,
+        columns: { admitted: h.admitted, refused: h.refused },
+      }
+      drawChart(
+        card.querySelector('.slot'),
+        detail.id + '\u0000' + clientId,
+        'client-' + detail.kind,
+        held,
+        140,
+        300,
+      )
+    }),
+  )
 }
 
 async function renderTenants(main) {
@@ -730,6 +795,7 @@ function navigate(href) {
 }
 function onRoute() {
   state.route = parseRoute()
+  state.expanded.clear()
   dropCharts()
   document.getElementById('main').replaceChildren()
   void refresh()
@@ -747,6 +813,14 @@ document.addEventListener('click', (event) => {
   ) {
     event.preventDefault()
     if (a.pathname !== location.pathname) navigate(a.getAttribute('href'))
+    return
+  }
+  const row = event.target.closest('#clients tbody tr[data-client]')
+  if (row !== null) {
+    const id = row.dataset.client
+    if (state.expanded.has(id)) state.expanded.delete(id)
+    else state.expanded.add(id)
+    void refresh()
     return
   }
   const th = event.target.closest('th.sortable')
