@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import { Redis } from 'ioredis'
 import { RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible'
 import { Resource, type ResourceOwner } from '../client/resource.js'
-import { systemClock } from '../shared/index.js'
+import { CoarseClock, systemClock } from '../shared/index.js'
 import { summarise } from './stats.js'
 
 /**
@@ -53,6 +53,23 @@ function opsPerSec(run: (n: number) => number, n: number): number {
   return (n / elapsed) * 1000
 }
 
+/**
+ * The same, in chunks of `chunk` checks with a turn of the event loop between
+ * them (as a server's checks come between I/O), so the coarse clock's timer
+ * ticks and the bucket refills as it would in a real process.
+ */
+async function opsPerSecChunked(take: () => boolean, n: number, chunk: number): Promise<number> {
+  const start = performance.now()
+  let allowed = 0
+  for (let done = 0; done < n; done += chunk) {
+    for (let i = 0; i < chunk; i++) if (take()) allowed++
+    await new Promise((resolve) => setImmediate(resolve))
+  }
+  const elapsed = performance.now() - start
+  if (allowed !== n) throw new Error(`expected every check allowed, got ${allowed}/${n}`)
+  return (n / elapsed) * 1000
+}
+
 async function opsPerSecAsync(
   run: () => Promise<unknown>,
   n: number,
@@ -72,27 +89,50 @@ async function opsPerSecAsync(
 
 export async function benchClient(runs: number): Promise<string[]> {
   const huge = 1e12
-  const resource = new Resource('bench', {}, systemClock, owner)
-  resource.applyLease({
+  const lease = {
     resource: 'bench',
-    kind: 'rate',
+    kind: 'rate' as const,
     capacity: huge,
     burst: huge,
     ttlMs: 3_600_000,
     refreshMs: 1000,
     safeCapacity: 0,
     safeHoldMs: 0,
-  })
+  }
+  // What a client does by default: tryAcquire reads the client's coarse clock.
+  const coarse = new CoarseClock(systemClock)
+  const resource = new Resource('bench', {}, systemClock, owner, coarse)
+  resource.applyLease(lease)
+  // hotPathClock: 'precise': a clock read per check.
+  const precise = new Resource('bench', {}, systemClock, owner)
+  precise.applyLease(lease)
   const bare = new BareBucket(huge / 1000, huge)
   const memory = new RateLimiterMemory({ points: 1e9, duration: 60 })
 
-  const rows: Record<string, number[]> = { sluice: [], bare: [], memory: [], redis: [] }
+  const rows: Record<string, number[]> = {
+    sluice: [],
+    precise: [],
+    bare: [],
+    sluiceChunked: [],
+    bareChunked: [],
+    memory: [],
+    redis: [],
+  }
   const n = 20_000_000
   for (let r = 0; r < runs; r++) {
+    // Let the coarse clock tick: the buckets fill from empty after a lease.
+    await new Promise((resolve) => setTimeout(resolve, 5))
     rows.sluice!.push(
       opsPerSec((k) => {
         let ok = 0
         for (let i = 0; i < k; i++) if (resource.tryAcquire()) ok++
+        return ok
+      }, n),
+    )
+    rows.precise!.push(
+      opsPerSec((k) => {
+        let ok = 0
+        for (let i = 0; i < k; i++) if (precise.tryAcquire()) ok++
         return ok
       }, n),
     )
@@ -103,6 +143,8 @@ export async function benchClient(runs: number): Promise<string[]> {
         return ok
       }, n),
     )
+    rows.sluiceChunked!.push(await opsPerSecChunked(() => resource.tryAcquire(), n, 10_000))
+    rows.bareChunked!.push(await opsPerSecChunked(() => bare.tryTake(), n, 10_000))
     rows.memory!.push(await opsPerSecAsync(() => memory.consume('key'), 300_000, 1))
   }
 
@@ -139,6 +181,7 @@ export async function benchClient(runs: number): Promise<string[]> {
     }
   }
 
+  coarse.close()
   const fmt = (values: number[]): string => {
     if (values.length === 0) return 'not run (no redis-server: `apt-get install redis-server`)'
     const s = summarise(values)
@@ -150,8 +193,11 @@ export async function benchClient(runs: number): Promise<string[]> {
   const ratio = (k: string): string =>
     Number.isFinite(median(k)) ? `${(median('sluice') / median(k)).toFixed(2)}×` : '—'
   return [
-    `| Sluice \`tryAcquire\` (leased rate resource) | ${fmt(rows.sluice!)} | 1.00× |`,
-    `| bare minimal token bucket | ${fmt(rows.bare!)} | ${ratio('bare')} |`,
+    `| Sluice \`tryAcquire\` (leased rate resource, coarse clock: the default) | ${fmt(rows.sluice!)} | 1.00× |`,
+    `| Sluice \`tryAcquire\`, \`hotPathClock: 'precise'\` (a clock read per check) | ${fmt(rows.precise!)} | ${ratio('precise')} |`,
+    `| bare minimal token bucket (\`performance.now()\` per check) | ${fmt(rows.bare!)} | ${ratio('bare')} |`,
+    `| Sluice \`tryAcquire\`, coarse clock, 10k checks per event-loop turn (the clock ticks, the bucket refills) | ${fmt(rows.sluiceChunked!)} | ${ratio('sluiceChunked')} |`,
+    `| bare minimal token bucket, 10k checks per event-loop turn | ${fmt(rows.bareChunked!)} | ${ratio('bareChunked')} |`,
     `| rate-limiter-flexible \`RateLimiterMemory.consume\` (awaited, one caller) | ${fmt(rows.memory!)} | ${ratio('memory')} |`,
     `| rate-limiter-flexible \`RateLimiterRedis.consume\` (redis-server 7 on a unix socket, awaited, one caller) | ${fmt(rows.redis!)} | ${ratio('redis')} |`,
   ]

@@ -16,7 +16,9 @@ import {
   isErrorCode,
   type ClientMessage,
   type LeaseMessage,
+  type Clock,
   type Timer,
+  CoarseClock,
   libraryVersion,
 } from '../shared/index.js'
 import {
@@ -92,10 +94,16 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
   #earlyBudget: number
   #earlyRequested = false
   #earlyTimer: Timer | undefined
+  /** What every resource's `tryAcquire` reads: one coarse clock (one timer) for the client, or its clock. */
+  readonly #hotClock: Clock
 
   constructor(options: ClientOptions) {
     super()
     this.options = resolveClientOptions(options)
+    this.#hotClock =
+      this.options.hotPathClock === 'coarse'
+        ? new CoarseClock(this.options.clock)
+        : this.options.clock
     this.#reportPeriodMs = this.options.refreshMs
     this.#earlyBudget = this.options.maxEarlyReportsPerRefresh
     this.#clientId = this.options.clientId
@@ -172,7 +180,7 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
           { resource: id },
           'sluice: failureMode optimistic may admit beyond the cluster-wide capacity while the coordinator is unreachable',
         )
-      r = new Resource(id, options, this.options.clock, this)
+      r = new Resource(id, options, this.options.clock, this, this.#hotClock)
       this.#resources.set(id, r)
       this.#scheduleReports()
       // Tell the coordinator at once, so the first lease does not wait a whole period.
@@ -210,6 +218,7 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
       this.#send({ type: 'release', resources: [...this.#resources.keys()] })
     }
     for (const r of this.#resources.values()) r.close()
+    if (this.#hotClock instanceof CoarseClock) this.#hotClock.close()
     for (const w of this.#readyWaiters.splice(0))
       w.reject(new SluiceError('SLUICE_ERR_CLIENT_CLOSED', 'client closed'))
     if (ws !== undefined && ws.readyState !== socketStates.closed) {

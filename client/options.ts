@@ -57,6 +57,13 @@ const optionsSchema = z.strictObject({
   maxEarlyReportsPerRefresh: z.number().int().min(0).max(10).default(4),
   /** A connection attempt not welcomed within this long is dropped and retried, ms. */
   connectTimeoutMs: z.number().int().min(10).max(600_000).default(10_000),
+  /**
+   * The clock `tryAcquire` reads: `coarse`, a cached reading refreshed every
+   * millisecond by one timer (no system call per check, and never admits
+   * more than exact), or `precise`, a clock read per check. Default coarse,
+   * or precise when a `clock` is injected (tests and the simulator move it).
+   */
+  hotPathClock: z.enum(['coarse', 'precise']).optional(),
 })
 
 export interface ClientOptions extends z.input<typeof optionsSchema> {
@@ -69,6 +76,7 @@ export interface ClientOptions extends z.input<typeof optionsSchema> {
 }
 
 export interface ResolvedClientOptions extends z.output<typeof optionsSchema> {
+  readonly hotPathClock: 'coarse' | 'precise'
   readonly urls: readonly string[]
   readonly clientId: string
   readonly clock: Clock
@@ -102,6 +110,7 @@ export function resolveClientOptions(options: ClientOptions): ResolvedClientOpti
     urls: Object.freeze(Array.isArray(parsed.url) ? [...parsed.url] : [parsed.url]),
     clientId: parsed.clientId ?? `sluice-${randomUUID()}`,
     clock: clock ?? systemClock,
+    hotPathClock: parsed.hotPathClock ?? (clock === undefined ? 'coarse' : 'precise'),
     logger,
     random: random ?? Math.random,
     socketFactory: socketFactory ?? webSocketFactory,

@@ -120,7 +120,14 @@ export class Resource extends EventEmitter<ResourceEvents> {
   #learning = false
   #closed = false
 
-  constructor(id: string, options: ResourceOptions, clock: Clock, owner: ResourceOwner) {
+  /** `hotClock`: what `tryAcquire`'s bucket reads (the client's coarse clock); default `clock`. */
+  constructor(
+    id: string,
+    options: ResourceOptions,
+    clock: Clock,
+    owner: ResourceOwner,
+    hotClock: Clock = clock,
+  ) {
     super()
     this.id = id
     this.#clock = clock
@@ -146,7 +153,7 @@ export class Resource extends EventEmitter<ResourceEvents> {
       refused: () => owner.requestEarlyReport(),
       slotsReleased: (cost) => this.releaseSlots(cost),
     }
-    this.#rate = new RateEnforcer(clock, meter, host)
+    this.#rate = new RateEnforcer(hotClock, meter, host)
     this.#slots = new SlotEnforcer(meter, host)
     this.#enforcer = options.kind === 'concurrency' ? this.#slots : this.#rate
     this.#state = { mode: this.failureMode, lease: undefined }

@@ -14,6 +14,7 @@ export interface Timer {
 export interface Clock {
   /** Monotonic milliseconds since an arbitrary origin; never goes back. */
   now(): number
+
   /** Wall-clock milliseconds since the epoch, for log and display stamps only. */
   wallNow(): number
   /** Runs `callback` once after `delayMs` (clamped to ≥ 0). */

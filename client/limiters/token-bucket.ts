@@ -1,15 +1,28 @@
-import type { Clock } from '../../shared/index.js'
+import { CoarseClock, type Clock } from '../../shared/index.js'
 
 /**
  * A token bucket on an injected clock: refills at `ratePerSec`, holds at most
  * `burst`. `tryTake` is the hot path: one clock read, arithmetic, no
  * allocation, no promise, no timer.
+ *
+ * On a CoarseClock (a cached reading that lags real time) a take at one
+ * reading may really happen as late as the clock's next reading, so the
+ * refill up to then is capped before what was taken is subtracted, as if it
+ * were all taken at that moment: the bucket never holds more than an exact
+ * bucket would, however late the readings come
+ * (test/client/limiters/coarse-clock.test.ts proves the interval bound). On
+ * a precise clock what was taken was taken at the reading itself.
  */
 export class TokenBucket {
   #ratePerMs: number
   #burst: number
+  /** Tokens at `#lastMs` before what was taken since (`#taken`). */
   #tokens: number
+  #taken = 0
   #lastMs: number
+  /** The coarse clock's index of the reading `#lastMs` is. */
+  #lastReading = 0
+  readonly #coarse: CoarseClock | undefined
   readonly #clock: Clock
 
   constructor(clock: Clock, ratePerSec: number, burst: number, initialTokens = burst) {
@@ -18,6 +31,8 @@ export class TokenBucket {
     this.#burst = burst
     this.#tokens = Math.min(initialTokens, burst)
     this.#lastMs = clock.now()
+    this.#coarse = clock instanceof CoarseClock ? clock : undefined
+    if (this.#coarse !== undefined) this.#lastReading = this.#coarse.readingIndex
   }
 
   get ratePerSec(): number {
@@ -31,41 +46,42 @@ export class TokenBucket {
   /** Tokens available now. */
   get tokens(): number {
     this.#refill(this.#clock.now())
-    return this.#tokens
+    return this.#tokens - this.#taken
   }
 
   /** Takes `cost` tokens if they are there. */
   tryTake(cost: number): boolean {
     const now = this.#clock.now()
-    if (now > this.#lastMs) {
-      const t = this.#tokens + (now - this.#lastMs) * this.#ratePerMs
-      this.#tokens = t < this.#burst ? t : this.#burst
-      this.#lastMs = now
-    }
-    if (this.#tokens < cost) return false
-    this.#tokens -= cost
+    if (now > this.#lastMs) this.#refill(now)
+    if (this.#tokens - this.#taken < cost) return false
+    this.#taken += cost
     return true
   }
 
   /** Milliseconds until `cost` tokens will be there (0 if now; Infinity if never at this rate and burst). */
   msUntil(cost: number): number {
     this.#refill(this.#clock.now())
-    if (this.#tokens >= cost) return 0
+    const tokens = this.#tokens - this.#taken
+    if (tokens >= cost) return 0
     if (cost > this.#burst || this.#ratePerMs <= 0) return Infinity
-    return (cost - this.#tokens) / this.#ratePerMs
+    return (cost - tokens) / this.#ratePerMs
   }
 
   /** Milliseconds until the bucket is full again. */
   msUntilFull(): number {
     this.#refill(this.#clock.now())
-    if (this.#tokens >= this.#burst) return 0
-    return this.#ratePerMs > 0 ? (this.#burst - this.#tokens) / this.#ratePerMs : Infinity
+    const tokens = this.#tokens - this.#taken
+    if (tokens >= this.#burst) return 0
+    return this.#ratePerMs > 0 ? (this.#burst - tokens) / this.#ratePerMs : Infinity
   }
 
   /** Puts back `cost` tokens taken earlier (never above the burst). */
   refund(cost: number): void {
     this.#refill(this.#clock.now())
-    const t = this.#tokens + cost
+    // Give back from what was taken since the last reading first, then to the bucket (capped).
+    const back = cost < this.#taken ? cost : this.#taken
+    this.#taken -= back
+    const t = this.#tokens + (cost - back)
     this.#tokens = t < this.#burst ? t : this.#burst
   }
 
@@ -77,13 +93,24 @@ export class TokenBucket {
     this.#refill(this.#clock.now())
     this.#ratePerMs = ratePerSec / 1000
     this.#burst = burst
-    if (this.#tokens > burst) this.#tokens = burst
+    if (this.#tokens - this.#taken > burst) this.#tokens = burst + this.#taken
   }
 
   #refill(now: number): void {
     if (now <= this.#lastMs) return
-    const t = this.#tokens + (now - this.#lastMs) * this.#ratePerMs
+    const coarse = this.#coarse
+    let t = this.#tokens
+    if (coarse !== undefined) {
+      // What was taken at the last reading was taken by the clock's next one at the latest:
+      // earn up to then, capped, as if it were all taken then.
+      const takenByMs = coarse.readingAfter(this.#lastReading)
+      t += (takenByMs - this.#lastMs) * this.#ratePerMs
+      if (t > this.#burst) t = this.#burst
+      t += (now - takenByMs) * this.#ratePerMs - this.#taken
+      this.#lastReading = coarse.readingIndex
+    } else t += (now - this.#lastMs) * this.#ratePerMs - this.#taken
     this.#tokens = t < this.#burst ? t : this.#burst
+    this.#taken = 0
     this.#lastMs = now
   }
 }

@@ -35,7 +35,10 @@ export class Cluster {
     await Promise.all(gone)
   }
 
-  async client(id: string, extra: { name?: string; token?: string } = {}): Promise<SluiceClient> {
+  async client(
+    id: string,
+    extra: { name?: string; token?: string; hotPathClock?: 'coarse' | 'precise' } = {},
+  ): Promise<SluiceClient> {
     const client = createClient({
       ...extra,
       url: `ws://127.0.0.1:${this.port}/v1/connect`,
