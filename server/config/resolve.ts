@@ -27,7 +27,7 @@ export interface ResourceSettings {
   readonly safeCapacity: number | undefined
   /** How long a client may run at its safe capacity after its lease lapses. */
   readonly safeHoldMs: number
-  readonly estimator: 'max' | 'ewma'
+  readonly estimator: 'fast' | 'max' | 'ewma'
   readonly window: number
   /** Tenant name → { weight, cap } for this resource. */
   readonly tenants: Readonly<Record<string, { weight: number; cap?: number }>>

@@ -147,11 +147,21 @@ export const tenantSchema = z.strictObject({
     ),
 })
 
-export const demandEstimatorSchema = z.strictObject({
-  estimator: z.enum(['max', 'ewma']).default('max'),
-  /** Reports the estimator looks back over. */
-  window: z.number().int().min(1).max(100).default(5),
-})
+export const demandEstimators = ['fast', 'max', 'ewma'] as const
+
+/** Reports each estimator looks back over unless `window` says: `fast` 2, the others 5. */
+export const defaultDemandWindow = Object.freeze({ fast: 1, max: 5, ewma: 5 })
+
+export const demandEstimatorSchema = z
+  .strictObject({
+    estimator: z.enum(demandEstimators).default('fast'),
+    /** Reports the estimator looks back over (`fast`: consecutive lower reports before it follows a drop). */
+    window: z.number().int().min(1).max(100).optional(),
+  })
+  .transform((d) => ({
+    estimator: d.estimator,
+    window: d.window ?? defaultDemandWindow[d.estimator],
+  }))
 
 export const resourceTemplateSchema = z
   .strictObject({

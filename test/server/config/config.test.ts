@@ -33,7 +33,7 @@ describe('config', () => {
       leaseTtlMs: 10000,
       refreshMs: 1000,
       graceMs: 2000,
-      demand: { estimator: 'max', window: 5 },
+      demand: { estimator: 'fast', window: 1 },
     })
     const settings = new CompiledConfig(config).settingsFor('api')!
     expect(settings).toMatchObject({
