@@ -1,27 +1,65 @@
+import { createServer, type ServerResponse } from 'node:http'
+import express from 'express'
+import { rateLimit } from 'express-rate-limit'
 import Fastify from 'fastify'
-import { fastifyRateLimit } from '../client/http/index.js'
+import fastifyRateLimitPeer from '@fastify/rate-limit'
+import { createRateLimitMiddleware, fastifyRateLimit } from '../client/http/index.js'
 import { TokenBucketLimiter } from '../client/limiters/index.js'
 
-// The server side of `npm run bench -- http`: a hello route, with or without the plugin (argv[2] === 'plugin').
-const variant = process.argv[2]
-const app = Fastify({ logger: false })
-if (variant === 'skip') {
-  // The plugin's hook with every request skipped: its fixed cost, without limiter or headers.
-  await app.register(fastifyRateLimit, {
-    limiter: () => new TokenBucketLimiter({ ratePerSec: 1e9, burst: 1e9 }),
-    policy: { quota: 1e9, windowSec: 1 },
-    skip: () => true,
-  })
+/**
+ * The server side of `npm run bench -- http`: a hello route on fastify,
+ * Express or plain node:http, bare or behind a rate limiter set so that every
+ * request is allowed (the allow path). argv[2] is `<server>-<limiter>`.
+ */
+const [server, limiter] = (process.argv[2] ?? 'fastify-none').split('-') as [string, string]
+// A per-IP local limiter generous enough that every request is allowed.
+const sluiceOptions = {
+  limiter: () => new TokenBucketLimiter({ ratePerSec: 1e9, burst: 1e9 }),
+  policy: { quota: 1e9, windowSec: 1 },
 }
-if (variant === 'plugin') {
-  // A per-IP local limiter generous enough that every request is allowed: the allow path.
-  await app.register(fastifyRateLimit, {
-    limiter: () => new TokenBucketLimiter({ ratePerSec: 1e9, burst: 1e9 }),
-    policy: { quota: 1e9, windowSec: 1 },
+const hello = JSON.stringify({ hello: 'world' })
+let port: number
+
+if (server === 'fastify') {
+  const app = Fastify({ logger: false })
+  if (limiter === 'skip')
+    await app.register(fastifyRateLimit, { ...sluiceOptions, skip: () => true })
+  if (limiter === 'sluice') await app.register(fastifyRateLimit, sluiceOptions)
+  // @fastify/rate-limit as its README sets it up, in memory.
+  if (limiter === 'peer') await app.register(fastifyRateLimitPeer, { max: 1e9, timeWindow: 60_000 })
+  app.get('/hello', async () => ({ hello: 'world' }))
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  port = (app.server.address() as { port: number }).port
+  process.once('SIGTERM', () => void app.close().then(() => process.exit(0)))
+} else if (server === 'express') {
+  const app = express()
+  if (limiter === 'sluice') {
+    const limit = createRateLimitMiddleware(sluiceOptions)
+    app.use((req, res, next) => void limit(req, res, next))
+  }
+  // express-rate-limit with its defaults, in memory.
+  if (limiter === 'peer') app.use(rateLimit({ windowMs: 60_000, limit: 1e9 }))
+  app.get('/hello', (_req, res) => {
+    res.json({ hello: 'world' })
   })
+  const s = app.listen(0, '127.0.0.1')
+  await new Promise((resolve) => s.once('listening', resolve))
+  port = (s.address() as { port: number }).port
+  process.once('SIGTERM', () => s.close(() => process.exit(0)))
+} else {
+  const limit = limiter === 'sluice' ? createRateLimitMiddleware(sluiceOptions) : undefined
+  const reply = (res: ServerResponse): void => {
+    res.setHeader('content-type', 'application/json; charset=utf-8')
+    res.end(hello)
+  }
+  const s = createServer((req, res) => {
+    if (limit === undefined) return reply(res)
+    void limit(req, res).then((ok) => {
+      if (ok) reply(res)
+    })
+  })
+  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve))
+  port = (s.address() as { port: number }).port
+  process.once('SIGTERM', () => s.close(() => process.exit(0)))
 }
-app.get('/hello', async () => ({ hello: 'world' }))
-await app.listen({ host: '127.0.0.1', port: 0 })
-const address = app.server.address() as { port: number }
-console.log(`port ${address.port}`)
-process.once('SIGTERM', () => void app.close().then(() => process.exit(0)))
+console.log(`port ${port}`)

@@ -9,6 +9,8 @@ import { KeyedLimiter, type Limiter, type LimiterShape } from '../limiters/index
 import type { Resource } from '../resource.js'
 import {
   limitHeaders,
+  policyHeader,
+  rateLimitHeader,
   retryAfterSeconds,
   type LimitState,
   type RateLimitPolicy,
@@ -88,6 +90,8 @@ export class RateLimitCore {
   readonly #blocked = new Map<string, number>()
   /** The policy each limiter announces, worked out once. */
   readonly #policies = new WeakMap<Limiter, RateLimitPolicy | null>()
+  /** Each limiter's header texts, made once. */
+  readonly #texts = new WeakMap<Limiter, { policy: string | undefined; prefix: string }>()
   /** The request whose key is being made, for the limiter factory. */
   #making: RequestInfo = noRequest
 
@@ -323,16 +327,22 @@ export class RateLimitCore {
   #headers(limiter: Limiter | undefined, resource: Resource | undefined): Record<string, string> {
     const headers: Record<string, string> = {}
     if (this.#headerSet === 'none') return headers
+    if (resource === undefined && limiter !== undefined && this.#headerSet === 'ietf') {
+      // The common case, one local limiter: its policy field and the start of its RateLimit
+      // field are made once per limiter; only r and t are written per response.
+      const text = this.#textOf(limiter)
+      if (text.policy !== undefined) headers['ratelimit-policy'] = text.policy
+      const { remaining, resetSec } = this.#stateOf(limiter)
+      headers.ratelimit = `${text.prefix}${remaining > 0 ? Math.floor(remaining) : 0};t=${resetSec > 0 ? Math.ceil(resetSec) : 0}`
+      return headers
+    }
     const states: LimitState[] = []
-    if (limiter !== undefined) {
-      const canTell = limiter.remaining !== undefined
+    if (limiter !== undefined)
       states.push({
         name: this.#policyName,
         policy: this.#policyOf(limiter),
-        remaining: canTell ? limiter.remaining!() : limiter.msUntil(1) === 0 ? 1 : 0,
-        resetSec: (limiter.msUntilReset?.() ?? limiter.msUntil(1)) / 1000,
+        ...this.#stateOf(limiter),
       })
-    }
     if (resource !== undefined) {
       states.push({
         name: resource.id,
@@ -343,6 +353,32 @@ export class RateLimitCore {
     }
     limitHeaders(states, this.#headerSet, headers)
     return headers
+  }
+
+  #stateOf(limiter: Limiter): { remaining: number; resetSec: number } {
+    return {
+      remaining:
+        limiter.remaining !== undefined ? limiter.remaining() : limiter.msUntil(1) === 0 ? 1 : 0,
+      resetSec: (limiter.msUntilReset?.() ?? limiter.msUntil(1)) / 1000,
+    }
+  }
+
+  /** A limiter's RateLimit-Policy field and the start of its RateLimit field, made once. */
+  #textOf(limiter: Limiter): { policy: string | undefined; prefix: string } {
+    let text = this.#texts.get(limiter)
+    if (text === undefined) {
+      const policy = this.#policyOf(limiter)
+      text = {
+        policy:
+          policy === undefined ? undefined : policyHeader({ ...policy, name: this.#policyName }),
+        prefix: rateLimitHeader({ name: this.#policyName, quota: 0, windowSec: 1 }, 0, 0).replace(
+          /0;t=0$/,
+          '',
+        ),
+      }
+      this.#texts.set(limiter, text)
+    }
+    return text
   }
 
   #policyOf(limiter: Limiter): RateLimitPolicy | undefined {

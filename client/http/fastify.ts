@@ -14,12 +14,12 @@ declare module 'fastify' {
   }
 }
 
-function info(req: FastifyRequest): RequestInfo {
+function info(req: FastifyRequest, url: string | undefined): RequestInfo {
   return {
     ip: req.ip,
     method: req.method,
     headers: req.headers,
-    route: req.routeOptions.url ?? req.url.split('?')[0]!,
+    route: url ?? req.url.split('?')[0]!,
   }
 }
 
@@ -59,35 +59,36 @@ const plugin: FastifyPluginAsync<RateLimitOptions> = async (app, options) => {
     if (config !== undefined && config !== false)
       coreFor(config, `route ${String(route.method)} ${route.url}: config.rateLimit`)
   })
-  // A callback hook, not an async one: the allow path then costs no promise.
+  // A callback hook, not an async one: the allow path then costs no promise and no closure.
+  const apply = (
+    req: FastifyRequest,
+    reply: FastifyReply,
+    done: (error?: Error) => void,
+    core: RateLimitCore,
+    decision: Decision | undefined,
+  ): void => {
+    if (decision === undefined) return done()
+    void reply.headers(decision.headers)
+    if (!decision.allowed) return send(reply, decision)
+    if (core.settles) (req as unknown as Record<symbol, Settling>)[settling] = { core, decision }
+    done()
+  }
   app.addHook('onRequest', (req, reply, done) => {
-    const config = req.routeOptions.config.rateLimit
+    // routeOptions is made afresh on each access: read it once.
+    const route = req.routeOptions
+    const config = route.config.rateLimit
     if (config === false) return done()
     let core: RateLimitCore
-    try {
-      // A route declared before the plugin was registered is checked here, on its first request.
-      core =
-        config === undefined
-          ? global
-          : coreFor(config, `route ${req.routeOptions.url}: config.rateLimit`)
-    } catch (error) {
-      return done(error as Error)
-    }
-    const apply = (decision: Decision | undefined): void => {
-      if (decision === undefined) return done()
-      void reply.headers(decision.headers)
-      if (!decision.allowed) return send(reply, decision)
-      if (core.settles) (req as unknown as Record<symbol, Settling>)[settling] = { core, decision }
-      done()
-    }
     let decision: ReturnType<RateLimitCore['decide']>
     try {
-      decision = core.decide(info(req))
+      // A route declared before the plugin was registered is checked here, on its first request.
+      core = config === undefined ? global : coreFor(config, `route ${route.url}: config.rateLimit`)
+      decision = core.decide(info(req, route.url))
     } catch (error) {
       return done(error as Error)
     }
-    if (decision instanceof Promise) decision.then(apply, done)
-    else apply(decision)
+    if (decision instanceof Promise) decision.then((d) => apply(req, reply, done, core, d), done)
+    else apply(req, reply, done, core, decision)
   })
   app.addHook('onResponse', (req, reply, done) => {
     const s = (req as unknown as Record<symbol, Settling | undefined>)[settling]

@@ -12,6 +12,8 @@ export interface KeyedOptions {
 interface Slot {
   readonly limiter: Limiter
   lastUsedMs: number
+  /** When it was last moved to the recent end of the order. */
+  movedMs: number
 }
 
 /**
@@ -24,6 +26,7 @@ export class KeyedLimiter<K = string> {
   readonly #maxKeys: number
   readonly #idleMs: number
   readonly #clock: Clock
+  readonly #touchMs: number
   // Map iteration order is insertion order: re-inserting on use keeps it least-recently-used first.
   readonly #slots = new Map<K, Slot>()
 
@@ -32,6 +35,7 @@ export class KeyedLimiter<K = string> {
     this.#maxKeys = Math.floor(positiveOption('KeyedLimiter', 'maxKeys', options.maxKeys ?? 10_000))
     this.#idleMs = positiveOption('KeyedLimiter', 'idleMs', options.idleMs ?? 600_000)
     this.#clock = options.clock ?? systemClock
+    this.#touchMs = Math.min(1000, this.#idleMs / 10)
   }
 
   /** Keys held now. */
@@ -64,18 +68,23 @@ export class KeyedLimiter<K = string> {
   #slot(key: K): Limiter {
     const now = this.#clock.now()
     let slot = this.#slots.get(key)
-    if (slot !== undefined && now - slot.lastUsedMs >= this.#idleMs) {
+    if (slot !== undefined) {
+      if (now - slot.lastUsedMs < this.#idleMs) {
+        // The hit path: moved to the recent end only when it last moved a while ago (the order
+        // is least recently used to within touchMs), no sweep, no allocation.
+        if (now - slot.movedMs >= this.#touchMs) {
+          this.#slots.delete(key)
+          this.#slots.set(key, slot)
+          slot.movedMs = now
+        }
+        slot.lastUsedMs = now
+        return slot.limiter
+      }
       this.#slots.delete(key)
-      slot = undefined
     }
-    if (slot === undefined) {
-      slot = { limiter: this.#factory(key), lastUsedMs: now }
-    } else {
-      this.#slots.delete(key)
-      slot.lastUsedMs = now
-    }
+    slot = { limiter: this.#factory(key), lastUsedMs: now, movedMs: now }
     this.#slots.set(key, slot)
-    // Evict idle keys from the old end, then the least recently used beyond the bound.
+    // A new key: evict idle keys from the old end, then the least recently used beyond the bound.
     for (const [k, s] of this.#slots) {
       if (this.#slots.size <= this.#maxKeys && now - s.lastUsedMs < this.#idleMs) break
       if (k === key) break
