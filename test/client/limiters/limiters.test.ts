@@ -229,6 +229,35 @@ describe('KeyedLimiter', () => {
     )
   })
 
+  it('evicts the least recently used to within a second (a hit moves a key at most once a second)', () => {
+    const clock = new ManualClock()
+    const made: string[] = []
+    const keyed = new KeyedLimiter(
+      (key: string) => (made.push(key), new TokenBucketLimiter({ ratePerSec: 1, burst: 5, clock })),
+      { maxKeys: 2, clock },
+    )
+    keyed.tryAcquire('a')
+    clock.advance(10)
+    keyed.tryAcquire('b')
+    clock.advance(1000)
+    keyed.tryAcquire('a') // a second after it was made: a moves to the recent end
+    keyed.tryAcquire('c') // evicts b, the least recently used
+    keyed.tryAcquire('a')
+    expect(made).toEqual(['a', 'b', 'c'])
+    keyed.tryAcquire('b') // evicts a: made before c, and not moved since (same instant)
+    expect(made).toEqual(['a', 'b', 'c', 'b'])
+    // Within the second, a hit does not move a key: c, used 1 ms after b was made, is still
+    // older in the order, so d evicts c rather than b.
+    clock.advance(1)
+    keyed.tryAcquire('c')
+    keyed.tryAcquire('d')
+    expect(keyed.size).toBe(2)
+    keyed.tryAcquire('b')
+    expect(made).toEqual(['a', 'b', 'c', 'b', 'd'])
+    keyed.tryAcquire('c')
+    expect(made).toEqual(['a', 'b', 'c', 'b', 'd', 'c'])
+  })
+
   it('forgets a key idle for idleMs: it starts fresh', () => {
     const clock = new ManualClock()
     let made = 0
