@@ -19,6 +19,8 @@ import {
   type Clock,
   type Timer,
   CoarseClock,
+  sharedCoarseClock,
+  systemClock,
   libraryVersion,
 } from '../shared/index.js'
 import {
@@ -100,10 +102,14 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
   constructor(options: ClientOptions) {
     super()
     this.options = resolveClientOptions(options)
+    // On the system clock every client shares one coarse clock (one timer for the process); an
+    // injected clock gets its own, closed with the client.
     this.#hotClock =
-      this.options.hotPathClock === 'coarse'
-        ? new CoarseClock(this.options.clock)
-        : this.options.clock
+      this.options.hotPathClock === 'precise'
+        ? this.options.clock
+        : this.options.clock === systemClock
+          ? sharedCoarseClock(systemClock)
+          : new CoarseClock(this.options.clock)
     this.#reportPeriodMs = this.options.refreshMs
     this.#earlyBudget = this.options.maxEarlyReportsPerRefresh
     this.#clientId = this.options.clientId
@@ -218,7 +224,8 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
       this.#send({ type: 'release', resources: [...this.#resources.keys()] })
     }
     for (const r of this.#resources.values()) r.close()
-    if (this.#hotClock instanceof CoarseClock) this.#hotClock.close()
+    if (this.#hotClock instanceof CoarseClock && this.options.clock !== systemClock)
+      this.#hotClock.close()
     for (const w of this.#readyWaiters.splice(0))
       w.reject(new SluiceError('SLUICE_ERR_CLIENT_CLOSED', 'client closed'))
     if (ws !== undefined && ws.readyState !== socketStates.closed) {

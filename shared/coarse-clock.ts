@@ -126,3 +126,14 @@ export class CoarseClock implements Clock {
     this.#timer = undefined
   }
 }
+
+let shared: CoarseClock | undefined
+
+/**
+ * The process's coarse clock over `systemClock`: one timer for every client
+ * in the process (it stops by itself when nothing reads it). Never closed.
+ */
+export function sharedCoarseClock(source: Clock): CoarseClock {
+  shared ??= new CoarseClock(source)
+  return shared
+}

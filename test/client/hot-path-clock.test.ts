@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import { createClient } from '../../client/index.js'
+import { sharedCoarseClock, systemClock } from '../../shared/index.js'
 import { Cluster, Load } from '../helpers/cluster.js'
 import { simpleConfig } from '../helpers/coordinator.js'
 
@@ -21,6 +22,18 @@ describe("the client's hot-path clock", () => {
     expect(() => createClient({ url, hotPathClock: 'fast' as 'coarse' })).toThrow(
       /hotPathClock.*coarse.*precise/s,
     )
+  })
+
+  it('on the system clock, every client shares one coarse clock, and closing a client leaves it running', async () => {
+    const url = 'ws://127.0.0.1:9/v1/connect'
+    const one = createClient({ url, backoffBaseMs: 10_000 })
+    const two = createClient({ url, backoffBaseMs: 10_000 })
+    open.push(two)
+    await one.close()
+    const shared = sharedCoarseClock(systemClock)
+    expect(shared).toBe(sharedCoarseClock(systemClock))
+    shared.now() // a read wakes it if it idled; a closed clock would stay stopped
+    expect(shared.running).toBe(true)
   })
 
   it('a coarse client admits its lease over real WebSockets: the full rate, never above rate·t + burst', async () => {
