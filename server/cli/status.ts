@@ -2,12 +2,9 @@ import { SluiceError, systemClock } from '../../shared/index.js'
 import type { ResourceSummary } from '../http/index.js'
 import { parseCommandArgs } from './args.js'
 import { exitCodes, type CommandIo } from './io.js'
+import { num } from './top/index.js'
 
 const requestTimeoutMs = 5_000
-
-function formatNumber(n: number): string {
-  return Number.isInteger(n) ? String(n) : n.toFixed(2)
-}
 
 /** Renders resources as an aligned text table. */
 export function formatStatusTable(resources: readonly ResourceSummary[]): string {
@@ -25,10 +22,10 @@ export function formatStatusTable(resources: readonly ResourceSummary[]): string
   const rows = resources.map((r) => [
     r.id,
     r.kind,
-    formatNumber(r.capacity),
-    formatNumber(r.committed),
-    formatNumber(r.free),
-    formatNumber(r.demand),
+    num(r.capacity),
+    num(r.committed),
+    num(r.free),
+    num(r.demand),
     String(r.clients),
     r.learning ? 'yes' : 'no',
   ])
