@@ -1,0 +1,119 @@
+import { domainLimits as L } from '../domain.js'
+import type { AckMessage, ClientMessage, DemandMessage } from './messages.js'
+
+/**
+ * A check of the two messages every client sends all the time (`demand`
+ * and `ack`) without zod, which allocates a result, an issue list and a
+ * copy of every object it checks: at 10k clients zod alone made about a
+ * third of the coordinator's garbage (docs/benchmarks.md).
+ *
+ * It is a filter, not a second schema: it returns the parsed JSON as the
+ * message only when every field is one the zod schema in messages.ts would
+ * accept unchanged, and `undefined` for anything else (a hello, a release,
+ * an unknown key, a bound crossed), which then goes through zod and gets
+ * zod's error. A property test holds it to that: whatever it accepts, zod
+ * accepts and decodes to an equal value (test/shared/protocol/hot-path.test.ts).
+ */
+export function acceptHotMessage(json: unknown): ClientMessage | undefined {
+  if (!isRecord(json)) return undefined
+  const type = json.type
+  if (type === 'demand') return isDemand(json) ? (json as DemandMessage) : undefined
+  if (type === 'ack') return isAck(json) ? (json as AckMessage) : undefined
+  return undefined
+}
+
+type Fields = Record<string, unknown>
+
+function isRecord(value: unknown): value is Fields {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+// eslint-disable-next-line no-control-regex
+const printable = /^[^\u0000-\u001f\u007f-\u009f]+$/u
+
+function isResourceId(value: unknown): boolean {
+  return (
+    typeof value === 'string' &&
+    value.length >= 1 &&
+    value.length <= L.maxIdLength &&
+    printable.test(value)
+  )
+}
+
+function isNumberIn(value: unknown, min: number, max: number): boolean {
+  return typeof value === 'number' && value >= min && value <= max
+}
+
+function isIntIn(value: unknown, min: number, max: number): boolean {
+  return isNumberIn(value, min, max) && Number.isSafeInteger(value)
+}
+
+function isQuantity(value: unknown): boolean {
+  return isNumberIn(value, 0, L.maxQuantity)
+}
+
+function isDemand(m: Fields): boolean {
+  for (const key in m) if (key !== 'type' && key !== 'resources' && key !== 'early') return false
+  if (m.early !== undefined && typeof m.early !== 'boolean') return false
+  const resources = m.resources
+  if (!Array.isArray(resources) || resources.length > L.maxEntries) return false
+  for (let i = 0; i < resources.length; i++) if (!isDemandEntry(resources[i])) return false
+  return true
+}
+
+function isDemandEntry(e: unknown): boolean {
+  if (!isRecord(e)) return false
+  for (const key in e)
+    if (
+      key !== 'resource' &&
+      key !== 'wants' &&
+      key !== 'weight' &&
+      key !== 'priority' &&
+      key !== 'usage'
+    )
+      return false
+  return (
+    isResourceId(e.resource) &&
+    isQuantity(e.wants) &&
+    (e.weight === undefined || isNumberIn(e.weight, L.minWeight, L.maxWeight)) &&
+    (e.priority === undefined || isIntIn(e.priority, -L.maxPriority, L.maxPriority)) &&
+    (e.usage === undefined || isUsage(e.usage))
+  )
+}
+
+function isUsage(u: unknown): boolean {
+  if (!isRecord(u)) return false
+  for (const key in u)
+    if (
+      key !== 'windowMs' &&
+      key !== 'admitted' &&
+      key !== 'refused' &&
+      key !== 'admittedCalls' &&
+      key !== 'refusedCalls' &&
+      key !== 'waiting' &&
+      key !== 'inFlight' &&
+      key !== 'peakInFlight'
+    )
+      return false
+  return (
+    isIntIn(u.windowMs, 1, 3_600_000) &&
+    isQuantity(u.admitted) &&
+    isQuantity(u.refused) &&
+    isIntIn(u.admittedCalls, 0, L.maxQuantity) &&
+    isIntIn(u.refusedCalls, 0, L.maxQuantity) &&
+    isIntIn(u.waiting, 0, L.maxQuantity) &&
+    (u.inFlight === undefined || isQuantity(u.inFlight)) &&
+    (u.peakInFlight === undefined || isQuantity(u.peakInFlight))
+  )
+}
+
+function isAck(m: Fields): boolean {
+  for (const key in m) if (key !== 'type' && key !== 'seq' && key !== 'resources') return false
+  if (!isIntIn(m.seq, 1, Number.MAX_SAFE_INTEGER)) return false
+  const resources = m.resources
+  if (resources === undefined) return true
+  if (!Array.isArray(resources) || resources.length < 1 || resources.length > L.maxEntries)
+    return false
+  for (let i = 0; i < resources.length; i++) if (!isResourceId(resources[i])) return false
+  return true
+}

@@ -1,0 +1,276 @@
+import fc from 'fast-check'
+import { describe, expect, it } from 'vitest'
+import { domainLimits as L } from '../../../shared/domain.js'
+import { decodeClientMessage } from '../../../shared/protocol/codec.js'
+import { acceptHotMessage } from '../../../shared/protocol/hot-path.js'
+import { clientMessage } from '../../../shared/protocol/messages.js'
+
+// Values at and across every bound the schema sets, and of every wrong type.
+const edgeNumbers = [
+  -1,
+  -0,
+  0,
+  1e-7,
+  0.5,
+  1,
+  2,
+  1.5,
+  7,
+  L.minWeight,
+  L.minWeight / 2,
+  L.maxWeight,
+  L.maxWeight * 1.5,
+  L.maxPriority,
+  L.maxPriority + 1,
+  -L.maxPriority,
+  -L.maxPriority - 1,
+  3_600_000,
+  3_600_001,
+  L.maxQuantity,
+  L.maxQuantity * 1.01,
+  L.maxQuantity + 0.5,
+  Number.MAX_SAFE_INTEGER,
+  Number.MAX_SAFE_INTEGER * 4,
+  1e300,
+  -1e300,
+]
+const anyNumber = fc.oneof(
+  fc.constantFrom(...edgeNumbers),
+  fc.integer({ min: -5, max: 1000 }),
+  fc.double({ noNaN: true, noDefaultInfinity: true }),
+)
+const edgeStrings = [
+  '',
+  'r',
+  'r0',
+  'api/users',
+  'é',
+  '😀',
+  ' ',
+  '\u0000',
+  'a\u001f',
+  '\u007f',
+  'x\u009f',
+  'x\u00a0',
+  'r'.repeat(L.maxIdLength),
+  'r'.repeat(L.maxIdLength + 1),
+]
+const anyString = fc.oneof(fc.constantFrom(...edgeStrings), fc.string({ maxLength: 8 }))
+const junk = fc.oneof(
+  fc.constant(null),
+  fc.boolean(),
+  anyString,
+  anyNumber,
+  fc.constant([]),
+  fc.constant({}),
+  fc.constant(['r']),
+)
+/** Mostly a valid value, now and then one near a bound or of the wrong type. */
+const maybe = <T>(good: fc.Arbitrary<T>): fc.Arbitrary<unknown> =>
+  fc.oneof({ weight: 12, arbitrary: good }, { weight: 1, arbitrary: junk })
+const extraKey = fc.constantFrom('extra', '__proto__', 'constructor', 'Type', 'toString')
+const count = fc.nat(1000)
+const amount = fc.double({ min: 0, max: 1e6, noNaN: true })
+const id = fc.constantFrom('r0', 'api/users', 'é')
+
+const usage = fc.record(
+  {
+    windowMs: maybe(fc.integer({ min: 1, max: 3_600_000 })),
+    admitted: maybe(amount),
+    refused: maybe(amount),
+    admittedCalls: maybe(count),
+    refusedCalls: maybe(count),
+    waiting: maybe(count),
+    inFlight: maybe(amount),
+    peakInFlight: maybe(amount),
+  },
+  {
+    requiredKeys: ['windowMs', 'admitted', 'refused', 'admittedCalls', 'refusedCalls', 'waiting'],
+  },
+)
+const entry = fc.record(
+  {
+    resource: maybe(id),
+    wants: maybe(amount),
+    weight: maybe(fc.double({ min: 0.01, max: 100, noNaN: true })),
+    priority: maybe(fc.integer({ min: -3, max: 3 })),
+    usage: maybe(usage),
+  },
+  { requiredKeys: ['resource', 'wants'] },
+)
+const withExtra = (arb: fc.Arbitrary<Record<string, unknown>>): fc.Arbitrary<unknown> =>
+  fc
+    .tuple(arb, fc.option(extraKey, { freq: 8 }), junk)
+    .map(([o, key, value]) => (key === null ? o : { ...o, [key]: value }))
+const demand = withExtra(
+  fc.record(
+    {
+      type: fc.constantFrom('demand', 'demand', 'ack', 'hello', 'release', 'Demand'),
+      resources: maybe(
+        fc.array(withExtra(entry as fc.Arbitrary<Record<string, unknown>>), { maxLength: 4 }),
+      ),
+      early: maybe(fc.boolean()),
+    },
+    { requiredKeys: ['type'] },
+  ),
+)
+const ack = withExtra(
+  fc.record(
+    {
+      type: fc.constantFrom('ack', 'ack', 'demand'),
+      seq: maybe(fc.integer({ min: 1, max: 2 ** 40 })),
+      resources: maybe(fc.array(maybe(id), { maxLength: 3 })),
+    },
+    { requiredKeys: ['type'] },
+  ),
+)
+// Messages as the client library sends them: always valid.
+const sentDemand = fc
+  .array(
+    fc.record(
+      {
+        resource: fc.constantFrom('r0', 'api/users', 'é'),
+        wants: fc.double({ min: 0, max: 1e6, noNaN: true }),
+        weight: fc.double({ min: 0.01, max: 100, noNaN: true }),
+        priority: fc.integer({ min: -3, max: 3 }),
+        usage: fc.record(
+          {
+            windowMs: fc.integer({ min: 1, max: 60_000 }),
+            admitted: fc.double({ min: 0, max: 1e6, noNaN: true }),
+            refused: fc.double({ min: 0, max: 1e6, noNaN: true }),
+            admittedCalls: fc.nat(1e6),
+            refusedCalls: fc.nat(1e6),
+            waiting: fc.nat(100),
+            inFlight: fc.nat(100),
+            peakInFlight: fc.nat(100),
+          },
+          {
+            requiredKeys: [
+              'windowMs',
+              'admitted',
+              'refused',
+              'admittedCalls',
+              'refusedCalls',
+              'waiting',
+            ],
+          },
+        ),
+      },
+      { requiredKeys: ['resource', 'wants'] },
+    ),
+    { maxLength: 5 },
+  )
+  .chain((resources) =>
+    fc.record(
+      { type: fc.constant('demand'), resources: fc.constant(resources), early: fc.boolean() },
+      { requiredKeys: ['type', 'resources'] },
+    ),
+  )
+const sentAck = fc.record(
+  {
+    type: fc.constant('ack'),
+    seq: fc.integer({ min: 1, max: 2 ** 40 }),
+    resources: fc.array(fc.constantFrom('r0', 'api/users'), { minLength: 1, maxLength: 3 }),
+  },
+  { requiredKeys: ['type', 'seq'] },
+)
+
+/** Every place in a JSON value: the path to it and its parent. */
+function places(value: unknown, path: (string | number)[] = []): (string | number)[][] {
+  const out: (string | number)[][] = path.length === 0 ? [] : [path]
+  if (typeof value === 'object' && value !== null)
+    for (const [k, v] of Object.entries(value))
+      out.push(...places(v, [...path, Array.isArray(value) ? Number(k) : k]))
+  return out
+}
+
+const edgeValue = fc.oneof(
+  { weight: 4, arbitrary: fc.constantFrom(...edgeNumbers) },
+  { weight: 2, arbitrary: fc.constantFrom(...edgeStrings) },
+  { weight: 1, arbitrary: junk },
+)
+
+/**
+ * A valid message with one change: a value replaced by one at or across a
+ * bound (or of another type), a key removed, or a key added.
+ */
+const nearlyValid = fc
+  .tuple(
+    fc.oneof(sentDemand, sentAck),
+    fc.nat(),
+    fc.constantFrom('set', 'delete', 'add'),
+    edgeValue,
+    extraKey,
+  )
+  .map(([message, pick, change, value, key]) => {
+    const copy = JSON.parse(JSON.stringify(message)) as Record<string, unknown>
+    const all = places(copy)
+    const path = all[pick % all.length]!
+    let parent: unknown = copy
+    for (const step of path.slice(0, -1)) parent = (parent as Record<string, unknown>)[step]
+    const target = parent as Record<string | number, unknown>
+    const last = path.at(-1)!
+    if (change === 'set') target[last] = value
+    else if (change === 'delete' && !Array.isArray(target)) delete target[last]
+    // An own key even for __proto__ (an assignment would set the prototype instead).
+    else if (!Array.isArray(target))
+      Object.defineProperty(target, key, { value, enumerable: true, writable: true })
+    return copy
+  })
+
+/** What JSON.parse can give: the generated value through JSON and back, as a frame would be. */
+const frame = fc
+  .oneof(demand, ack, junk, sentDemand, sentAck, nearlyValid, nearlyValid)
+  .map((v) => JSON.parse(JSON.stringify(v)) as unknown)
+
+describe('the hot-path check of demand and ack frames', () => {
+  it('accepts only what zod accepts, as zod decodes it', () => {
+    let accepted = 0
+    fc.assert(
+      fc.property(frame, (json) => {
+        const hot = acceptHotMessage(json)
+        if (hot === undefined) return
+        accepted++
+        const parsed = clientMessage.safeParse(json)
+        expect(parsed.success).toBe(true)
+        expect(hot).toStrictEqual(parsed.data)
+      }),
+      { numRuns: 20_000 },
+    )
+    // The generator reaches both sides: some frames pass, most hostile ones do not.
+    expect(accepted).toBeGreaterThan(2000)
+  })
+
+  it('accepts every demand and ack zod accepts (so only hostile frames pay for zod)', () => {
+    fc.assert(
+      fc.property(frame, (json) => {
+        const parsed = clientMessage.safeParse(json)
+        const hotType =
+          parsed.success && (parsed.data.type === 'demand' || parsed.data.type === 'ack')
+        expect(acceptHotMessage(json) !== undefined).toBe(hotType)
+      }),
+      { numRuns: 20_000 },
+    )
+  })
+
+  it('accepts what the client library sends', () => {
+    fc.assert(
+      fc.property(fc.oneof(sentDemand, sentAck), (message) => {
+        const json = JSON.parse(JSON.stringify(message)) as unknown
+        expect(acceptHotMessage(json)).toBeDefined()
+        const decoded = decodeClientMessage(JSON.stringify(message))
+        expect(decoded).toStrictEqual({ ok: true, message: clientMessage.parse(json) })
+      }),
+    )
+  })
+
+  it('leaves every refusal, and its detail, to zod', () => {
+    const frameText = '{"type":"demand","resources":[{"resource":"r\\u0000","wants":1}]}'
+    expect(acceptHotMessage(JSON.parse(frameText))).toBeUndefined()
+    const decoded = decodeClientMessage(frameText)
+    expect(decoded.ok).toBe(false)
+    if (!decoded.ok) expect(decoded.detail).toMatch(/printable/)
+    expect(acceptHotMessage(JSON.parse('{"type":"ack","seq":1,"__proto__":{}}'))).toBeUndefined()
+    expect(decodeClientMessage('{"type":"ack","seq":1,"__proto__":{}}').ok).toBe(false)
+  })
+})
