@@ -5,6 +5,7 @@ import {
   type AckMessage,
   type ClientMessage,
   type Clock,
+  type DemandEntry,
   type DemandMessage,
   type ErrorCode,
   type HelloMessage,
@@ -12,7 +13,7 @@ import {
 } from '../../shared/index.js'
 import { CompiledConfig, type Config, type Limits, type ResourceSettings } from '../config/index.js'
 import type { Ledger, LedgerChange, LedgerEntry } from '../ledger/index.js'
-import { Pool, clientKey, type DemandReport, type LeaseBatch } from '../pool/index.js'
+import { Pool, clientKey, type LeaseBatch } from '../pool/index.js'
 import type { Upstream } from '../tree/index.js'
 import {
   admitClient,
@@ -94,13 +95,13 @@ export class Coordinator {
     this.metrics = new CoordinatorMetrics(
       () => this.view.resources(),
       (id) => this.observer.usage.current(id, this.#clock.now()),
+      () => this.limits.maxUsageSeries,
     )
     this.observer = new Observer({
       clock,
       view: this.view,
       metrics: this.metrics,
       maxHistoryResources: () => this.limits.maxHistoryResources,
-      maxUsageSeries: () => this.limits.maxUsageSeries,
       knows: (key) => this.#pool.hasClient(key),
     })
     this.observer.start()
@@ -326,7 +327,7 @@ export class Coordinator {
     const checked = this.#settings.config.requiresToken
     if (checked && !this.guard.mayTry(session.remoteAddress, 'websocket'))
       return this.#fail(session, 'SLUICE_ERR_AUTH_RATE_LIMITED', 'wait before trying another token')
-    const verdict = admitClient(this.#admission(), msg, session.upgradeToken)
+    const verdict = admitClient(this.#admissionContext, msg, session.upgradeToken)
     if ('code' in verdict) {
       if (verdict.code === 'SLUICE_ERR_AUTH_INVALID_TOKEN')
         this.guard.failed(session.remoteAddress, 'websocket')
@@ -393,20 +394,26 @@ export class Coordinator {
   }
 
   #demand(session: SessionPort, msg: DemandMessage): void {
-    const ctx = this.#admission()
-    const banded: DemandReport[] = []
-    for (const entry of msg.resources) {
+    // At 10k clients a report a second each, this runs 10k times a second: it copies the
+    // entries only when one changes or is refused (docs/benchmarks.md, "per-report garbage").
+    const ctx = this.#admissionContext
+    const entries = msg.resources
+    let banded: DemandEntry[] | undefined
+    for (let i = 0; i < entries.length; i++) {
+      const entry = entries[i]!
       const verdict = admitPriority(ctx, session.tenant, entry.priority)
-      if ('code' in verdict) this.#refuse(session, entry.resource, verdict, false)
-      else banded.push({ ...entry, priority: verdict.priority })
+      if (verdict === entry.priority) {
+        banded?.push(entry)
+        continue
+      }
+      banded ??= entries.slice(0, i)
+      if (typeof verdict === 'object') this.#refuse(session, entry.resource, verdict, false)
+      else banded.push({ ...entry, priority: verdict })
     }
-    const reports: DemandReport[] = this.#admitted(session, banded, (e) => e.resource, false)
+    const reports = this.#admitted(session, banded ?? entries, (e) => e.resource, false)
     const key = this.#key(session)
-    const admitted = new Set<string>()
-    for (const r of reports) admitted.add(r.resource)
-    for (const entry of msg.resources)
-      if (entry.usage !== undefined && admitted.has(entry.resource))
-        this.observer.record(entry.resource, key, session.tenant, entry.usage)
+    for (const r of reports)
+      if (r.usage !== undefined) this.observer.record(r.resource, key, session.tenant, r.usage)
     const { batches, newResources } = this.#pool.reportDemand(key, reports, this.#clock.now())
     this.#dispatch(batches)
     for (const id of newResources) {
@@ -440,24 +447,27 @@ export class Coordinator {
     entries: readonly T[],
     resourceOf: (entry: T) => string,
     quietUnknown: boolean,
-  ): T[] {
+  ): readonly T[] {
     const key = this.#key(session)
-    const ctx = this.#admission()
-    const out: T[] = []
+    const ctx = this.#admissionContext
+    // The entries themselves while all pass; a copy from the first refusal on.
+    let out: T[] | undefined
     let added = 0
-    for (const entry of entries) {
+    for (let i = 0; i < entries.length; i++) {
+      const entry = entries[i]!
       const id = resourceOf(entry)
       if (!this.#pool.isSubscribed(key, id)) {
         const refusal = admitResource(ctx, key, session.tenant, id, added)
         if (refusal !== undefined) {
+          out ??= entries.slice(0, i)
           this.#refuse(session, id, refusal, quietUnknown)
           continue
         }
         added++
       }
-      out.push(entry)
+      out?.push(entry)
     }
-    return out
+    return out ?? entries
   }
 
   #refuse(session: SessionPort, resource: string, refusal: Refusal, quietUnknown: boolean): void {
@@ -476,14 +486,21 @@ export class Coordinator {
     return clientKey(session.tenant, session.clientId!)
   }
 
-  #admission(): AdmissionContext {
-    return {
-      config: this.#settings.config,
-      limits: this.limits,
-      pool: this.#pool,
-      settingsFor: this.#settings.lookup,
-    }
-  }
+  /** What admission reads, always current (made once: the demand path runs per report). */
+  readonly #admissionContext: AdmissionContext = ((self: Coordinator) => ({
+    get config() {
+      return self.#settings.config
+    },
+    get limits() {
+      return self.limits
+    },
+    get pool() {
+      return self.#pool
+    },
+    get settingsFor() {
+      return self.#settings.lookup
+    },
+  }))(this)
 
   // ---- config ----
 

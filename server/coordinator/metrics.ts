@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
 import type { ResourceFigures } from './view.js'
+import { UsageTotals, type UsageColumn } from './usage-totals.js'
 
 /** Prometheus metrics of one coordinator, on a registry of its own (several may share a process). */
 export class CoordinatorMetrics {
@@ -21,6 +22,8 @@ export class CoordinatorMetrics {
   readonly refused: Counter<'resource' | 'tenant'>
   readonly admittedCalls: Counter<'resource' | 'tenant'>
   readonly refusedCalls: Counter<'resource' | 'tenant'>
+  /** Usage as reports add it, handed to the four usage counters when they are scraped. */
+  readonly usageTotals: UsageTotals
 
   constructor(
     resources: () => readonly ResourceFigures[],
@@ -35,7 +38,10 @@ export class CoordinatorMetrics {
       admittedPerSec: 0,
       refusedPerSec: 0,
     }),
+    maxUsageSeries: () => number = () => 10_000,
   ) {
+    this.usageTotals = new UsageTotals(maxUsageSeries)
+    const totals = this.usageTotals
     const registers = [this.registry]
     // Process metrics (CPU, memory, event-loop lag, GC): what an operator checks first.
     collectDefaultMetrics({ register: this.registry, prefix: 'sluice_' })
@@ -164,21 +170,37 @@ export class CoordinatorMetrics {
       labelNames: ['surface'],
       registers,
     })
-    const usageCounter = (name: string, help: string): Counter<'resource' | 'tenant'> =>
-      new Counter({ name, help, labelNames: ['resource', 'tenant'], registers })
+    const usageCounter = (
+      column: UsageColumn,
+      name: string,
+      help: string,
+    ): Counter<'resource' | 'tenant'> =>
+      new Counter({
+        name,
+        help,
+        labelNames: ['resource', 'tenant'],
+        registers,
+        collect() {
+          totals.flush(column, this)
+        },
+      })
     this.admitted = usageCounter(
+      'admitted',
       'sluice_admitted_total',
       'Tokens (rate) or slots (concurrency) the clients admitted, as they report it',
     )
     this.refused = usageCounter(
+      'refused',
       'sluice_refused_total',
       'Tokens or slots the clients refused (police) or gave up waiting for, as they report it',
     )
     this.admittedCalls = usageCounter(
+      'admittedCalls',
       'sluice_admitted_calls_total',
       'Calls the clients admitted, as they report it',
     )
     this.refusedCalls = usageCounter(
+      'refusedCalls',
       'sluice_refused_calls_total',
       'Calls the clients refused or that gave up waiting, as they report it',
     )

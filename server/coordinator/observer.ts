@@ -17,8 +17,6 @@ export interface ObserverOptions {
   readonly metrics: CoordinatorMetrics
   /** Most resources with a history (the oldest unused one goes first). */
   readonly maxHistoryResources: () => number
-  /** Most label sets of the usage counters. */
-  readonly maxUsageSeries: () => number
   /** Whether the pool still knows a client (its usage is forgotten when not). */
   readonly knows: (key: string) => boolean
 }
@@ -34,7 +32,6 @@ export class Observer {
   readonly usage = new UsageBook()
   readonly #o: ObserverOptions
   readonly #histories = new Map<string, { history: ResourceHistory; seenMs: number }>()
-  readonly #series = new Set<string>()
   readonly #values = new Float64Array(historyFields.length)
   #timer: Timer | undefined
   #samples = 0
@@ -56,18 +53,7 @@ export class Observer {
   /** A report's usage: kept for the status API, counted in Prometheus. */
   record(resource: string, key: string, tenant: string | undefined, usage: Usage): void {
     this.usage.record(resource, key, usage, this.#o.clock.now())
-    let label = resource
-    const series = `${resource}\u0000${tenant ?? ''}`
-    if (!this.#series.has(series)) {
-      if (this.#series.size < this.#o.maxUsageSeries()) this.#series.add(series)
-      else label = '_other'
-    }
-    const labels = { resource: label, tenant: tenant ?? '' }
-    const m = this.#o.metrics
-    if (usage.admitted > 0) m.admitted.inc(labels, usage.admitted)
-    if (usage.refused > 0) m.refused.inc(labels, usage.refused)
-    if (usage.admittedCalls > 0) m.admittedCalls.inc(labels, usage.admittedCalls)
-    if (usage.refusedCalls > 0) m.refusedCalls.inc(labels, usage.refusedCalls)
+    this.#o.metrics.usageTotals.add(resource, tenant, usage)
   }
 
   /** Takes one sample of every resource with clients (the timer calls it every second). */
