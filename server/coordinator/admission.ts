@@ -108,15 +108,15 @@ export function admitPriority(
   ctx: AdmissionContext,
   tenant: string | undefined,
   priority: number | undefined,
-): { priority: number | undefined } | Refusal {
+): number | undefined | Refusal {
   const range = tenant === undefined ? undefined : ctx.config.tenant(tenant)?.priorities
-  if (range === undefined) return { priority }
+  if (range === undefined) return priority
   const [min, max] = range
-  if (priority === undefined) return { priority: Math.min(max, Math.max(min, 0)) }
+  if (priority === undefined) return Math.min(max, Math.max(min, 0))
   if (priority < min || priority > max)
     return {
       code: 'SLUICE_ERR_AUTH_PRIORITY',
       detail: `tenant ${tenant} may use priorities ${min} to ${max}, received ${priority}`,
     }
-  return { priority }
+  return priority
 }

@@ -161,9 +161,11 @@ export class Entry {
    */
   refresh(nowMs: number): boolean {
     const pinned = this.#pinned
-    const gone = (l: LeaseRecord): boolean => l.fallbackUntilMs <= nowMs && (!pinned || l.lapsed)
-    const dropped = this.leases.some(gone)
-    if (dropped) this.leases = this.leases.filter((l) => !gone(l))
+    // A loop, not some() with a closure: every report refreshes its entry (per-report garbage).
+    let dropped = false
+    for (let i = 0; i < this.leases.length && !dropped; i++)
+      dropped = isGone(this.leases[i]!, nowMs, pinned)
+    if (dropped) this.leases = this.leases.filter((l) => !isGone(l, nowMs, pinned))
     this.#setCommitted(nowMs)
     return dropped
   }
@@ -257,4 +259,9 @@ export class Entry {
           ? last.capacity
           : recordCommits(last, nowMs)
   }
+}
+
+/** Whether a lease no longer counts at all: its fallback hold is over (and, pinned, it lapsed). */
+function isGone(l: LeaseRecord, nowMs: number, pinned: boolean): boolean {
+  return l.fallbackUntilMs <= nowMs && (!pinned || l.lapsed)
 }

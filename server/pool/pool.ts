@@ -44,6 +44,10 @@ export type ConnectOutcome =
  * The pool's key for a client: its id, scoped by tenant, so two tenants can
  * never name (and so replace) the same client.
  */
+/** Shared empty answers: most reports change nothing, and need not allocate to say so. */
+const noBatches: readonly LeaseBatch[] = Object.freeze([])
+const noResources: readonly string[] = Object.freeze([])
+
 export function clientKey(tenant: string | undefined, clientId: string): string {
   return tenant === undefined ? clientId : `${tenant}\u0000${clientId}`
 }
@@ -349,7 +353,7 @@ export class Pool {
    * accepts them (never beyond its free capacity) and confirms them with a
    * lease; otherwise they are ignored, since the pool's own records rule.
    */
-  learnHoldings(key: string, holdings: readonly Holding[], nowMs: number): LeaseBatch[] {
+  learnHoldings(key: string, holdings: readonly Holding[], nowMs: number): readonly LeaseBatch[] {
     const client = this.#clients.get(key)
     if (client === undefined) return []
     for (const h of holdings) {
@@ -379,17 +383,17 @@ export class Pool {
     key: string,
     reports: readonly DemandReport[],
     nowMs: number,
-  ): { batches: LeaseBatch[]; newResources: string[] } {
+  ): { batches: readonly LeaseBatch[]; newResources: readonly string[] } {
     const client = this.#clients.get(key)
-    if (client === undefined) return { batches: [], newResources: [] }
-    const newResources: string[] = []
+    if (client === undefined) return { batches: noBatches, newResources: noResources }
+    let newResources: string[] | undefined
     for (const report of reports) {
       let entry = client.entries.get(report.resource)
       if (entry === undefined) {
         const settings = this.#settingsFor(report.resource)
         if (settings === undefined) continue
         entry = this.#subscribe(client, report.resource, settings)
-        newResources.push(report.resource)
+        ;(newResources ??= []).push(report.resource)
       }
       entry.history.record(report.wants)
       if (report.weight !== undefined) entry.weight = report.weight
@@ -404,7 +408,7 @@ export class Pool {
         this.#send(entry, entry.newest, nowMs)
       }
     }
-    return { batches: this.#flush(), newResources }
+    return { batches: this.#flush(), newResources: newResources ?? noResources }
   }
 
   /**
@@ -418,7 +422,7 @@ export class Pool {
     seq: number,
     resources: readonly string[] | undefined,
     nowMs: number,
-  ): LeaseBatch[] {
+  ): readonly LeaseBatch[] {
     const client = this.#clients.get(key)
     if (client === undefined || seq < client.sinceSeq || seq > client.lastSentSeq) return []
     const touched = new Set<ResourceState>()
@@ -440,7 +444,7 @@ export class Pool {
   }
 
   /** The client gives resources up: it promises not to use them, so their leases stop counting. */
-  release(key: string, resourceIds: readonly string[], nowMs: number): LeaseBatch[] {
+  release(key: string, resourceIds: readonly string[], nowMs: number): readonly LeaseBatch[] {
     const client = this.#clients.get(key)
     if (client === undefined) return []
     const touched: ResourceState[] = []
@@ -528,7 +532,7 @@ export class Pool {
    * the others share the capacity left beside it. So a capacity cut takes
    * effect on what such clients hold too: the others shrink until it lapses.
    */
-  round(resourceId: string, nowMs: number): LeaseBatch[] {
+  round(resourceId: string, nowMs: number): readonly LeaseBatch[] {
     const r = this.#resources.get(resourceId)
     if (r === undefined) return []
     this.#sweep(r, nowMs)
@@ -716,8 +720,8 @@ export class Pool {
     })
   }
 
-  #flush(): LeaseBatch[] {
-    if (this.#batches.size === 0) return []
+  #flush(): readonly LeaseBatch[] {
+    if (this.#batches.size === 0) return noBatches
     const out = [...this.#batches.values()]
     this.#batches = new Map()
     return out

@@ -124,7 +124,7 @@ class World {
     return this.settings.get(RATE)!.graceMs
   }
 
-  enqueue(batches: LeaseBatch[]): void {
+  enqueue(batches: readonly LeaseBatch[]): void {
     // Write-ahead: what the batches commit is in the ledger before any of them can be delivered.
     this.ledger.write(this.pool.takeChanges((ms) => ms))
     for (const batch of batches) {

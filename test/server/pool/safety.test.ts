@@ -18,7 +18,7 @@ function setup(settings: ResourceSettings[] = [rate, slots]) {
   return { pool, table }
 }
 
-function leaseOf(batches: LeaseBatch[], resource: string) {
+function leaseOf(batches: readonly LeaseBatch[], resource: string) {
   for (const b of batches)
     for (const l of b.leases) if (l.resource === resource) return { seq: b.seq, ...l }
   return undefined
@@ -211,7 +211,7 @@ describe('pool safety', () => {
     // c and d stall: they hear nothing and ack nothing. Capacity is cut to 300.
     table.set('api', { ...rate, capacity: 300, burst: 300 })
     pool.refreshSettings('api')
-    const ackLive = (batches: LeaseBatch[], t: number): void => {
+    const ackLive = (batches: readonly LeaseBatch[], t: number): void => {
       for (const b of batches)
         if (b.clientKey === 'a' || b.clientKey === 'b')
           pool.acknowledge(b.clientKey, b.seq, undefined, t)
