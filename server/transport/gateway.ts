@@ -1,7 +1,7 @@
 import type { IncomingMessage, Server } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { Logger } from 'pino'
-import { WebSocketServer } from 'ws'
+import { WebSocketServer, type WebSocket } from 'ws'
 import { connectPath, type Clock, type Timer } from '../../shared/index.js'
 import type { Coordinator } from '../coordinator/index.js'
 import { WsSession } from './ws-session.js'
@@ -17,9 +17,11 @@ export class Gateway {
   readonly #heartbeat: Timer
   readonly #onUpgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) => void
   readonly #server: Server
+  readonly #coordinator: Coordinator
 
   constructor(server: Server, coordinator: Coordinator, clock: Clock, log: Logger) {
     this.#server = server
+    this.#coordinator = coordinator
     // Frames up to twice the limit reach the session, which closes with 4413;
     // beyond that ws itself cuts the connection (1009) without buffering more.
     this.#wss = new WebSocketServer({
@@ -34,11 +36,7 @@ export class Gateway {
         )
         return
       }
-      this.#wss.handleUpgrade(req, socket, head, (ws) => {
-        const session = new WsSession(ws, req, coordinator, clock, log)
-        this.#sessions.add(session)
-        ws.on('close', () => this.#sessions.delete(session))
-      })
+      this.#wss.handleUpgrade(req, socket, head, (ws) => this.#accept(ws, req, clock, log))
     }
     server.on('upgrade', this.#onUpgrade)
     this.#heartbeat = clock
@@ -49,6 +47,19 @@ export class Gateway {
         }
       }, coordinator.limits.heartbeatMs)
       .unref()
+  }
+
+  /**
+   * A session for an upgraded connection. Its own method so that the close
+   * listener, which lives as long as the connection, holds only the session:
+   * a closure made inside the upgrade handler would keep that handler's
+   * scope, and with it the upgrade request, its headers and its buffer,
+   * alive for every client (about 2 KB each, seen in a heap snapshot).
+   */
+  #accept(ws: WebSocket, req: IncomingMessage, clock: Clock, log: Logger): void {
+    const session = new WsSession(ws, req, this.#coordinator, clock, log)
+    this.#sessions.add(session)
+    ws.on('close', () => this.#sessions.delete(session))
   }
 
   get sessionCount(): number {
