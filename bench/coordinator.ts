@@ -282,12 +282,13 @@ export async function benchCoordinatorRows(runs: number, measureMs: number): Pro
     const p99 = summarise(results.map((x) => x.p99Ms))
     const cpu = summarise(results.map((x) => x.cpuPercent))
     const rss = summarise(results.map((x) => x.rssMb))
+    const lag = summarise(results.map((x) => x.coordinatorLoopLagP99Ms))
     const f = (s: { median: number; min: number; max: number }, d = 1): string =>
       `${s.median.toFixed(d)} (${s.min.toFixed(d)}–${s.max.toFixed(d)})`
     const writes = summarise(results.map((x) => x.ledgerWritesPerSec))
     const writeP99 = summarise(results.map((x) => x.ledgerWriteP99Ms))
     rows.push(
-      `| ${clients.toLocaleString('en-US')} | ${resources} | ${results[0]!.reports.toLocaleString('en-US')} | ${f(p50, 2)} | ${f(p99, 2)} | ${f(cpu)} | ${f(rss)} | ${f(writes, 0)} | ≤ ${f(writeP99, 1)} |`,
+      `| ${clients.toLocaleString('en-US')} | ${resources} | ${results[0]!.reports.toLocaleString('en-US')} | ${f(p50, 2)} | ${f(p99, 2)} | ${f(cpu)} | ${f(rss)} | ${f(lag)} | ${f(writes, 0)} | ≤ ${f(writeP99, 1)} |`,
     )
   }
   return rows

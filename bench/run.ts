@@ -28,9 +28,9 @@ if (only === undefined || only === 'coordinator') {
     `\n## coordinator (${coordinatorRuns} runs of ${measureMs / 1000} s after a 3 s warm-up; median (min–max))\n`,
   )
   console.log(
-    '| clients | resources | reports measured (1st run) | p50 report→lease ms | p99 report→lease ms | coordinator CPU % | coordinator RSS MB | ledger writes/s | ledger write p99 ms |',
+    '| clients | resources | reports measured (1st run) | p50 report→lease ms | p99 report→lease ms | coordinator CPU % | coordinator RSS MB | coordinator event-loop lag p99 ms | ledger writes/s | ledger write p99 ms |',
   )
-  console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- |')
+  console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |')
   for (const row of await benchCoordinatorRows(coordinatorRuns, measureMs)) console.log(row)
 }
 
