@@ -40,14 +40,14 @@ export type ConnectOutcome =
   /** Another process took the id: the old one's leases count apart until they lapse. */
   | 'replaced'
 
-/**
- * The pool's key for a client: its id, scoped by tenant, so two tenants can
- * never name (and so replace) the same client.
- */
 /** Shared empty answers: most reports change nothing, and need not allocate to say so. */
 const noBatches: readonly LeaseBatch[] = Object.freeze([])
 const noResources: readonly string[] = Object.freeze([])
 
+/**
+ * The pool's key for a client: its id, scoped by tenant, so two tenants can
+ * never name (and so replace) the same client.
+ */
 export function clientKey(tenant: string | undefined, clientId: string): string {
   return tenant === undefined ? clientId : `${tenant}\u0000${clientId}`
 }
@@ -534,11 +534,11 @@ export class Pool {
    */
   round(resourceId: string, nowMs: number): readonly LeaseBatch[] {
     const r = this.#resources.get(resourceId)
-    if (r === undefined) return []
+    if (r === undefined) return noBatches
     this.#sweep(r, nowMs)
     if (r.entries.size === 0) {
       this.#resources.delete(resourceId)
-      return []
+      return noBatches
     }
     r.rounds++
     if (nowMs < r.learningUntilMs) return this.#flush()

@@ -28,6 +28,27 @@ function isRecord(value: unknown): value is Fields {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
 
+// The keys each strict object of messages.ts allows; any other key is zod's to refuse.
+const demandKeys: ReadonlySet<string> = new Set(['type', 'resources', 'early'])
+const entryKeys: ReadonlySet<string> = new Set(['resource', 'wants', 'weight', 'priority', 'usage'])
+const usageKeys: ReadonlySet<string> = new Set([
+  'windowMs',
+  'admitted',
+  'refused',
+  'admittedCalls',
+  'refusedCalls',
+  'waiting',
+  'inFlight',
+  'peakInFlight',
+])
+const ackKeys: ReadonlySet<string> = new Set(['type', 'seq', 'resources'])
+
+/** Whether every own key of `o` (a JSON.parse result: all keys are own) is in `allowed`. */
+function hasOnlyKeys(o: Fields, allowed: ReadonlySet<string>): boolean {
+  for (const key in o) if (!allowed.has(key)) return false
+  return true
+}
+
 // eslint-disable-next-line no-control-regex
 const printable = /^[^\u0000-\u001f\u007f-\u009f]+$/u
 
@@ -53,7 +74,7 @@ function isQuantity(value: unknown): boolean {
 }
 
 function isDemand(m: Fields): boolean {
-  for (const key in m) if (key !== 'type' && key !== 'resources' && key !== 'early') return false
+  if (!hasOnlyKeys(m, demandKeys)) return false
   if (m.early !== undefined && typeof m.early !== 'boolean') return false
   const resources = m.resources
   if (!Array.isArray(resources) || resources.length > L.maxEntries) return false
@@ -63,15 +84,7 @@ function isDemand(m: Fields): boolean {
 
 function isDemandEntry(e: unknown): boolean {
   if (!isRecord(e)) return false
-  for (const key in e)
-    if (
-      key !== 'resource' &&
-      key !== 'wants' &&
-      key !== 'weight' &&
-      key !== 'priority' &&
-      key !== 'usage'
-    )
-      return false
+  if (!hasOnlyKeys(e, entryKeys)) return false
   return (
     isResourceId(e.resource) &&
     isQuantity(e.wants) &&
@@ -83,18 +96,7 @@ function isDemandEntry(e: unknown): boolean {
 
 function isUsage(u: unknown): boolean {
   if (!isRecord(u)) return false
-  for (const key in u)
-    if (
-      key !== 'windowMs' &&
-      key !== 'admitted' &&
-      key !== 'refused' &&
-      key !== 'admittedCalls' &&
-      key !== 'refusedCalls' &&
-      key !== 'waiting' &&
-      key !== 'inFlight' &&
-      key !== 'peakInFlight'
-    )
-      return false
+  if (!hasOnlyKeys(u, usageKeys)) return false
   return (
     isIntIn(u.windowMs, 1, 3_600_000) &&
     isQuantity(u.admitted) &&
@@ -108,7 +110,7 @@ function isUsage(u: unknown): boolean {
 }
 
 function isAck(m: Fields): boolean {
-  for (const key in m) if (key !== 'type' && key !== 'seq' && key !== 'resources') return false
+  if (!hasOnlyKeys(m, ackKeys)) return false
   if (!isIntIn(m.seq, 1, Number.MAX_SAFE_INTEGER)) return false
   const resources = m.resources
   if (resources === undefined) return true
