@@ -43,8 +43,14 @@ function send(reply: FastifyReply, decision: Decision): void {
  */
 const plugin: FastifyPluginAsync<RateLimitOptions> = async (app, options) => {
   const global = new RateLimitCore(options, 'fastifyRateLimit')
+  // An onResponse hook costs every request it runs for (about a tenth of a hello route, counted
+  // in instructions: docs/benchmarks.md, "HTTP edge"), so one runs only where a limit gives costs
+  // back: for every route when the plugin's options do, else on the routes whose own options do.
+  const settleAll = global.settles
   // One core per route config object, made when the route is declared.
   const perRoute = new WeakMap<RateLimitOptions, RateLimitCore>()
+  /** The route configs an onResponse hook was added for. */
+  const hooked = new WeakSet<RateLimitOptions>()
   const coreFor = (config: RateLimitOptions, where: string): RateLimitCore => {
     let core = perRoute.get(config)
     if (core === undefined) {
@@ -56,8 +62,13 @@ const plugin: FastifyPluginAsync<RateLimitOptions> = async (app, options) => {
   }
   app.addHook('onRoute', (route) => {
     const config = route.config?.rateLimit
-    if (config !== undefined && config !== false)
-      coreFor(config, `route ${String(route.method)} ${route.url}: config.rateLimit`)
+    if (config === undefined || config === false) return
+    const core = coreFor(config, `route ${String(route.method)} ${route.url}: config.rateLimit`)
+    if (core.settles && !settleAll) {
+      hooked.add(config)
+      const own = route.onResponse
+      route.onResponse = own === undefined ? [settle] : [own, settle].flat()
+    }
   })
   // A callback hook, not an async one: the allow path then costs no promise and no closure.
   const apply = (
@@ -66,11 +77,17 @@ const plugin: FastifyPluginAsync<RateLimitOptions> = async (app, options) => {
     done: (error?: Error) => void,
     core: RateLimitCore,
     decision: Decision | undefined,
+    config: RateLimitOptions | undefined,
   ): void => {
     if (decision === undefined) return done()
     void reply.headers(decision.headers)
     if (!decision.allowed) return send(reply, decision)
-    if (core.settles) (req as unknown as Record<symbol, Settling>)[settling] = { core, decision }
+    if (core.settles) {
+      if (settleAll || (config !== undefined && hooked.has(config)))
+        (req as unknown as Record<symbol, Settling>)[settling] = { core, decision }
+      // A route declared before the plugin has no hook of ours: its response is watched instead.
+      else reply.raw.once('close', () => core.settle(decision, reply.raw.statusCode))
+    }
     done()
   }
   app.addHook('onRequest', (req, reply, done) => {
@@ -87,14 +104,18 @@ const plugin: FastifyPluginAsync<RateLimitOptions> = async (app, options) => {
     } catch (error) {
       return done(error as Error)
     }
-    if (decision instanceof Promise) decision.then((d) => apply(req, reply, done, core, d), done)
-    else apply(req, reply, done, core, decision)
+    if (decision instanceof Promise)
+      decision.then((d) => apply(req, reply, done, core, d, config), done)
+    else apply(req, reply, done, core, decision, config)
   })
-  app.addHook('onResponse', (req, reply, done) => {
-    const s = (req as unknown as Record<symbol, Settling | undefined>)[settling]
-    if (s !== undefined) s.core.settle(s.decision, reply.statusCode)
-    done()
-  })
+  if (settleAll) app.addHook('onResponse', settle)
+}
+
+/** Gives a request's cost back after its response, when the skip options say so. */
+function settle(req: FastifyRequest, reply: FastifyReply, done: () => void): void {
+  const s = (req as unknown as Record<symbol, Settling | undefined>)[settling]
+  if (s !== undefined) s.core.settle(s.decision, reply.statusCode)
+  done()
 }
 // Applies to the whole app, not only to routes registered inside the plugin (what fastify-plugin does).
 ;(plugin as unknown as Record<symbol, boolean>)[Symbol.for('skip-override')] = true

@@ -282,6 +282,28 @@ describe('what counts', () => {
     expect(await codes(failed, 3)).toEqual([200, 200, 429])
   })
 
+  it('gives costs back on a route whose own options say so, declared after the plugin or before it', async () => {
+    const clock = new ManualClock()
+    const bucket = (burst: number) => () => new TokenBucketLimiter({ ratePerSec: 1, burst, clock })
+    const own = { rateLimit: { limiter: bucket(1), skipSuccessfulRequests: true } }
+    // Before: the route is declared while the plugin is still queued, so the plugin meets it
+    // on its first request (no onRoute); after: the plugin sees it declared.
+    const before = app()
+    before.get('/own', { config: own }, async () => 'own')
+    before.get('/hello', async () => 'hello')
+    await before.register(fastifyRateLimit, { limiter: bucket(1), clock })
+    const after = app()
+    await after.register(fastifyRateLimit, { limiter: bucket(1), clock })
+    after.get('/own', { config: own }, async () => 'own')
+    after.get('/hello', async () => 'hello')
+    for (const a of [before, after]) {
+      const own5 = []
+      for (let i = 0; i < 5; i++) own5.push((await a.inject('/own')).statusCode)
+      expect(own5).toEqual([200, 200, 200, 200, 200]) // each success gave its token back
+      expect(await codes(a, 2)).toEqual([200, 429]) // the plugin's own options do not
+    }
+  })
+
   it('gives each plan its own quota: the limiter is made from the key’s first request', async () => {
     const clock = new ManualClock()
     const plans: Record<string, number> = { free: 2, pro: 5 }
