@@ -1,6 +1,6 @@
-import { spawn } from 'node:child_process'
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { availableParallelism } from 'node:os'
 import autocannon from 'autocannon'
-import { procStats } from './coordinator.js'
 import { summarise } from './stats.js'
 
 /**
@@ -31,15 +31,47 @@ const variants = [
 ] as const
 type Variant = (typeof variants)[number][0]
 
+/**
+ * On two cores or more, the server runs alone on core 0 and this process
+ * (autocannon) on core 1, so neither steals the other's time: the noise
+ * that hid a few percent of overhead. BENCH_HTTP_PIN=0 turns it off;
+ * without `taskset` (util-linux) nothing is pinned.
+ */
+const pin =
+  process.env.BENCH_HTTP_PIN !== '0' &&
+  availableParallelism() >= 2 &&
+  spawnSync('taskset', ['-V']).status === 0
+const serverCpu = 0
+const loadCpu = 1
+
+function pinned(cpu: number, command: string[]): [string, string[]] {
+  return pin ? ['taskset', ['-c', String(cpu), ...command]] : [command[0]!, command.slice(1)]
+}
+
+/** The server's CPU time so far, µs: in user space, and in all (its own getrusage, over IPC). */
+function cpuTimeUs(child: ChildProcess): Promise<{ userUs: number; totalUs: number }> {
+  return new Promise((resolve, reject) => {
+    child.once('message', (m) => {
+      const { user, system } = m as NodeJS.CpuUsage
+      resolve({ userUs: user, totalUs: user + system })
+    })
+    child.once('exit', () => reject(new Error('server exited')))
+    child.send('cpu')
+  })
+}
+
 async function serve(
   variant: Variant,
-): Promise<{ url: string; pid: number; stop: () => Promise<void> }> {
-  const child = spawn(process.execPath, ['dist/bench/http-server.js', variant], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  })
+): Promise<{ url: string; child: ChildProcess; stop: () => Promise<void> }> {
+  const child = spawn(
+    ...pinned(serverCpu, [process.execPath, 'dist/bench/http-server.js', variant]),
+    {
+      stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+    },
+  )
   const port = await new Promise<number>((resolve, reject) => {
     let out = ''
-    child.stdout.on('data', (chunk: Buffer) => {
+    child.stdout!.on('data', (chunk: Buffer) => {
       out += chunk.toString()
       const match = /port (\d+)/.exec(out)
       if (match) resolve(Number(match[1]))
@@ -48,7 +80,7 @@ async function serve(
   })
   return {
     url: `http://127.0.0.1:${port}/hello`,
-    pid: child.pid!,
+    child,
     stop: () =>
       new Promise<void>((resolve) => {
         child.once('exit', () => resolve())
@@ -66,12 +98,18 @@ async function load(url: string, durationSec: number): Promise<number> {
 const fixedRatePerSec = 10_000
 
 /**
- * The server's CPU per request at a fixed rate: the load generator shares the
- * two cores, so at saturation requests/s also measures autocannon parsing the
- * responses; CPU per request at the same rate measures the server alone.
+ * The server's CPU per request at a fixed rate: at saturation requests/s also
+ * measures autocannon parsing the responses; CPU per request at the same rate
+ * measures the server alone. User space apart: a limiter's work is all there,
+ * while the kernel's share (the loopback writes) varies from run to run by
+ * more than a limiter costs.
  */
-async function cpuPerRequestUs(url: string, pid: number, durationSec: number): Promise<number> {
-  const before = await procStats(pid)
+async function cpuPerRequestUs(
+  url: string,
+  child: ChildProcess,
+  durationSec: number,
+): Promise<{ userUs: number; totalUs: number }> {
+  const before = await cpuTimeUs(child)
   const result = await autocannon({
     url,
     connections: 50,
@@ -79,9 +117,12 @@ async function cpuPerRequestUs(url: string, pid: number, durationSec: number): P
     duration: durationSec,
     overallRate: fixedRatePerSec,
   })
-  const after = await procStats(pid)
-  const ticksPerSec = 100 // Linux USER_HZ
-  return (((after.cpuTicks - before.cpuTicks) / ticksPerSec) * 1e6) / result.requests.total
+  const after = await cpuTimeUs(child)
+  const n = result.requests.total
+  return {
+    userUs: (after.userUs - before.userUs) / n,
+    totalUs: (after.totalUs - before.totalUs) / n,
+  }
 }
 
 export async function benchHttp(runs: number, durationSec: number): Promise<string[]> {
@@ -90,13 +131,17 @@ export async function benchHttp(runs: number, durationSec: number): Promise<stri
   const chosen = variants.filter(([v]) => only === undefined || only.includes(v))
   const rps = new Map<Variant, number[]>(chosen.map(([v]) => [v, []]))
   const cpu = new Map<Variant, number[]>(chosen.map(([v]) => [v, []]))
+  const user = new Map<Variant, number[]>(chosen.map(([v]) => [v, []]))
+  if (pin) spawnSync('taskset', ['-a', '-p', '-c', String(loadCpu), String(process.pid)])
   for (let r = 0; r < runs; r++) {
     for (const [variant] of chosen) {
       const server = await serve(variant)
       try {
         await load(server.url, 1) // warm-up
         rps.get(variant)!.push(await load(server.url, durationSec))
-        cpu.get(variant)!.push(await cpuPerRequestUs(server.url, server.pid, durationSec))
+        const used = await cpuPerRequestUs(server.url, server.child, durationSec)
+        cpu.get(variant)!.push(used.totalUs)
+        user.get(variant)!.push(used.userUs)
       } finally {
         await server.stop()
       }
@@ -118,6 +163,12 @@ export async function benchHttp(runs: number, durationSec: number): Promise<stri
       baseCpu === undefined || baseCpu.length === 0
         ? '—'
         : more(c.median, summarise(baseCpu).median)
-    return `| ${what} | ${f(r)} | ${rpsOverhead} | ${f(c, 1)} | ${cpuOverhead} |`
+    const u = summarise(user.get(variant)!)
+    const baseUser = base === undefined ? undefined : user.get(base)
+    const userOverhead =
+      baseUser === undefined || baseUser.length === 0
+        ? '—'
+        : more(u.median, summarise(baseUser).median)
+    return `| ${what} | ${f(r)} | ${rpsOverhead} | ${f(c, 1)} | ${cpuOverhead} | ${f(u, 2)} | ${userOverhead} |`
   })
 }

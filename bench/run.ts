@@ -49,9 +49,9 @@ if (only === undefined || only === 'http') {
     `\n## HTTP edge (requests/s under autocannon, 50 connections, ${durationSec} s per run; median of ${runs} runs (min–max))\n`,
   )
   console.log(
-    '| what | requests/s (saturated) | throughput lost | server CPU µs per request at 10k req/s | CPU added |',
+    '| what | requests/s (saturated) | throughput lost | server CPU µs per request at 10k req/s | CPU added | of which user space, µs | user space added |',
   )
-  console.log('| --- | --- | --- | --- | --- |')
+  console.log('| --- | --- | --- | --- | --- | --- | --- |')
   for (const row of await benchHttp(runs, durationSec)) console.log(row)
 }
 
