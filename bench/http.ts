@@ -172,3 +172,72 @@ export async function benchHttp(runs: number, durationSec: number): Promise<stri
     return `| ${what} | ${f(r)} | ${rpsOverhead} | ${f(c, 1)} | ${cpuOverhead} | ${f(u, 2)} | ${userOverhead} |`
   })
 }
+
+/**
+ * Instructions the server executes per request, counted by valgrind
+ * (cachegrind, no cache simulation): the slope between a run of `fewer`
+ * requests and one of `more`, so start-up and JIT warm-up cancel out.
+ * One connection, one request at a time: the same path every time, so
+ * repeated runs agree within about 1%, where CPU time on this shared
+ * machine wanders by 15% and more.
+ */
+async function instructions(variant: Variant, requests: number): Promise<number> {
+  const child = spawn(
+    'valgrind',
+    [
+      '--tool=cachegrind',
+      '--cache-sim=no',
+      '--cachegrind-out-file=/dev/null',
+      process.execPath,
+      'dist/bench/http-server.js',
+      variant,
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe', 'ipc'] },
+  )
+  let err = ''
+  child.stderr!.on('data', (chunk: Buffer) => (err += chunk.toString()))
+  const port = await new Promise<number>((resolve, reject) => {
+    let out = ''
+    child.stdout!.on('data', (chunk: Buffer) => {
+      out += chunk.toString()
+      const match = /port (\d+)/.exec(out)
+      if (match) resolve(Number(match[1]))
+    })
+    child.once('exit', (code) => reject(new Error(`server exited with ${code}: ${err}`)))
+  })
+  await autocannon({
+    url: `http://127.0.0.1:${port}/hello`,
+    connections: 1,
+    amount: requests,
+    timeout: 60,
+  })
+  const exited = new Promise((resolve) => child.once('exit', resolve))
+  child.kill('SIGTERM')
+  await exited
+  const match = /I\s+refs:\s+([\d,]+)/.exec(err)
+  if (match === null) throw new Error(`no instruction count from valgrind: ${err.slice(-500)}`)
+  return Number(match[1]!.replaceAll(',', ''))
+}
+
+export async function benchHttpInstructions(runs: number): Promise<string[]> {
+  const only = process.env.BENCH_HTTP_VARIANTS?.split(',')
+  const chosen = variants.filter(([v]) => only === undefined || only.includes(v))
+  const fewer = 10_000
+  const more = 30_000
+  const perRequest = new Map<Variant, number[]>(chosen.map(([v]) => [v, []]))
+  for (let r = 0; r < runs; r++)
+    for (const [variant] of chosen) {
+      const [a, b] = await Promise.all([instructions(variant, fewer), instructions(variant, more)])
+      perRequest.get(variant)!.push((b - a) / (more - fewer))
+    }
+  const n = (x: number): string => Math.round(x).toLocaleString('en-US')
+  return chosen.map(([variant, what, base]) => {
+    const s = summarise(perRequest.get(variant)!)
+    const baseSamples = base === undefined ? undefined : perRequest.get(base)
+    const added =
+      baseSamples === undefined || baseSamples.length === 0
+        ? '—'
+        : `${n(s.median - summarise(baseSamples).median)} (${(((s.median - summarise(baseSamples).median) / summarise(baseSamples).median) * 100).toFixed(1)}%)`
+    return `| ${what} | ${n(s.median)} (${n(s.min)}–${n(s.max)}) | ${added} |`
+  })
+}

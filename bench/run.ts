@@ -4,7 +4,7 @@ import { benchClient } from './client.js'
 import { benchCoordinatorRows } from './coordinator.js'
 import { benchE2e, demands, limitPerSec } from './e2e.js'
 import { benchFailover, benchRestart } from './failover.js'
-import { benchHttp } from './http.js'
+import { benchHttp, benchHttpInstructions } from './http.js'
 import { benchSafeHold } from './safe-hold.js'
 
 // `npm run bench`: runs every benchmark and prints markdown rows for docs/benchmarks.md.
@@ -53,6 +53,16 @@ if (only === undefined || only === 'http') {
   )
   console.log('| --- | --- | --- | --- | --- | --- | --- |')
   for (const row of await benchHttp(runs, durationSec)) console.log(row)
+}
+
+// Not in the default set: it needs valgrind and takes about a minute per variant and run.
+if (only === 'http-instructions') {
+  console.log(
+    `\n## HTTP edge, instructions per request (valgrind; slope of 10k→30k requests on one connection; median of ${runs} runs (min–max))\n`,
+  )
+  console.log('| what | instructions per request | added |')
+  console.log('| --- | --- | --- |')
+  for (const row of await benchHttpInstructions(runs)) console.log(row)
 }
 
 if (only === undefined || only === 'failover') {
