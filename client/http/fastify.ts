@@ -26,6 +26,8 @@ function info(req: FastifyRequest, url: string | undefined): RequestInfo {
 /** The decision a request was let through on, for the skip options after its response. */
 const settling = Symbol('sluice.rateLimit.settling')
 type Settling = { core: RateLimitCore; decision: Decision }
+/** On a route's config: the plugin added a route-level onResponse hook to it. */
+const hooked = Symbol('sluice.rateLimit.hooked')
 
 function send(reply: FastifyReply, decision: Decision): void {
   void reply.code(decision.statusCode)
@@ -49,8 +51,6 @@ const plugin: FastifyPluginAsync<RateLimitOptions> = async (app, options) => {
   const settleAll = global.settles
   // One core per route config object, made when the route is declared.
   const perRoute = new WeakMap<RateLimitOptions, RateLimitCore>()
-  /** The route configs an onResponse hook was added for. */
-  const hooked = new WeakSet<RateLimitOptions>()
   const coreFor = (config: RateLimitOptions, where: string): RateLimitCore => {
     let core = perRoute.get(config)
     if (core === undefined) {
@@ -65,7 +65,9 @@ const plugin: FastifyPluginAsync<RateLimitOptions> = async (app, options) => {
     if (config === undefined || config === false) return
     const core = coreFor(config, `route ${String(route.method)} ${route.url}: config.rateLimit`)
     if (core.settles && !settleAll) {
-      hooked.add(config)
+      // Marked on the route's own config (fastify copies it, symbols too), not on the rateLimit
+      // object, which a route declared before the plugin may share.
+      route.config = { ...route.config, [hooked]: true } as NonNullable<typeof route.config>
       const own = route.onResponse
       route.onResponse = own === undefined ? [settle] : [own, settle].flat()
     }
@@ -77,13 +79,13 @@ const plugin: FastifyPluginAsync<RateLimitOptions> = async (app, options) => {
     done: (error?: Error) => void,
     core: RateLimitCore,
     decision: Decision | undefined,
-    config: RateLimitOptions | undefined,
+    routeConfig: object,
   ): void => {
     if (decision === undefined) return done()
     void reply.headers(decision.headers)
     if (!decision.allowed) return send(reply, decision)
     if (core.settles) {
-      if (settleAll || (config !== undefined && hooked.has(config)))
+      if (settleAll || (routeConfig as Record<symbol, unknown>)[hooked] === true)
         (req as unknown as Record<symbol, Settling>)[settling] = { core, decision }
       // A route declared before the plugin has no hook of ours: its response is watched instead.
       else reply.raw.once('close', () => core.settle(decision, reply.raw.statusCode))
@@ -105,8 +107,8 @@ const plugin: FastifyPluginAsync<RateLimitOptions> = async (app, options) => {
       return done(error as Error)
     }
     if (decision instanceof Promise)
-      decision.then((d) => apply(req, reply, done, core, d, config), done)
-    else apply(req, reply, done, core, decision, config)
+      decision.then((d) => apply(req, reply, done, core, d, route.config), done)
+    else apply(req, reply, done, core, decision, route.config)
   })
   if (settleAll) app.addHook('onResponse', settle)
 }

@@ -296,10 +296,22 @@ describe('what counts', () => {
     await after.register(fastifyRateLimit, { limiter: bucket(1), clock })
     after.get('/own', { config: own }, async () => 'own')
     after.get('/hello', async () => 'hello')
-    for (const a of [before, after]) {
-      const own5 = []
-      for (let i = 0; i < 5; i++) own5.push((await a.inject('/own')).statusCode)
-      expect(own5).toEqual([200, 200, 200, 200, 200]) // each success gave its token back
+    // One rateLimit object shared by a route declared before the plugin and one after it.
+    const both = app()
+    both.get('/own', { config: own }, async () => 'own')
+    await both.register(fastifyRateLimit, { limiter: bucket(1), clock })
+    both.get('/own2', { config: own }, async () => 'own2')
+    both.get('/hello', async () => 'hello')
+    for (const [a, paths] of [
+      [before, ['/own']],
+      [after, ['/own']],
+      [both, ['/own', '/own2']],
+    ] as const) {
+      for (const path of paths) {
+        const own5 = []
+        for (let i = 0; i < 5; i++) own5.push((await a.inject(path)).statusCode)
+        expect(own5).toEqual([200, 200, 200, 200, 200]) // each success gave its token back
+      }
       expect(await codes(a, 2)).toEqual([200, 429]) // the plugin's own options do not
     }
   })
