@@ -60,6 +60,19 @@ function cpuTimeUs(child: ChildProcess): Promise<{ userUs: number; totalUs: numb
   })
 }
 
+/** The port a bench server prints once it listens (`port N`); rejects if it exits first. */
+function portOf(child: ChildProcess, why: () => string = () => ''): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
+    let out = ''
+    child.stdout!.on('data', (chunk: Buffer) => {
+      out += chunk.toString()
+      const match = /port (\d+)/.exec(out)
+      if (match) resolve(Number(match[1]))
+    })
+    child.once('exit', (code) => reject(new Error(`server exited with ${code} ${why()}`.trim())))
+  })
+}
+
 async function serve(
   variant: Variant,
 ): Promise<{ url: string; child: ChildProcess; stop: () => Promise<void> }> {
@@ -69,15 +82,7 @@ async function serve(
       stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
     },
   )
-  const port = await new Promise<number>((resolve, reject) => {
-    let out = ''
-    child.stdout!.on('data', (chunk: Buffer) => {
-      out += chunk.toString()
-      const match = /port (\d+)/.exec(out)
-      if (match) resolve(Number(match[1]))
-    })
-    child.once('exit', (code) => reject(new Error(`server exited with ${code}`)))
-  })
+  const port = await portOf(child)
   return {
     url: `http://127.0.0.1:${port}/hello`,
     child,
@@ -196,15 +201,7 @@ async function instructions(variant: Variant, requests: number): Promise<number>
   )
   let err = ''
   child.stderr!.on('data', (chunk: Buffer) => (err += chunk.toString()))
-  const port = await new Promise<number>((resolve, reject) => {
-    let out = ''
-    child.stdout!.on('data', (chunk: Buffer) => {
-      out += chunk.toString()
-      const match = /port (\d+)/.exec(out)
-      if (match) resolve(Number(match[1]))
-    })
-    child.once('exit', (code) => reject(new Error(`server exited with ${code}: ${err}`)))
-  })
+  const port = await portOf(child, () => err)
   await autocannon({
     url: `http://127.0.0.1:${port}/hello`,
     connections: 1,
