@@ -45,7 +45,7 @@ function send(reply: FastifyReply, decision: Decision): void {
  */
 const plugin: FastifyPluginAsync<RateLimitOptions> = async (app, options) => {
   const global = new RateLimitCore(options, 'fastifyRateLimit')
-  // An onResponse hook costs every request it runs for (about 6% of a hello route, counted
+  // An onResponse hook costs every request it runs for (a few percent of a hello route, counted
   // in instructions: docs/benchmarks.md, "HTTP edge"), so one runs only where a limit gives costs
   // back: for every route when the plugin's options do, else on the routes whose own options do.
   const settleAll = global.settles
