@@ -130,6 +130,19 @@ async function cpuPerRequestUs(
   }
 }
 
+type Summary = ReturnType<typeof summarise>
+
+/**
+ * How far a median lies from the base variant's median, in percent: more
+ * (CPU, instructions) or, with `lower`, less (throughput lost). '—' without
+ * base samples.
+ */
+function change(median: number, baseSamples: readonly number[], lower = false): string {
+  if (baseSamples.length === 0) return '—'
+  const b = summarise(baseSamples).median
+  return `${(((lower ? b - median : median - b) / b) * 100).toFixed(1)}%`
+}
+
 export async function benchHttp(runs: number, durationSec: number): Promise<string[]> {
   // BENCH_HTTP_VARIANTS=fastify-none,fastify-sluice runs only those.
   const only = process.env.BENCH_HTTP_VARIANTS?.split(',')
@@ -154,27 +167,17 @@ export async function benchHttp(runs: number, durationSec: number): Promise<stri
   }
   const f = (s: { median: number; min: number; max: number }, d = 0): string =>
     `${s.median.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d })} (${s.min.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d })}–${s.max.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d })})`
-  const more = (x: number, base: number): string => `${(((x - base) / base) * 100).toFixed(1)}%`
   return chosen.map(([variant, what, base]) => {
-    const r = summarise(rps.get(variant)!)
-    const c = summarise(cpu.get(variant)!)
-    const baseRps = base === undefined ? undefined : rps.get(base)
-    const baseCpu = base === undefined ? undefined : cpu.get(base)
-    const rpsOverhead =
-      baseRps === undefined || baseRps.length === 0
-        ? '—'
-        : `${(((summarise(baseRps).median - r.median) / summarise(baseRps).median) * 100).toFixed(1)}%`
-    const cpuOverhead =
-      baseCpu === undefined || baseCpu.length === 0
-        ? '—'
-        : more(c.median, summarise(baseCpu).median)
-    const u = summarise(user.get(variant)!)
-    const baseUser = base === undefined ? undefined : user.get(base)
-    const userOverhead =
-      baseUser === undefined || baseUser.length === 0
-        ? '—'
-        : more(u.median, summarise(baseUser).median)
-    return `| ${what} | ${f(r)} | ${rpsOverhead} | ${f(c, 1)} | ${cpuOverhead} | ${f(u, 2)} | ${userOverhead} |`
+    const against = (samples: Map<Variant, number[]>, lower = false): string => {
+      const b = base === undefined ? undefined : samples.get(base)
+      return b === undefined ? '—' : change(summarise(samples.get(variant)!).median, b, lower)
+    }
+    const [r, c, u] = [rps, cpu, user].map((m) => summarise(m.get(variant)!)) as [
+      Summary,
+      Summary,
+      Summary,
+    ]
+    return `| ${what} | ${f(r)} | ${against(rps, true)} | ${f(c, 1)} | ${against(cpu)} | ${f(u, 2)} | ${against(user)} |`
   })
 }
 
@@ -182,9 +185,9 @@ export async function benchHttp(runs: number, durationSec: number): Promise<stri
  * Instructions the server executes per request, counted by valgrind
  * (cachegrind, no cache simulation): the slope between a run of `fewer`
  * requests and one of `more`, so start-up and JIT warm-up cancel out.
- * One connection, one request at a time: the same path every time, so
- * repeated runs agree within about 1%, where CPU time on this shared
- * machine wanders by 15% and more.
+ * One connection, one request at a time. Steadier than time on this shared
+ * machine (15–25% between runs), not exact: about ±10% between runs here,
+ * the two counts of a run being taken side by side (docs/benchmarks.md).
  */
 async function instructions(variant: Variant, requests: number): Promise<number> {
   const child = spawn(
@@ -230,11 +233,11 @@ export async function benchHttpInstructions(runs: number): Promise<string[]> {
   const n = (x: number): string => Math.round(x).toLocaleString('en-US')
   return chosen.map(([variant, what, base]) => {
     const s = summarise(perRequest.get(variant)!)
-    const baseSamples = base === undefined ? undefined : perRequest.get(base)
+    const b = base === undefined ? undefined : perRequest.get(base)
     const added =
-      baseSamples === undefined || baseSamples.length === 0
+      b === undefined || b.length === 0
         ? '—'
-        : `${n(s.median - summarise(baseSamples).median)} (${(((s.median - summarise(baseSamples).median) / summarise(baseSamples).median) * 100).toFixed(1)}%)`
+        : `${n(s.median - summarise(b).median)} (${change(s.median, b)})`
     return `| ${what} | ${n(s.median)} (${n(s.min)}–${n(s.max)}) | ${added} |`
   })
 }
