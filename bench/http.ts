@@ -185,9 +185,11 @@ export async function benchHttp(runs: number, durationSec: number): Promise<stri
  * Instructions the server executes per request, counted by valgrind
  * (cachegrind, no cache simulation): the slope between a run of `fewer`
  * requests and one of `more`, so start-up and JIT warm-up cancel out.
- * One connection, one request at a time. Steadier than time on this shared
- * machine (15–25% between runs), not exact: about ±10% between runs here,
- * the two counts of a run being taken side by side (docs/benchmarks.md).
+ * One connection, one request at a time, the two counts taken one after the
+ * other, V8 run `--predictable`: a bare route's count then repeats within
+ * about 0.1%, where time varies 15–25% on this shared machine
+ * (docs/benchmarks.md). Nothing else should run meanwhile: a busy machine
+ * changes how the server's event loop meets the requests.
  */
 async function instructions(variant: Variant, requests: number): Promise<number> {
   const child = spawn(
@@ -197,13 +199,16 @@ async function instructions(variant: Variant, requests: number): Promise<number>
       '--cache-sim=no',
       '--cachegrind-out-file=/dev/null',
       process.execPath,
+      // V8 without its timing-dependent work (concurrent compiling and marking, heap growth by
+      // allocation rate): the count repeats within about 0.1% instead of 3–5%.
+      '--predictable',
       'dist/bench/http-server.js',
       variant,
     ],
-    { stdio: ['ignore', 'pipe', 'pipe', 'ipc'] },
+    { stdio: ['ignore', 'pipe', 'pipe'] },
   )
   let err = ''
-  child.stderr!.on('data', (chunk: Buffer) => (err += chunk.toString()))
+  child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()))
   const port = await portOf(child, () => err)
   await autocannon({
     url: `http://127.0.0.1:${port}/hello`,
@@ -227,7 +232,10 @@ export async function benchHttpInstructions(runs: number): Promise<string[]> {
   const perRequest = new Map<Variant, number[]>(chosen.map(([v]) => [v, []]))
   for (let r = 0; r < runs; r++)
     for (const [variant] of chosen) {
-      const [a, b] = await Promise.all([instructions(variant, fewer), instructions(variant, more)])
+      // One after the other: two counts taken side by side differed by about ±10% between runs,
+      // one after the other by 0.2% (docs/benchmarks.md).
+      const a = await instructions(variant, fewer)
+      const b = await instructions(variant, more)
       perRequest.get(variant)!.push((b - a) / (more - fewer))
     }
   const n = (x: number): string => Math.round(x).toLocaleString('en-US')
