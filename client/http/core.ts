@@ -1,4 +1,5 @@
 import {
+  CoarseClock,
   SluiceError,
   describeValue,
   errorCatalogue,
@@ -63,6 +64,17 @@ function describePolicy(p: RateLimitPolicy): string {
   return `{ quota: ${p.quota}, windowSec: ${p.windowSec} }`
 }
 
+/**
+ * What the per-key limiters' bookkeeping (idle keys, recency) reads when no
+ * clock is given: a reading refreshed every 100 ms by one timer per process
+ * (it stops when unread), instead of a clock read per request. It lags, so a
+ * key is forgotten at most 100 ms late; the limiters keep their own clocks.
+ */
+let bookkeeping: CoarseClock | undefined
+function bookkeepingClock(): Clock {
+  return (bookkeeping ??= new CoarseClock(systemClock, 100))
+}
+
 const noRequest: RequestInfo = Object.freeze({ ip: '', method: 'GET', headers: {}, route: '' })
 
 /**
@@ -90,8 +102,12 @@ export class RateLimitCore {
   readonly #blocked = new Map<string, number>()
   /** The policy each limiter announces, worked out once. */
   readonly #policies = new WeakMap<Limiter, RateLimitPolicy | null>()
-  /** Each limiter's header texts, made once. */
-  readonly #texts = new WeakMap<Limiter, { policy: string | undefined; prefix: string }>()
+  /** Each limiter's RateLimit-Policy field, made once (null: it has no policy to state). */
+  readonly #policyTexts = new WeakMap<Limiter, string | null>()
+  /** The RateLimit-Policy field of a stated policy, the same for every limiter. */
+  readonly #statedPolicyText: string | undefined
+  /** The start of the RateLimit field, before r and t: the policy's name. */
+  readonly #rateLimitPrefix: string
   /** The request whose key is being made, for the limiter factory. */
   #making: RequestInfo = noRequest
 
@@ -107,6 +123,13 @@ export class RateLimitCore {
     this.#headerSet = o.headers ?? 'ietf'
     this.#subnet = o.ipv6Subnet ?? 64
     this.#policyName = o.policy?.name ?? 'default'
+    this.#statedPolicyText =
+      o.policy === undefined ? undefined : policyHeader({ ...o.policy, name: this.#policyName })
+    this.#rateLimitPrefix = rateLimitHeader(
+      { name: this.#policyName, quota: 0, windowSec: 1 },
+      0,
+      0,
+    ).replace(/0;t=0$/, '')
     this.#allowList = new Set(o.allowList ?? [])
     this.settles = o.skipSuccessfulRequests === true || o.skipFailedRequests === true
     const factory = this.#limiter
@@ -115,7 +138,7 @@ export class RateLimitCore {
         ? undefined
         : new KeyedLimiter((key: string) => this.#checked(factory(key, this.#making)), {
             maxKeys: this.#maxKeys,
-            clock: this.#clock,
+            clock: o.clock ?? bookkeepingClock(),
           })
     // A factory that ignores the request makes the same limiter for every key:
     // check the policy against one now, so a lie fails registration.
@@ -157,7 +180,7 @@ export class RateLimitCore {
     const o = this.options
     if (o.skip?.(req) === true) return undefined
     const key = this.keyOf(req)
-    if (this.#allowList.has(key)) return undefined
+    if (this.#allowList.size > 0 && this.#allowList.has(key)) return undefined
     if (this.#blocked.size > 0) {
       const until = this.#blocked.get(key)
       if (until !== undefined) {
@@ -177,7 +200,7 @@ export class RateLimitCore {
     let charged = false
     if (limiter === undefined || (charged = limiter.tryAcquire(cost))) {
       if (resource === undefined || resource.tryAcquire(cost))
-        return this.#allowed(req, key, limiter, resource, cost)
+        return this.#allowed(req, key, limiter, resource, cost, true)
       // The shared limit refused: the per-key one should not pay for it.
       if (charged && limiter?.refund !== undefined) {
         limiter.refund(cost)
@@ -236,12 +259,13 @@ export class RateLimitCore {
     limiter: Limiter | undefined,
     resource: Resource | undefined,
     cost: number,
+    tookNow = false,
   ): Decision {
     this.options.onExceeding?.(req, key)
     return {
       allowed: true,
       statusCode: 200,
-      headers: this.#headers(limiter, resource),
+      headers: this.#headers(limiter, resource, tookNow),
       body: undefined,
       charged: this.settles ? limiter : undefined,
       cost,
@@ -324,16 +348,27 @@ export class RateLimitCore {
     }
   }
 
-  #headers(limiter: Limiter | undefined, resource: Resource | undefined): Record<string, string> {
+  /** `took`: the limiter has just taken this request's cost (its last reading is now). */
+  #headers(
+    limiter: Limiter | undefined,
+    resource: Resource | undefined,
+    took = false,
+  ): Record<string, string> {
     const headers: Record<string, string> = {}
     if (this.#headerSet === 'none') return headers
     if (resource === undefined && limiter !== undefined && this.#headerSet === 'ietf') {
-      // The common case, one local limiter: its policy field and the start of its RateLimit
-      // field are made once per limiter; only r and t are written per response.
-      const text = this.#textOf(limiter)
-      if (text.policy !== undefined) headers['ratelimit-policy'] = text.policy
-      const { remaining, resetSec } = this.#stateOf(limiter)
-      headers.ratelimit = `${text.prefix}${remaining > 0 ? Math.floor(remaining) : 0};t=${resetSec > 0 ? Math.ceil(resetSec) : 0}`
+      // The common case, one local limiter: its policy field is made once (per limiter, or once
+      // for a stated policy), the start of the RateLimit field once; only r and t per response.
+      const policy = this.#policyTextOf(limiter)
+      if (policy !== undefined) headers['ratelimit-policy'] = policy
+      let remaining: number
+      let resetSec: number
+      if (took && limiter.remainingAtLastReading !== undefined) {
+        // The state the take just left, at the reading it took at: no clock read.
+        remaining = limiter.remainingAtLastReading()
+        resetSec = (limiter.msUntilResetAtLastReading?.() ?? limiter.msUntil(1)) / 1000
+      } else ({ remaining, resetSec } = this.#stateOf(limiter))
+      headers.ratelimit = `${this.#rateLimitPrefix}${remaining > 0 ? Math.floor(remaining) : 0};t=${resetSec > 0 ? Math.ceil(resetSec) : 0}`
       return headers
     }
     const states: LimitState[] = []
@@ -363,22 +398,16 @@ export class RateLimitCore {
     }
   }
 
-  /** A limiter's RateLimit-Policy field and the start of its RateLimit field, made once. */
-  #textOf(limiter: Limiter): { policy: string | undefined; prefix: string } {
-    let text = this.#texts.get(limiter)
+  /** A limiter's RateLimit-Policy field: the stated policy's, else its own, made once. */
+  #policyTextOf(limiter: Limiter): string | undefined {
+    if (this.#statedPolicyText !== undefined) return this.#statedPolicyText
+    let text = this.#policyTexts.get(limiter)
     if (text === undefined) {
       const policy = this.#policyOf(limiter)
-      text = {
-        policy:
-          policy === undefined ? undefined : policyHeader({ ...policy, name: this.#policyName }),
-        prefix: rateLimitHeader({ name: this.#policyName, quota: 0, windowSec: 1 }, 0, 0).replace(
-          /0;t=0$/,
-          '',
-        ),
-      }
-      this.#texts.set(limiter, text)
+      text = policy === undefined ? null : policyHeader({ ...policy, name: this.#policyName })
+      this.#policyTexts.set(limiter, text)
     }
-    return text
+    return text ?? undefined
   }
 
   #policyOf(limiter: Limiter): RateLimitPolicy | undefined {

@@ -23,6 +23,30 @@ function info(req: FastifyRequest, url: string | undefined): RequestInfo {
   }
 }
 
+type RouteConfig = FastifyRequest['routeOptions']['config']
+/** fastify's route context on a request: an internal symbol, looked for once (null: not there). */
+let contextKey: symbol | null | undefined
+
+/**
+ * The route's config (its `rateLimit`, and the `url` fastify adds). Read
+ * from fastify's route context where there is one, as `routeOptions` itself
+ * does: `routeOptions` builds a new object of twelve fields on each access,
+ * about 700 instructions a request (docs/benchmarks.md). Without the
+ * context (another fastify), `routeOptions`.
+ */
+export function configOf(req: FastifyRequest): RouteConfig {
+  if (contextKey === undefined)
+    contextKey =
+      Object.getOwnPropertySymbols(req).find((s) => s.description === 'fastify.context') ?? null
+  if (contextKey !== null) {
+    const config = (req as unknown as Record<symbol, { config?: RouteConfig } | undefined>)[
+      contextKey
+    ]?.config
+    if (config !== undefined) return config
+  }
+  return req.routeOptions.config
+}
+
 /** The decision a request was let through on, for the skip options after its response. */
 const settling = Symbol('sluice.rateLimit.settling')
 type Settling = { core: RateLimitCore; decision: Decision }
@@ -82,7 +106,9 @@ const plugin: FastifyPluginAsync<RateLimitOptions> = async (app, options) => {
     routeConfig: object,
   ): void => {
     if (decision === undefined) return done()
-    void reply.headers(decision.headers)
+    // One header() per field: reply.headers() would first list the fields in an array.
+    const headers = decision.headers
+    for (const name in headers) void reply.header(name, headers[name])
     if (!decision.allowed) return send(reply, decision)
     if (core.settles) {
       if (settleAll || (routeConfig as Record<symbol, unknown>)[hooked] === true)
@@ -93,22 +119,24 @@ const plugin: FastifyPluginAsync<RateLimitOptions> = async (app, options) => {
     done()
   }
   app.addHook('onRequest', (req, reply, done) => {
-    // routeOptions is made afresh on each access: read it once.
-    const route = req.routeOptions
-    const config = route.config.rateLimit
+    const routeConfig = configOf(req)
+    const config = routeConfig.rateLimit
     if (config === false) return done()
     let core: RateLimitCore
     let decision: ReturnType<RateLimitCore['decide']>
     try {
       // A route declared before the plugin was registered is checked here, on its first request.
-      core = config === undefined ? global : coreFor(config, `route ${route.url}: config.rateLimit`)
-      decision = core.decide(info(req, route.url))
+      core =
+        config === undefined
+          ? global
+          : coreFor(config, `route ${routeConfig.url}: config.rateLimit`)
+      decision = core.decide(info(req, routeConfig.url))
     } catch (error) {
       return done(error as Error)
     }
     if (decision instanceof Promise)
-      decision.then((d) => apply(req, reply, done, core, d, route.config), done)
-    else apply(req, reply, done, core, decision, route.config)
+      decision.then((d) => apply(req, reply, done, core, d, routeConfig), done)
+    else apply(req, reply, done, core, decision, routeConfig)
   })
   if (settleAll) app.addHook('onResponse', settle)
 }

@@ -23,6 +23,14 @@ export interface Limiter {
   msUntilReset?(): number
   /** Gives back `cost` taken earlier, for a request that turned out not to count. */
   refund?(cost: number): void
+  /**
+   * `remaining()` and `msUntilReset()` as they stood at the limiter's last
+   * clock reading, read without a new one: right after a `tryAcquire` that
+   * took, the state that take left (for its response's header fields; two
+   * clock reads fewer per request).
+   */
+  remainingAtLastReading?(): number
+  msUntilResetAtLastReading?(): number
 }
 
 /** A limiter's quota: `ratePerSec` sustained, at most `burst` at once. */

@@ -34,6 +34,12 @@ export class TokenBucketLimiter extends BaseLimiter {
   msUntilReset(): number {
     return this.#bucket.msUntilFull()
   }
+  remainingAtLastReading(): number {
+    return Math.floor(this.#bucket.tokensAtLastReading)
+  }
+  msUntilResetAtLastReading(): number {
+    return this.#bucket.msUntilFullAtLastReading()
+  }
   refund(cost: number): void {
     this.#bucket.refund(cost)
     this.serve()

@@ -49,6 +49,18 @@ export class TokenBucket {
     return this.#tokens - this.#taken
   }
 
+  /** Tokens there were at the last clock reading, after what was taken at it; reads no clock. */
+  get tokensAtLastReading(): number {
+    return this.#tokens - this.#taken
+  }
+
+  /** Milliseconds from the last clock reading until the bucket is full; reads no clock. */
+  msUntilFullAtLastReading(): number {
+    const tokens = this.#tokens - this.#taken
+    if (tokens >= this.#burst) return 0
+    return this.#ratePerMs > 0 ? (this.#burst - tokens) / this.#ratePerMs : Infinity
+  }
+
   /** Takes `cost` tokens if they are there. */
   tryTake(cost: number): boolean {
     const now = this.#clock.now()
@@ -70,9 +82,7 @@ export class TokenBucket {
   /** Milliseconds until the bucket is full again. */
   msUntilFull(): number {
     this.#refill(this.#clock.now())
-    const tokens = this.#tokens - this.#taken
-    if (tokens >= this.#burst) return 0
-    return this.#ratePerMs > 0 ? (this.#burst - tokens) / this.#ratePerMs : Infinity
+    return this.msUntilFullAtLastReading()
   }
 
   /** Puts back `cost` tokens taken earlier (never above the burst). */

@@ -74,6 +74,30 @@ describe('TokenBucketLimiter', () => {
     })
   })
 
+  it('tells the state a take left at its reading, reading no clock, as remaining and msUntilReset would then', () => {
+    const clock = new ManualClock()
+    let reads = 0
+    const counting = Object.assign(Object.create(clock) as ManualClock, {
+      now: () => (reads++, clock.now()),
+    })
+    const limiter = new TokenBucketLimiter({ ratePerSec: 10, burst: 5, clock: counting })
+    expect(limiter.tryAcquire(2)).toBe(true)
+    reads = 0
+    expect(limiter.remainingAtLastReading()).toBe(3)
+    expect(limiter.msUntilResetAtLastReading()).toBe(200)
+    expect(reads).toBe(0)
+    expect([limiter.remaining(), limiter.msUntilReset()]).toEqual([3, 200])
+    // Time passes unread: the last reading's state stands; a fresh read sees the refill.
+    clock.advance(150)
+    expect(limiter.tryAcquire(0.5)).toBe(true)
+    expect(limiter.remainingAtLastReading()).toBe(4)
+    expect(limiter.msUntilResetAtLastReading()).toBeCloseTo(100)
+    clock.advance(100)
+    expect(limiter.remainingAtLastReading()).toBe(4)
+    expect(limiter.remaining()).toBe(5)
+    expect(limiter.msUntilResetAtLastReading()).toBe(0)
+  })
+
   it('rejects invalid options naming the option and the value', () => {
     expect(() => new TokenBucketLimiter({ ratePerSec: -1 })).toThrow(
       /ratePerSec must be a finite number > 0, received -1/,
