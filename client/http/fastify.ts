@@ -34,7 +34,7 @@ let contextKey: symbol | null | undefined
  * about 700 instructions a request (docs/benchmarks.md). Without the
  * context (another fastify), `routeOptions`.
  */
-export function configOf(req: FastifyRequest): RouteConfig {
+function configOf(req: FastifyRequest): RouteConfig {
   if (contextKey === undefined)
     contextKey =
       Object.getOwnPropertySymbols(req).find((s) => s.description === 'fastify.context') ?? null
