@@ -186,8 +186,8 @@ export async function benchHttp(runs: number, durationSec: number): Promise<stri
  * (cachegrind, no cache simulation): the slope between a run of `fewer`
  * requests and one of `more`, so start-up and JIT warm-up cancel out.
  * One connection, one request at a time, the two counts taken one after the
- * other, V8 run `--predictable`: a bare route's count then repeats within
- * about 0.1%, where time varies 15–25% on this shared machine
+ * other, V8 run `--predictable`, no IPC channel: a bare route's count then
+ * repeats within about 0.7%, where time varies 15–25% on this shared machine
  * (docs/benchmarks.md). Nothing else should run meanwhile: a busy machine
  * changes how the server's event loop meets the requests.
  */
@@ -200,11 +200,12 @@ async function instructions(variant: Variant, requests: number): Promise<number>
       '--cachegrind-out-file=/dev/null',
       process.execPath,
       // V8 without its timing-dependent work (concurrent compiling and marking, heap growth by
-      // allocation rate): the count repeats within about 0.1% instead of 3–5%.
+      // allocation rate): with the counts taken one after the other, within about 0.7%.
       '--predictable',
       'dist/bench/http-server.js',
       variant,
     ],
+    // No IPC channel: under valgrind it sometimes added billions of instructions to a count.
     { stdio: ['ignore', 'pipe', 'pipe'] },
   )
   let err = ''

@@ -361,13 +361,7 @@ export class RateLimitCore {
       // for a stated policy), the start of the RateLimit field once; only r and t per response.
       const policy = this.#policyTextOf(limiter)
       if (policy !== undefined) headers['ratelimit-policy'] = policy
-      let remaining: number
-      let resetSec: number
-      if (took && limiter.remainingAtLastReading !== undefined) {
-        // The state the take just left, at the reading it took at: no clock read.
-        remaining = limiter.remainingAtLastReading()
-        resetSec = (limiter.msUntilResetAtLastReading?.() ?? limiter.msUntil(1)) / 1000
-      } else ({ remaining, resetSec } = this.#stateOf(limiter))
+      const { remaining, resetSec } = this.#stateOf(limiter, took)
       headers.ratelimit = `${this.#rateLimitPrefix}${remaining > 0 ? Math.floor(remaining) : 0};t=${resetSec > 0 ? Math.ceil(resetSec) : 0}`
       return headers
     }
@@ -376,7 +370,7 @@ export class RateLimitCore {
       states.push({
         name: this.#policyName,
         policy: this.#policyOf(limiter),
-        ...this.#stateOf(limiter),
+        ...this.#stateOf(limiter, took),
       })
     if (resource !== undefined) {
       states.push({
@@ -390,7 +384,17 @@ export class RateLimitCore {
     return headers
   }
 
-  #stateOf(limiter: Limiter): { remaining: number; resetSec: number } {
+  /** What remains and seconds to the reset; `took`: as the take just left them, no clock read. */
+  #stateOf(limiter: Limiter, took: boolean): { remaining: number; resetSec: number } {
+    if (
+      took &&
+      limiter.remainingAtLastReading !== undefined &&
+      limiter.msUntilResetAtLastReading !== undefined
+    )
+      return {
+        remaining: limiter.remainingAtLastReading(),
+        resetSec: limiter.msUntilResetAtLastReading() / 1000,
+      }
     return {
       remaining:
         limiter.remaining !== undefined ? limiter.remaining() : limiter.msUntil(1) === 0 ? 1 : 0,

@@ -46,7 +46,7 @@ export class TokenBucket {
   /** Tokens available now. */
   get tokens(): number {
     this.#refill(this.#clock.now())
-    return this.#tokens - this.#taken
+    return this.tokensAtLastReading
   }
 
   /** Tokens there were at the last clock reading, after what was taken at it; reads no clock. */
