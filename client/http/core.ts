@@ -96,6 +96,10 @@ export class RateLimitCore {
   readonly #maxKeys: number
   readonly #statusCode: number
   readonly #headerSet: HeaderSet
+  /** The IETF fields only (`ietf` or `ietf-lean`): the common case, made with the least work. */
+  readonly #ietfOnly: boolean
+  /** RateLimit-Policy on every response (all but `ietf-lean`). */
+  readonly #policyAlways: boolean
   readonly #subnet: number | false
   readonly #policyName: string
   /** Keys blocked until a time (`blockMs`), oldest first. */
@@ -110,6 +114,8 @@ export class RateLimitCore {
   readonly #rateLimitPrefix: string
   /** The request whose key is being made, for the limiter factory. */
   #making: RequestInfo = noRequest
+  /** Whether the last look-up made the key's limiter (its first request): `ietf-lean` states the policy then. */
+  #made = false
 
   constructor(options: RateLimitOptions, where = 'rate limit') {
     const o = finalRateLimitOptions(checkRateLimitOptions(options, where), where)
@@ -121,6 +127,8 @@ export class RateLimitCore {
     this.#maxKeys = o.maxKeys ?? 10_000
     this.#statusCode = o.statusCode ?? 429
     this.#headerSet = o.headers ?? 'ietf'
+    this.#ietfOnly = this.#headerSet === 'ietf' || this.#headerSet === 'ietf-lean'
+    this.#policyAlways = this.#headerSet !== 'ietf-lean'
     this.#subnet = o.ipv6Subnet ?? 64
     this.#policyName = o.policy?.name ?? 'default'
     this.#statedPolicyText =
@@ -136,10 +144,16 @@ export class RateLimitCore {
     this.#keyed =
       factory === undefined
         ? undefined
-        : new KeyedLimiter((key: string) => this.#checked(factory(key, this.#making)), {
-            maxKeys: this.#maxKeys,
-            clock: o.clock ?? bookkeepingClock(),
-          })
+        : new KeyedLimiter(
+            (key: string) => {
+              this.#made = true
+              return this.#checked(factory(key, this.#making))
+            },
+            {
+              maxKeys: this.#maxKeys,
+              clock: o.clock ?? bookkeepingClock(),
+            },
+          )
     // A factory that ignores the request makes the same limiter for every key:
     // check the policy against one now, so a lie fails registration.
     if (factory !== undefined && o.policy !== undefined && factory.length < 2)
@@ -191,16 +205,20 @@ export class RateLimitCore {
     }
     const cost = typeof o.cost === 'function' ? o.cost(req) : (o.cost ?? 1)
     let limiter: Limiter | undefined
+    // Whether this response states the policy: always, or with `ietf-lean` on a key's first.
+    let withPolicy = this.#policyAlways
     if (this.#keyed !== undefined) {
       this.#making = req
+      this.#made = false
       limiter = this.#keyed.get(key)
       this.#making = noRequest
+      if (this.#made) withPolicy = true
     }
     const resource = this.#resourceOf(key, req)
     let charged = false
     if (limiter === undefined || (charged = limiter.tryAcquire(cost))) {
       if (resource === undefined || resource.tryAcquire(cost))
-        return this.#allowed(req, key, limiter, resource, cost, true)
+        return this.#allowed(req, key, limiter, resource, cost, withPolicy, true)
       // The shared limit refused: the per-key one should not pay for it.
       if (charged && limiter?.refund !== undefined) {
         limiter.refund(cost)
@@ -212,7 +230,8 @@ export class RateLimitCore {
         charged ? 0 : (limiter?.msUntil(cost) ?? 0),
         resource?.msUntil(cost) ?? 0,
       )
-      if (waitMs <= this.#maxDelayMs) return this.#shape(req, key, limiter, resource, cost, charged)
+      if (waitMs <= this.#maxDelayMs)
+        return this.#shape(req, key, limiter, resource, cost, charged, withPolicy)
     }
     return this.#refused(req, key, limiter, resource, cost, charged)
   }
@@ -232,6 +251,7 @@ export class RateLimitCore {
     resource: Resource | undefined,
     cost: number,
     charged: boolean,
+    withPolicy: boolean,
   ): Promise<Decision> {
     const startMs = this.#clock.now()
     try {
@@ -243,7 +263,7 @@ export class RateLimitCore {
         const leftMs = Math.max(0, this.#maxDelayMs - (this.#clock.now() - startMs))
         await resource.acquire(cost, { maxWaitMs: leftMs })
       }
-      return this.#allowed(req, key, limiter, resource, cost)
+      return this.#allowed(req, key, limiter, resource, cost, withPolicy)
     } catch {
       if (charged && limiter?.refund !== undefined) {
         limiter.refund(cost)
@@ -259,13 +279,14 @@ export class RateLimitCore {
     limiter: Limiter | undefined,
     resource: Resource | undefined,
     cost: number,
+    withPolicy: boolean,
     tookNow = false,
   ): Decision {
     this.options.onExceeding?.(req, key)
     return {
       allowed: true,
       statusCode: 200,
-      headers: this.#headers(limiter, resource, tookNow),
+      headers: this.#headers(limiter, resource, withPolicy, tookNow),
       body: undefined,
       charged: this.settles ? limiter : undefined,
       cost,
@@ -290,7 +311,8 @@ export class RateLimitCore {
       this.#block(key, blockMs)
       waitMs = Math.max(waitMs, blockMs)
     }
-    const headers = this.#headers(limiter, resource)
+    // A refusal states the policy whatever the header set: the client needs it now.
+    const headers = this.#headers(limiter, resource, true)
     return this.#refusal(req, key, headers, waitMs, false)
   }
 
@@ -348,19 +370,25 @@ export class RateLimitCore {
     }
   }
 
-  /** `took`: the limiter has just taken this request's cost (its last reading is now). */
+  /**
+   * `withPolicy`: with RateLimit-Policy (and X-RateLimit-Limit); `took`: the
+   * limiter has just taken this request's cost (its last reading is now).
+   */
   #headers(
     limiter: Limiter | undefined,
     resource: Resource | undefined,
+    withPolicy: boolean,
     took = false,
   ): Record<string, string> {
     const headers: Record<string, string> = {}
     if (this.#headerSet === 'none') return headers
-    if (resource === undefined && limiter !== undefined && this.#headerSet === 'ietf') {
+    if (resource === undefined && limiter !== undefined && this.#ietfOnly) {
       // The common case, one local limiter: its policy field is made once (per limiter, or once
       // for a stated policy), the start of the RateLimit field once; only r and t per response.
-      const policy = this.#policyTextOf(limiter)
-      if (policy !== undefined) headers['ratelimit-policy'] = policy
+      if (withPolicy) {
+        const policy = this.#policyTextOf(limiter)
+        if (policy !== undefined) headers['ratelimit-policy'] = policy
+      }
       const { remaining, resetSec } = this.#stateOf(limiter, took)
       headers.ratelimit = `${this.#rateLimitPrefix}${remaining > 0 ? Math.floor(remaining) : 0};t=${resetSec > 0 ? Math.ceil(resetSec) : 0}`
       return headers
@@ -369,13 +397,13 @@ export class RateLimitCore {
     if (limiter !== undefined)
       states.push({
         name: this.#policyName,
-        policy: this.#policyOf(limiter),
+        policy: withPolicy ? this.#policyOf(limiter) : undefined,
         ...this.#stateOf(limiter, took),
       })
     if (resource !== undefined) {
       states.push({
         name: resource.id,
-        policy: derivePolicy(resource.describe()),
+        policy: withPolicy ? derivePolicy(resource.describe()) : undefined,
         remaining: resource.remaining(),
         resetSec: resource.msUntilReset() / 1000,
       })

@@ -45,12 +45,13 @@ export interface LimitState {
 /**
  * The header fields of one response. `ietf`: RateLimit-Policy and RateLimit,
  * one list member per limit (a request under a per-IP limit and a shared
- * one sees both). `legacy`: X-RateLimit-Limit, -Remaining and -Reset (seconds)
+ * one sees both); `ietf-lean` the same (the caller leaves out the policies
+ * where it sends none). `legacy`: X-RateLimit-Limit, -Remaining and -Reset (seconds)
  * of the tightest limit, as @fastify/rate-limit and express-rate-limit send.
  */
 export function limitHeaders(
   states: readonly LimitState[],
-  set: 'ietf' | 'legacy' | 'both' | 'none',
+  set: 'ietf' | 'ietf-lean' | 'legacy' | 'both' | 'none',
   out: Record<string, string>,
 ): void {
   if (set === 'none' || states.length === 0) return
@@ -67,7 +68,7 @@ export function limitHeaders(
     if (policies !== '') out['ratelimit-policy'] = policies
     out.ratelimit = limits
   }
-  if (set !== 'ietf') {
+  if (set === 'legacy' || set === 'both') {
     let tightest = states[0]!
     for (const s of states) if (s.remaining < tightest.remaining) tightest = s
     if (tightest.policy !== undefined)

@@ -18,7 +18,7 @@ export type KeySource =
   'ip' | 'route' | { readonly header: string } | ((req: RequestInfo) => string)
 
 /** Which header fields a limited response carries. */
-export type HeaderSet = 'ietf' | 'legacy' | 'both' | 'none'
+export type HeaderSet = 'ietf' | 'ietf-lean' | 'legacy' | 'both' | 'none'
 
 /** What a refusal knows, for `errorResponse` and `onLimited`. */
 export interface LimitContext {
@@ -61,7 +61,11 @@ export interface RateLimitOptions {
    * the resource's lease). When given, checked against the limiter.
    */
   readonly policy?: RateLimitPolicy | undefined
-  /** `ietf` (RateLimit, RateLimit-Policy; default), `legacy` (X-RateLimit-*), `both`, `none`. */
+  /**
+   * `ietf` (RateLimit and RateLimit-Policy on every response; default),
+   * `ietf-lean` (RateLimit on every response, RateLimit-Policy on a key's
+   * first response and on refusals), `legacy` (X-RateLimit-*), `both`, `none`.
+   */
   readonly headers?: HeaderSet | undefined
   /** Status of a refusal; default 429. */
   readonly statusCode?: number | undefined
@@ -127,7 +131,7 @@ const schema = z
       quota: positive,
       windowSec: positive,
     }),
-    headers: z.enum(['ietf', 'legacy', 'both', 'none']),
+    headers: z.enum(['ietf', 'ietf-lean', 'legacy', 'both', 'none']),
     statusCode: z.number().int().min(400).max(599),
     errorResponse: fn<(req: RequestInfo, context: LimitContext) => unknown>(),
     onLimited: fn<(req: RequestInfo, context: LimitContext) => void>(),
@@ -158,8 +162,8 @@ const hints: Readonly<Record<string, string>> = {
   message: 'errorResponse: (req, context) => body',
   onExceeded: 'onLimited: (req, context) => void',
   onLimitReached: 'onLimited: (req, context) => void',
-  addHeaders: "headers: 'ietf' | 'legacy' | 'both' | 'none'",
-  addHeadersOnExceeding: "headers: 'ietf' | 'legacy' | 'both' | 'none'",
+  addHeaders: "headers: 'ietf' | 'ietf-lean' | 'legacy' | 'both' | 'none'",
+  addHeadersOnExceeding: "headers: 'ietf' | 'ietf-lean' | 'legacy' | 'both' | 'none'",
   enableDraftSpec: "headers: 'ietf' (the default)",
   standardHeaders: "headers: 'ietf' (the default)",
   legacyHeaders: "headers: 'legacy' or 'both'",

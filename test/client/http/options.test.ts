@@ -223,6 +223,29 @@ describe('route options merge over the plugin’s', () => {
 })
 
 describe('header sets and the policy', () => {
+  it("ietf-lean: RateLimit on every response, RateLimit-Policy on a key's first and on refusals", async () => {
+    const clock = new ManualClock()
+    const a = await limited(clock, { headers: 'ietf-lean' })
+    const first = await a.inject('/hello')
+    expect(first.headers['ratelimit-policy']).toBe('"default";q=2;w=2')
+    expect(first.headers.ratelimit).toBe('"default";r=1;t=1')
+    const second = await a.inject('/hello')
+    expect(second.statusCode).toBe(200)
+    expect(second.headers['ratelimit-policy']).toBeUndefined()
+    expect(second.headers.ratelimit).toBe('"default";r=0;t=2')
+    const refused = await a.inject('/hello')
+    expect(refused.statusCode).toBe(429)
+    expect(refused.headers['ratelimit-policy']).toBe('"default";q=2;w=2')
+    expect(refused.headers['retry-after']).toBe('1')
+    // Another client: its key is new, so its first response states the policy too.
+    const other = await a.inject({ url: '/hello', remoteAddress: '10.0.0.2' })
+    expect(other.statusCode).toBe(200)
+    expect(other.headers['ratelimit-policy']).toBe('"default";q=2;w=2')
+    const otherAgain = await a.inject({ url: '/hello', remoteAddress: '10.0.0.2' })
+    expect(otherAgain.headers['ratelimit-policy']).toBeUndefined()
+    expect(otherAgain.headers['x-ratelimit-limit']).toBeUndefined()
+  })
+
   it('sends the IETF fields by default, X-RateLimit-* with legacy, both, or none', async () => {
     const clock = new ManualClock()
     const ietf = await (await limited(clock)).inject('/hello')
