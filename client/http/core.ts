@@ -100,6 +100,8 @@ export class RateLimitCore {
   readonly #ietfOnly: boolean
   /** RateLimit-Policy on every response (all but `ietf-lean`). */
   readonly #policyAlways: boolean
+  /** With `ietf-lean`: the limits whose policy a response has stated (each key's limiter, or the resource). */
+  readonly #stated = new WeakSet<object>()
   readonly #subnet: number | false
   readonly #policyName: string
   /** Keys blocked until a time (`blockMs`), oldest first. */
@@ -114,8 +116,6 @@ export class RateLimitCore {
   readonly #rateLimitPrefix: string
   /** The request whose key is being made, for the limiter factory. */
   #making: RequestInfo = noRequest
-  /** Whether the last look-up made the key's limiter (its first request): `ietf-lean` states the policy then. */
-  #made = false
 
   constructor(options: RateLimitOptions, where = 'rate limit') {
     const o = finalRateLimitOptions(checkRateLimitOptions(options, where), where)
@@ -144,16 +144,10 @@ export class RateLimitCore {
     this.#keyed =
       factory === undefined
         ? undefined
-        : new KeyedLimiter(
-            (key: string) => {
-              this.#made = true
-              return this.#checked(factory(key, this.#making))
-            },
-            {
-              maxKeys: this.#maxKeys,
-              clock: o.clock ?? bookkeepingClock(),
-            },
-          )
+        : new KeyedLimiter((key: string) => this.#checked(factory(key, this.#making)), {
+            maxKeys: this.#maxKeys,
+            clock: o.clock ?? bookkeepingClock(),
+          })
     // A factory that ignores the request makes the same limiter for every key:
     // check the policy against one now, so a lie fails registration.
     if (factory !== undefined && o.policy !== undefined && factory.length < 2)
@@ -205,20 +199,16 @@ export class RateLimitCore {
     }
     const cost = typeof o.cost === 'function' ? o.cost(req) : (o.cost ?? 1)
     let limiter: Limiter | undefined
-    // Whether this response states the policy: always, or with `ietf-lean` on a key's first.
-    let withPolicy = this.#policyAlways
     if (this.#keyed !== undefined) {
       this.#making = req
-      this.#made = false
       limiter = this.#keyed.get(key)
       this.#making = noRequest
-      if (this.#made) withPolicy = true
     }
     const resource = this.#resourceOf(key, req)
     let charged = false
     if (limiter === undefined || (charged = limiter.tryAcquire(cost))) {
       if (resource === undefined || resource.tryAcquire(cost))
-        return this.#allowed(req, key, limiter, resource, cost, withPolicy, true)
+        return this.#allowed(req, key, limiter, resource, cost, true)
       // The shared limit refused: the per-key one should not pay for it.
       if (charged && limiter?.refund !== undefined) {
         limiter.refund(cost)
@@ -230,8 +220,7 @@ export class RateLimitCore {
         charged ? 0 : (limiter?.msUntil(cost) ?? 0),
         resource?.msUntil(cost) ?? 0,
       )
-      if (waitMs <= this.#maxDelayMs)
-        return this.#shape(req, key, limiter, resource, cost, charged, withPolicy)
+      if (waitMs <= this.#maxDelayMs) return this.#shape(req, key, limiter, resource, cost, charged)
     }
     return this.#refused(req, key, limiter, resource, cost, charged)
   }
@@ -251,7 +240,6 @@ export class RateLimitCore {
     resource: Resource | undefined,
     cost: number,
     charged: boolean,
-    withPolicy: boolean,
   ): Promise<Decision> {
     const startMs = this.#clock.now()
     try {
@@ -263,7 +251,7 @@ export class RateLimitCore {
         const leftMs = Math.max(0, this.#maxDelayMs - (this.#clock.now() - startMs))
         await resource.acquire(cost, { maxWaitMs: leftMs })
       }
-      return this.#allowed(req, key, limiter, resource, cost, withPolicy)
+      return this.#allowed(req, key, limiter, resource, cost)
     } catch {
       if (charged && limiter?.refund !== undefined) {
         limiter.refund(cost)
@@ -279,14 +267,13 @@ export class RateLimitCore {
     limiter: Limiter | undefined,
     resource: Resource | undefined,
     cost: number,
-    withPolicy: boolean,
     tookNow = false,
   ): Decision {
     this.options.onExceeding?.(req, key)
     return {
       allowed: true,
       statusCode: 200,
-      headers: this.#headers(limiter, resource, withPolicy, tookNow),
+      headers: this.#headers(limiter, resource, tookNow),
       body: undefined,
       charged: this.settles ? limiter : undefined,
       cost,
@@ -312,7 +299,7 @@ export class RateLimitCore {
       waitMs = Math.max(waitMs, blockMs)
     }
     // A refusal states the policy whatever the header set: the client needs it now.
-    const headers = this.#headers(limiter, resource, true)
+    const headers = this.#headers(limiter, resource, false, true)
     return this.#refusal(req, key, headers, waitMs, false)
   }
 
@@ -371,21 +358,21 @@ export class RateLimitCore {
   }
 
   /**
-   * `withPolicy`: with RateLimit-Policy (and X-RateLimit-Limit); `took`: the
-   * limiter has just taken this request's cost (its last reading is now).
+   * `took`: the limiter has just taken this request's cost (its last reading
+   * is now). `refusal`: the policy goes in whatever the header set.
    */
   #headers(
     limiter: Limiter | undefined,
     resource: Resource | undefined,
-    withPolicy: boolean,
     took = false,
+    refusal = false,
   ): Record<string, string> {
     const headers: Record<string, string> = {}
     if (this.#headerSet === 'none') return headers
     if (resource === undefined && limiter !== undefined && this.#ietfOnly) {
       // The common case, one local limiter: its policy field is made once (per limiter, or once
       // for a stated policy), the start of the RateLimit field once; only r and t per response.
-      if (withPolicy) {
+      if (this.#policyAlways || refusal || this.#firstFor(limiter)) {
         const policy = this.#policyTextOf(limiter)
         if (policy !== undefined) headers['ratelimit-policy'] = policy
       }
@@ -393,6 +380,7 @@ export class RateLimitCore {
       headers.ratelimit = `${this.#rateLimitPrefix}${remaining > 0 ? Math.floor(remaining) : 0};t=${resetSec > 0 ? Math.ceil(resetSec) : 0}`
       return headers
     }
+    const withPolicy = this.#policyAlways || refusal || this.#firstFor(limiter ?? resource)
     const states: LimitState[] = []
     if (limiter !== undefined)
       states.push({
@@ -410,6 +398,13 @@ export class RateLimitCore {
     }
     limitHeaders(states, this.#headerSet, headers)
     return headers
+  }
+
+  /** Whether no response has yet stated this limit's policy (a key's first response), marking it stated. */
+  #firstFor(limit: object | undefined): boolean {
+    if (limit === undefined || this.#stated.has(limit)) return false
+    this.#stated.add(limit)
+    return true
   }
 
   /** What remains and seconds to the reset; `took`: as the take just left them, no clock read. */
