@@ -25,8 +25,23 @@ if (server === 'fastify') {
   if (limiter === 'skip')
     await app.register(fastifyRateLimit, { ...sluiceOptions, skip: () => true })
   if (limiter === 'sluice') await app.register(fastifyRateLimit, sluiceOptions)
+  if (limiter === 'lean')
+    await app.register(fastifyRateLimit, { ...sluiceOptions, headers: 'ietf-lean' as const })
   // @fastify/rate-limit as its README sets it up, in memory.
   if (limiter === 'peer') await app.register(fastifyRateLimitPeer, { max: 1e9, timeWindow: 60_000 })
+  // The parts of a limiter's cost: an empty hook, one and two constant header fields (as Sluice's).
+  if (limiter === 'hook') app.addHook('onRequest', (_req, _reply, done) => done())
+  if (limiter === 'field')
+    app.addHook('onRequest', (_req, reply, done) => {
+      void reply.header('ratelimit', '"default";r=999999999;t=1')
+      done()
+    })
+  if (limiter === 'fields')
+    app.addHook('onRequest', (_req, reply, done) => {
+      void reply.header('ratelimit-policy', '"default";q=1000000000;w=1')
+      void reply.header('ratelimit', '"default";r=999999999;t=1')
+      done()
+    })
   app.get('/hello', async () => ({ hello: 'world' }))
   await app.listen({ host: '127.0.0.1', port: 0 })
   port = (app.server.address() as { port: number }).port

@@ -22,6 +22,11 @@ const variants = [
     'fastify + `fastifyRateLimit` (per-IP token bucket, IETF headers)',
     'fastify-none',
   ],
+  [
+    'fastify-lean',
+    "fastify + `fastifyRateLimit`, `headers: 'ietf-lean'` (RateLimit-Policy on a key's first response and refusals)",
+    'fastify-none',
+  ],
   ['fastify-peer', 'fastify + @fastify/rate-limit (in memory, its defaults)', 'fastify-none'],
   ['express-none', 'Express hello route', undefined],
   ['express-sluice', 'Express + `createRateLimitMiddleware`', 'express-none'],
@@ -29,7 +34,24 @@ const variants = [
   ['node-none', 'node:http hello route', undefined],
   ['node-sluice', 'node:http + `createRateLimitMiddleware`', 'node-none'],
 ] as const
-type Variant = (typeof variants)[number][0]
+/**
+ * What a limiter's cost is made of, for the instruction counts: an empty
+ * onRequest hook, then one and two constant header fields set in it. Run
+ * only when named in BENCH_HTTP_VARIANTS.
+ */
+const parts = [
+  ['fastify-hook', 'fastify + an empty onRequest hook', 'fastify-none'],
+  ['fastify-field', 'fastify + a hook setting one constant header field', 'fastify-none'],
+  ['fastify-fields', 'fastify + a hook setting two constant header fields', 'fastify-none'],
+] as const
+type Variant = (typeof variants)[number][0] | (typeof parts)[number][0]
+
+/** The variants BENCH_HTTP_VARIANTS names (the parts only when named), else every one but the parts. */
+function chosenVariants(): readonly (readonly [Variant, string, Variant | undefined])[] {
+  const only = process.env.BENCH_HTTP_VARIANTS?.split(',')
+  if (only === undefined) return variants
+  return [...variants, ...parts].filter(([v]) => only.includes(v))
+}
 
 /**
  * On two cores or more, the server runs alone on core 0 and this process
@@ -145,8 +167,7 @@ function change(median: number, baseSamples: readonly number[], lower = false): 
 
 export async function benchHttp(runs: number, durationSec: number): Promise<string[]> {
   // BENCH_HTTP_VARIANTS=fastify-none,fastify-sluice runs only those.
-  const only = process.env.BENCH_HTTP_VARIANTS?.split(',')
-  const chosen = variants.filter(([v]) => only === undefined || only.includes(v))
+  const chosen = chosenVariants()
   const rps = new Map<Variant, number[]>(chosen.map(([v]) => [v, []]))
   const cpu = new Map<Variant, number[]>(chosen.map(([v]) => [v, []]))
   const user = new Map<Variant, number[]>(chosen.map(([v]) => [v, []]))
@@ -226,8 +247,7 @@ async function instructions(variant: Variant, requests: number): Promise<number>
 }
 
 export async function benchHttpInstructions(runs: number): Promise<string[]> {
-  const only = process.env.BENCH_HTTP_VARIANTS?.split(',')
-  const chosen = variants.filter(([v]) => only === undefined || only.includes(v))
+  const chosen = chosenVariants()
   const fewer = 10_000
   const more = 30_000
   const perRequest = new Map<Variant, number[]>(chosen.map(([v]) => [v, []]))
