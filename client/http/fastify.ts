@@ -113,8 +113,10 @@ const plugin: FastifyPluginAsync<RateLimitOptions> = async (app, options) => {
     if (core.settles) {
       if (settleAll || (routeConfig as Record<symbol, unknown>)[hooked] === true)
         (req as unknown as Record<symbol, Settling>)[settling] = { core, decision }
-      // A route declared before the plugin has no hook of ours: its response is watched instead.
-      else reply.raw.once('close', () => core.settle(decision, reply.raw.statusCode))
+      // A route declared before the plugin has no hook of ours: its response is watched instead,
+      // 'finish' as fastify's onResponse: a response never finished (its client went away)
+      // keeps its cost, or aborting each request would take back every token.
+      else reply.raw.once('finish', () => core.settle(decision, reply.raw.statusCode))
     }
     done()
   }

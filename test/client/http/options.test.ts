@@ -1,4 +1,5 @@
 import { createServer, type Server } from 'node:http'
+import { connect, type AddressInfo } from 'node:net'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { afterEach, describe, expect, it } from 'vitest'
 import {
@@ -378,6 +379,73 @@ describe('what counts', () => {
         expect(own5).toEqual([200, 200, 200, 200, 200]) // each success gave its token back
       }
       expect(await codes(a, 2)).toEqual([200, 429]) // the plugin's own options do not
+    }
+  })
+
+  it('keeps the cost of a request whose client went away before its response, wherever the route was declared', async () => {
+    // A hostile client under skipSuccessfulRequests: it aborts each request, whose response
+    // would have been a success. Real sockets: the abort is a closed TCP connection.
+    const clock = new ManualClock()
+    const bucket = () => new TokenBucketLimiter({ ratePerSec: 1, burst: 1, clock })
+    const own = { rateLimit: { limiter: bucket, skipSuccessfulRequests: true } }
+    const globally = { limiter: bucket, skipSuccessfulRequests: true, clock }
+    const arrangements: Array<[string, (a: FastifyInstance, route: () => void) => Promise<void>]> =
+      [
+        // Declared before the plugin, with its own options: its response is watched.
+        [
+          'route first',
+          async (a, route) => {
+            route()
+            await a.register(fastifyRateLimit, { limiter: bucket, clock })
+          },
+        ],
+        [
+          'plugin first',
+          async (a, route) => {
+            await a.register(fastifyRateLimit, { limiter: bucket, clock })
+            route()
+          },
+        ],
+        [
+          'plugin options',
+          async (a, route) => {
+            await a.register(fastifyRateLimit, globally)
+            route()
+          },
+        ],
+      ]
+    for (const [name, arrange] of arrangements) {
+      const a = app()
+      let entered!: () => void
+      const inHandler = new Promise<void>((resolve) => (entered = resolve))
+      let release!: () => void
+      const gate = new Promise<void>((resolve) => (release = resolve))
+      let answered!: () => void
+      const handlerDone = new Promise<void>((resolve) => (answered = resolve))
+      let calls = 0
+      await arrange(a, () =>
+        a.get('/slow', { config: name === 'plugin options' ? {} : own }, async (req, reply) => {
+          if (calls++ > 0) return 'at once' // only the first request waits for its client to go
+          const gone = new Promise((resolve) => req.raw.socket.once('close', resolve))
+          entered()
+          await gone
+          await gate
+          void reply.send('late')
+          answered()
+          return reply
+        }),
+      )
+      await a.listen({ host: '127.0.0.1', port: 0 })
+      const socket = connect((a.server.address() as AddressInfo).port, '127.0.0.1')
+      socket.on('error', () => undefined)
+      socket.write('GET /slow HTTP/1.1\r\nHost: x\r\n\r\n')
+      await inHandler
+      socket.destroy()
+      release()
+      await handlerDone
+      await new Promise((resolve) => setImmediate(resolve))
+      // The aborted request's token was not given back: the next is refused.
+      expect([name, (await a.inject('/slow')).statusCode]).toEqual([name, 429])
     }
   })
 
