@@ -530,4 +530,40 @@ describe('createRateLimitMiddleware', () => {
     expect(refused.headers.get('x-ratelimit-limit')).toBe('1')
     expect(refused.headers.get('x-ratelimit-remaining')).toBe('0')
   })
+
+  it('keeps the cost of a request whose client went away before its response', async () => {
+    const clock = new ManualClock()
+    const limit = createRateLimitMiddleware({
+      limiter: () => new TokenBucketLimiter({ ratePerSec: 1, burst: 1, clock }),
+      skipSuccessfulRequests: true,
+      clock,
+    })
+    let entered!: () => void
+    const inHandler = new Promise<void>((resolve) => (entered = resolve))
+    let answered!: () => void
+    const handlerDone = new Promise<void>((resolve) => (answered = resolve))
+    let calls = 0
+    const server: Server = createServer((req, res) => {
+      void limit(req, res).then(async (ok) => {
+        if (!ok) return
+        if (calls++ > 0) return void res.end('at once')
+        // The first waits for its client to go, then answers a success nobody reads.
+        const gone = new Promise((resolve) => req.socket.once('close', resolve))
+        entered()
+        await gone
+        res.end('late')
+        answered()
+      })
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    cleanup.push(() => new Promise((resolve) => server.close(resolve)))
+    const { port } = server.address() as AddressInfo
+    const socket = connect(port, '127.0.0.1')
+    socket.on('error', () => undefined)
+    socket.write('GET /slow HTTP/1.1\r\nHost: x\r\n\r\n')
+    await inHandler
+    socket.destroy()
+    await handlerDone
+    expect((await fetch(`http://127.0.0.1:${port}/slow`)).status).toBe(429)
+  })
 })
