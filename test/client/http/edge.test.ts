@@ -219,5 +219,23 @@ describe('a cluster-wide limit at the edge', () => {
     expect(codes.filter((c) => c === 200)).toHaveLength(10)
     expect(codes.filter((c) => c === 429)).toHaveLength(2)
     expect((await app.inject('/search')).headers['ratelimit-policy']).toBe('"search";q=10;w=1')
+    // headers: 'ietf-lean': the resource's policy on its first response and on refusals only.
+    await cluster.step(1000) // the bucket refills
+    const lean = Fastify()
+    cleanup.push(() => lean.close())
+    await lean.register(fastifyRateLimit, { resource: search, headers: 'ietf-lean' })
+    lean.get('/search', async () => 'results')
+    const first = await lean.inject('/search')
+    expect(first.statusCode).toBe(200)
+    expect(first.headers['ratelimit-policy']).toBe('"search";q=10;w=1')
+    expect(first.headers.ratelimit).toMatch(/^"search";r=\d+;t=\d+$/)
+    const second = await lean.inject('/search')
+    expect(second.statusCode).toBe(200)
+    expect(second.headers['ratelimit-policy']).toBeUndefined()
+    expect(second.headers.ratelimit).toMatch(/^"search";r=\d+;t=\d+$/)
+    let last = second
+    for (let i = 0; i < 12 && last.statusCode === 200; i++) last = await lean.inject('/search')
+    expect(last.statusCode).toBe(429)
+    expect(last.headers['ratelimit-policy']).toBe('"search";q=10;w=1')
   })
 })
