@@ -11,7 +11,7 @@ import type { Resource } from '../resource.js'
 import {
   limitHeaders,
   policyHeader,
-  rateLimitHeader,
+  rateLimitPrefix,
   retryAfterSeconds,
   type LimitState,
   type RateLimitPolicy,
@@ -133,11 +133,7 @@ export class RateLimitCore {
     this.#policyName = o.policy?.name ?? 'default'
     this.#statedPolicyText =
       o.policy === undefined ? undefined : policyHeader({ ...o.policy, name: this.#policyName })
-    this.#rateLimitPrefix = rateLimitHeader(
-      { name: this.#policyName, quota: 0, windowSec: 1 },
-      0,
-      0,
-    ).replace(/0;t=0$/, '')
+    this.#rateLimitPrefix = rateLimitPrefix(this.#policyName)
     this.#allowList = new Set(o.allowList ?? [])
     this.settles = o.skipSuccessfulRequests === true || o.skipFailedRequests === true
     const factory = this.#limiter

@@ -21,12 +21,17 @@ export function policyHeader(policy: RateLimitPolicy): string {
   return `${sfString(policy.name ?? 'default')};q=${Math.floor(policy.quota)};w=${Math.ceil(policy.windowSec)}`
 }
 
+/** The start of a RateLimit field, up to its `r` value: made once per policy name. */
+export function rateLimitPrefix(name: string): string {
+  return `${sfString(name)};r=`
+}
+
 export function rateLimitHeader(
   policy: RateLimitPolicy,
   remaining: number,
   resetSec: number,
 ): string {
-  return `${sfString(policy.name ?? 'default')};r=${Math.max(0, Math.floor(remaining))};t=${Math.max(0, Math.ceil(resetSec))}`
+  return `${rateLimitPrefix(policy.name ?? 'default')}${Math.max(0, Math.floor(remaining))};t=${Math.max(0, Math.ceil(resetSec))}`
 }
 
 /** Retry-After in whole seconds (at least 1: "0" would invite an immediate retry). */

@@ -56,6 +56,8 @@ export class TokenBucket {
 
   /** Milliseconds from the last clock reading until the bucket is full; reads no clock. */
   msUntilFullAtLastReading(): number {
+    // Not `this.tokensAtLastReading`: the extra inlined call cost about 240 instructions per
+    // request in a loop of RateLimitCore.decide (1,690 -> 1,932), V8's inlining budget again.
     const tokens = this.#tokens - this.#taken
     if (tokens >= this.#burst) return 0
     return this.#ratePerMs > 0 ? (this.#burst - tokens) / this.#ratePerMs : Infinity
