@@ -4,16 +4,17 @@ import type { Logger } from 'pino'
 import { WebSocketServer, type WebSocket } from 'ws'
 import { connectPath, type Clock, type Timer } from '../../shared/index.js'
 import type { Coordinator } from '../coordinator/index.js'
+import { HeartbeatSlots } from './heartbeat-slots.js'
 import { WsSession } from './ws-session.js'
 
 /**
  * The WebSocket side of the coordinator's HTTP server: upgrades requests
- * for /v1/connect, one session each, and pings every session on one shared
- * heartbeat timer.
+ * for /v1/connect, one session each, and pings every session once per
+ * heartbeat period on one shared timer, a slice of the sessions per tick.
  */
 export class Gateway {
   readonly #wss: WebSocketServer
-  readonly #sessions = new Set<WsSession>()
+  readonly #sessions: HeartbeatSlots<WsSession>
   readonly #heartbeat: Timer
   readonly #onUpgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) => void
   readonly #server: Server
@@ -39,13 +40,16 @@ export class Gateway {
       this.#wss.handleUpgrade(req, socket, head, (ws) => this.#accept(ws, req, clock, log))
     }
     server.on('upgrade', this.#onUpgrade)
+    // Each session is visited once a period, one whole period apart: a slot per tick.
+    const periodMs = coordinator.limits.heartbeatMs
+    this.#sessions = new HeartbeatSlots(HeartbeatSlots.countFor(periodMs))
     this.#heartbeat = clock
       .setInterval(() => {
-        for (const session of this.#sessions) {
+        for (const session of this.#sessions.nextDue()) {
           if (!session.alive) session.terminate()
           else session.ping()
         }
-      }, coordinator.limits.heartbeatMs)
+      }, periodMs / this.#sessions.slotCount)
       .unref()
   }
 
