@@ -75,38 +75,53 @@ export async function spawnCoordinator(
   const dir = await mkdtemp(join(tmpdir(), 'sluice-bench-'))
   const file = join(dir, 'bench.yaml')
   await writeFile(file, configText)
-  const child = spawn(
-    process.execPath,
-    [
-      'dist/server/cli/bin.js',
-      'serve',
-      '--config',
-      file,
-      '--port',
-      '0',
-      '--data-dir',
-      // BENCH_LEDGER=none measures without the embedded ledger.
-      process.env.BENCH_LEDGER === 'none' ? 'none' : join(dir, 'data'),
-    ],
-    {
-      env: { ...process.env, SLUICE_LOG_LEVEL: 'warn' },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    },
+  const started = await listening(
+    spawn(
+      process.execPath,
+      [
+        'dist/server/cli/bin.js',
+        'serve',
+        '--config',
+        file,
+        '--port',
+        '0',
+        '--data-dir',
+        // BENCH_LEDGER=none measures without the embedded ledger.
+        process.env.BENCH_LEDGER === 'none' ? 'none' : join(dir, 'data'),
+      ],
+      {
+        env: { ...process.env, SLUICE_LOG_LEVEL: 'warn' },
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    ),
   )
-  const wsUrl = await new Promise<string>((resolve, reject) => {
+  started.child.once('exit', () => void rm(dir, { recursive: true, force: true }))
+  return started
+}
+
+/** Resolves with the WebSocket URL a server prints once it listens ("clients connect to …"). */
+function listening(child: ChildProcess): Promise<{ child: ChildProcess; wsUrl: string }> {
+  return new Promise((resolve, reject) => {
     let out = ''
-    child.stdout.on('data', (chunk: Buffer) => {
+    child.stdout!.on('data', (chunk: Buffer) => {
       out += chunk.toString()
       const match = /clients connect to (ws:\/\/\S+)\)/.exec(out)
-      if (match) resolve(match[1]!)
+      if (match) resolve({ child, wsUrl: match[1]! })
     })
-    child.once('exit', (code) => reject(new Error(`coordinator exited with ${code}`)))
+    child.once('exit', (code) => reject(new Error(`server exited with ${code}`)))
   })
-  child.once('exit', () => void rm(dir, { recursive: true, force: true }))
-  return { child, wsUrl }
 }
 
 function startServer(resources: number): Promise<{ child: ChildProcess; wsUrl: string }> {
+  // BENCH_FLOOR=net|ws|ws-json: the same load on a server that does no Sluice work
+  // (bench/transport-floor.ts), to see what the transport alone costs.
+  const floor = process.env.BENCH_FLOOR
+  if (floor !== undefined)
+    return listening(
+      spawn(process.execPath, ['dist/bench/transport-floor.js', floor], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      }),
+    )
   const templates = Array.from(
     { length: resources },
     (_, i) =>
