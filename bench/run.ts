@@ -25,7 +25,7 @@ if (only === undefined || only === 'coordinator') {
   const measureMs = Number(process.env.BENCH_MEASURE_MS ?? 10_000)
   const coordinatorRuns = Number(process.env.BENCH_COORDINATOR_RUNS ?? 5)
   console.log(
-    `\n## coordinator${process.env.BENCH_FLOOR === undefined ? '' : ` (BENCH_FLOOR=${process.env.BENCH_FLOOR}: the transport floor, not Sluice)`} (${coordinatorRuns} runs of ${measureMs / 1000} s after a 3 s warm-up; median (min–max))\n`,
+    `\n## coordinator${process.env.BENCH_FLOOR === undefined ? '' : ` (BENCH_FLOOR=${process.env.BENCH_FLOOR}: the transport floor, not Sluice)`} (${coordinatorRuns} runs of ${measureMs / 1000} s after a ${Number(process.env.BENCH_WARMUP_MS ?? 3000) / 1000} s warm-up; median (min–max))\n`,
   )
   console.log(
     '| clients | resources | reports measured (1st run) | p50 report→lease ms | p99 report→lease ms | coordinator CPU % | coordinator RSS MB | coordinator event-loop lag p99 ms | ledger writes/s | ledger write p99 ms |',
