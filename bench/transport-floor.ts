@@ -14,8 +14,9 @@ import { WebSocketServer } from 'ws'
  * - `net`: no WebSocket library; the upgrade is answered by hand and frames
  *   are unmasked straight off the socket (what Node and the kernel cost).
  * - `ws`: the `ws` server the coordinator uses, with its options; no parsing.
- * - `ws-json`: `ws` and a `JSON.parse` of every frame, a `JSON.stringify` of every reply.
+ * - `ws-json`: `ws` and a `JSON.parse` of every frame.
  *
+ * All three build each lease reply with `JSON.stringify`, as the coordinator does.
  * Not a server for anything else: it trusts the load generator's frames.
  */
 type Mode = 'net' | 'ws' | 'ws-json'
