@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import WebSocket from 'ws'
+import { LoadClients } from './load.js'
 import { summarise } from './stats.js'
 
 /**
@@ -16,6 +16,8 @@ export interface CoordinatorBenchResult {
   clients: number
   resources: number
   reports: number
+  /** Leases the clients received per second, per client. */
+  leasesPerClientSec: number
   p50Ms: number
   p99Ms: number
   maxMs: number
@@ -75,19 +77,34 @@ export async function spawnCoordinator(
   const dir = await mkdtemp(join(tmpdir(), 'sluice-bench-'))
   const file = join(dir, 'bench.yaml')
   await writeFile(file, configText)
-  const started = await listening(
+  // BENCH_LEDGER=none measures without the embedded ledger.
+  const started = await spawnServe(
+    file,
+    0,
+    process.env.BENCH_LEDGER === 'none' ? 'none' : join(dir, 'data'),
+  )
+  started.child.once('exit', () => void rm(dir, { recursive: true, force: true }))
+  return started
+}
+
+/** Runs `sluice serve` on a config file, port and data directory; resolves once it listens. */
+export function spawnServe(
+  configFile: string,
+  port: number,
+  dataDir: string,
+): Promise<{ child: ChildProcess; wsUrl: string }> {
+  return listening(
     spawn(
       process.execPath,
       [
         'dist/server/cli/bin.js',
         'serve',
         '--config',
-        file,
+        configFile,
         '--port',
-        '0',
+        String(port),
         '--data-dir',
-        // BENCH_LEDGER=none measures without the embedded ledger.
-        process.env.BENCH_LEDGER === 'none' ? 'none' : join(dir, 'data'),
+        dataDir,
       ],
       {
         env: { ...process.env, SLUICE_LOG_LEVEL: 'warn' },
@@ -95,8 +112,6 @@ export async function spawnCoordinator(
       },
     ),
   )
-  started.child.once('exit', () => void rm(dir, { recursive: true, force: true }))
-  return started
 }
 
 /** Resolves with the WebSocket URL a server prints once it listens ("clients connect to …"). */
@@ -122,14 +137,17 @@ function startServer(resources: number): Promise<{ child: ChildProcess; wsUrl: s
         stdio: ['ignore', 'pipe', 'inherit'],
       }),
     )
+  return spawnCoordinator(benchConfig(resources))
+}
+
+/** The benchmark's config: `resources` rate resources r0, r1, …, no learning on a first start. */
+export function benchConfig(resources: number): string {
   const templates = Array.from(
     { length: resources },
     (_, i) =>
       `  - { match: "r${i}", kind: rate, capacity: 100000, learningMs: 0, unsafeLearning: true }`,
   )
-  return spawnCoordinator(
-    `server:\n  limits: { maxClients: 50000 }\nresources:\n${templates.join('\n')}\n`,
-  )
+  return `server:\n  limits: { maxClients: 50000 }\nresources:\n${templates.join('\n')}\n`
 }
 
 export async function benchCoordinatorOnce(
@@ -151,94 +169,17 @@ export async function benchCoordinator(
   const withUsage = process.env.BENCH_USAGE === '1'
   const { child, wsUrl } =
     external === undefined ? await startServer(resources) : { child: undefined, wsUrl: external }
-  const sockets: WebSocket[] = []
-  const sentAt = new Float64Array(clients)
-  const latencies: number[] = []
-  let measuring = false
+  // BENCH_VARIANTS=n: each client cycles through n reports whose demand differs by up to ±20%.
+  const variants = Number(process.env.BENCH_VARIANTS ?? 1)
+  const load = new LoadClients(wsUrl, { clients, resources, withUsage, variants })
   try {
-    // Connect in batches of 500 so the accept queue is never flooded.
-    for (let start = 0; start < clients; start += 500) {
-      const batch: Promise<void>[] = []
-      for (let i = start; i < Math.min(clients, start + 500); i++) {
-        const ws = new WebSocket(wsUrl)
-        sockets.push(ws)
-        batch.push(
-          new Promise((resolve, reject) => {
-            ws.once('error', reject)
-            ws.on('message', (data: Buffer) => {
-              // Light enough for 50k clients: the type and seq by pattern, no JSON.parse.
-              const text = data.toString()
-              const type = /"type":"(\w+)"/.exec(text)?.[1]
-              if (type === 'welcome') resolve()
-              if (type === 'lease') {
-                if (sentAt[i]! > 0 && measuring) latencies.push(performance.now() - sentAt[i]!)
-                sentAt[i] = 0
-                ws.send(`{"type":"ack","seq":${/"seq":(\d+)/.exec(text)?.[1]}}`)
-              }
-            })
-            ws.once('open', () =>
-              ws.send(
-                JSON.stringify(
-                  withUsage
-                    ? {
-                        type: 'hello',
-                        v: 1,
-                        clientId: `bench-${i}`,
-                        name: `bench-host-${i % 50}:${10_000 + i}`,
-                        library: 'sluice/0.1.0',
-                      }
-                    : { type: 'hello', v: 1, clientId: `bench-${i}` },
-                ),
-              ),
-            )
-          }),
-        )
-      }
-      await Promise.all(batch)
-    }
-
-    // Each client reports once a second, at its own offset within the second.
-    // Each client's report, made once: the load generator sends frames, it does not build them.
-    const frames = Array.from({ length: clients }, (_, i) => {
-      const wants = 5 + (i % 20)
-      return JSON.stringify({
-        type: 'demand',
-        resources: [
-          withUsage
-            ? {
-                resource: `r${i % resources}`,
-                wants,
-                // What a client's limiter says it did over the last second (BENCH_USAGE=1).
-                usage: {
-                  windowMs: 1000,
-                  admitted: wants,
-                  refused: i % 7,
-                  admittedCalls: wants,
-                  refusedCalls: i % 7,
-                  waiting: 0,
-                },
-              }
-            : { resource: `r${i % resources}`, wants },
-        ],
-      })
-    })
-    const report = (i: number): void => {
-      const ws = sockets[i]!
-      if (ws.readyState !== WebSocket.OPEN) return
-      sentAt[i] = performance.now()
-      ws.send(frames[i]!)
-    }
-    const slots = 100
-    let slot = 0
-    const tick = setInterval(() => {
-      for (let i = slot; i < clients; i += slots) report(i)
-      slot = (slot + 1) % slots
-    }, 1000 / slots)
+    await load.connectAll()
+    load.start()
 
     // Warm-up: leases settle. BENCH_WARMUP_MS: longer, to measure after the rounds that follow a
     // large ramp have settled too (3 s by default, as every figure in docs/benchmarks.md).
     await new Promise((resolve) => setTimeout(resolve, Number(process.env.BENCH_WARMUP_MS ?? 3000)))
-    measuring = true
+    load.measuring = true
     const pid = child?.pid ?? Number(process.env.BENCH_PID)
     const ledgerBefore = ledgerFigures(await metricsText(wsUrl))
     const before = await procStats(pid)
@@ -249,17 +190,18 @@ export async function benchCoordinator(
     const text = await metricsText(wsUrl)
     const coordinatorLoopLagP99Ms = loopLagP99Ms(text)
     const ledgerAfter = ledgerFigures(text)
-    measuring = false
-    clearInterval(tick)
+    load.measuring = false
+    load.stop()
 
-    const sorted = latencies.slice().sort((a, b) => a - b)
+    const sorted = load.latencies.slice().sort((a, b) => a - b)
     const at = (q: number): number =>
       sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? NaN
     const ticksPerSec = 100 // Linux USER_HZ
     return {
       clients,
       resources,
-      reports: latencies.length,
+      reports: load.latencies.length,
+      leasesPerClientSec: load.leasesMeasured / clients / (elapsedMs / 1000),
       p50Ms: at(0.5),
       p99Ms: at(0.99),
       maxMs: sorted.at(-1) ?? NaN,
@@ -270,7 +212,7 @@ export async function benchCoordinator(
       ledgerWriteP99Ms: p99BucketMs(ledgerBefore.buckets, ledgerAfter.buckets),
     }
   } finally {
-    for (const ws of sockets) ws.terminate()
+    load.close()
     if (child !== undefined) {
       child.kill('SIGTERM')
       await new Promise((resolve) => child.once('exit', resolve))
@@ -304,8 +246,9 @@ export async function benchCoordinatorRows(runs: number, measureMs: number): Pro
       `${s.median.toFixed(d)} (${s.min.toFixed(d)}–${s.max.toFixed(d)})`
     const writes = summarise(results.map((x) => x.ledgerWritesPerSec))
     const writeP99 = summarise(results.map((x) => x.ledgerWriteP99Ms))
+    const leases = summarise(results.map((x) => x.leasesPerClientSec))
     rows.push(
-      `| ${clients.toLocaleString('en-US')} | ${resources} | ${results[0]!.reports.toLocaleString('en-US')} | ${f(p50, 2)} | ${f(p99, 2)} | ${f(cpu)} | ${f(rss)} | ${f(lag)} | ${f(writes, 0)} | ≤ ${f(writeP99, 1)} |`,
+      `| ${clients.toLocaleString('en-US')} | ${resources} | ${results[0]!.reports.toLocaleString('en-US')} | ${f(p50, 2)} | ${f(p99, 2)} | ${f(cpu)} | ${f(rss)} | ${f(lag)} | ${f(writes, 0)} | ≤ ${f(writeP99, 1)} | ${f(leases, 2)} |`,
     )
   }
   return rows

@@ -5,6 +5,7 @@ import { benchCoordinatorRows } from './coordinator.js'
 import { benchE2e, demands, limitPerSec } from './e2e.js'
 import { benchFailover, benchRestart } from './failover.js'
 import { benchHttp, benchHttpInstructions } from './http.js'
+import { benchMassRestart } from './mass-restart.js'
 import { benchSafeHold } from './safe-hold.js'
 
 // `npm run bench`: runs every benchmark and prints markdown rows for docs/benchmarks.md.
@@ -28,9 +29,9 @@ if (only === undefined || only === 'coordinator') {
     `\n## coordinator${process.env.BENCH_FLOOR === undefined ? '' : ` (BENCH_FLOOR=${process.env.BENCH_FLOOR}: the transport floor, not Sluice)`} (${coordinatorRuns} runs of ${measureMs / 1000} s after a ${Number(process.env.BENCH_WARMUP_MS ?? 3000) / 1000} s warm-up; median (min–max))\n`,
   )
   console.log(
-    '| clients | resources | reports measured (1st run) | p50 report→lease ms | p99 report→lease ms | coordinator CPU % | coordinator RSS MB | coordinator event-loop lag p99 ms | ledger writes/s | ledger write p99 ms |',
+    '| clients | resources | reports measured (1st run) | p50 report→lease ms | p99 report→lease ms | coordinator CPU % | coordinator RSS MB | coordinator event-loop lag p99 ms | ledger writes/s | ledger write p99 ms | leases per client per second |',
   )
-  console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |')
+  console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |')
   for (const row of await benchCoordinatorRows(coordinatorRuns, measureMs)) console.log(row)
 }
 
@@ -75,6 +76,18 @@ if (only === undefined || only === 'failover') {
   console.log('| --- | --- | --- | --- |')
   for (const row of await benchFailover(failoverRuns, ttlSec)) console.log(row)
   for (const row of await benchRestart(failoverRuns)) console.log(row)
+}
+
+// Not in the default set: about a minute per run at 10k clients.
+if (only === 'mass-restart') {
+  const clients = Number(process.env.BENCH_CLIENTS ?? 10_000)
+  const restartRuns = Number(process.env.BENCH_RUNS ?? 3)
+  console.log(
+    `\n## mass restart (SIGKILL of sluice serve under ${clients} clients, restart on the same port and data directory; median of ${restartRuns} runs (min–max))\n`,
+  )
+  console.log('| clients | what | median | min–max |')
+  console.log('| --- | --- | --- | --- |')
+  for (const row of await benchMassRestart(restartRuns, clients)) console.log(row)
 }
 
 if (only === undefined || only === 'e2e') {

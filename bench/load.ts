@@ -1,0 +1,190 @@
+import WebSocket from 'ws'
+import { backoffDelayMs } from '../shared/backoff.js'
+
+/**
+ * The coordinator benchmarks' load generator: `clients` simulated clients
+ * over real WebSockets, spread over `resources` resources (client i on
+ * `r${i % resources}`), each reporting demand once a second at its own
+ * offset within the second, and acknowledging every lease. Light enough for
+ * tens of thousands of clients in one process: each client's report is made
+ * once, and replies are read by pattern, not parsed.
+ *
+ * With `reconnect`, a client whose connection closes comes back as the
+ * client library does: the same id, after a full-jitter backoff
+ * (`shared/backoff.ts`, the library's default base and cap unless given),
+ * and reports at once on its welcome.
+ */
+export interface LoadOptions {
+  readonly clients: number
+  readonly resources: number
+  /** Reports carry usage (admitted, refused, …) and hellos a name and library. */
+  readonly withUsage: boolean
+  readonly reconnect?: { readonly baseMs: number; readonly capMs: number }
+  /**
+   * Reports per client made in advance, sent in turn: 1 (the default) reports
+   * the same demand every time; more vary it by up to ±20% between reports,
+   * as real demand does.
+   */
+  readonly variants?: number
+}
+
+export class LoadClients {
+  readonly #url: string
+  readonly #options: LoadOptions
+  readonly #sockets: (WebSocket | undefined)[]
+  /** Client i's reports: `#frames[i * variants + k]`. */
+  readonly #frames: string[]
+  readonly #variants: number
+  readonly #reports: Uint32Array
+  readonly #hellos: string[]
+  readonly #sentAt: Float64Array
+  readonly #attempts: Uint16Array
+  #tick: ReturnType<typeof setInterval> | undefined
+  #closed = false
+  /** Report→lease latencies (ms) while `measuring`. */
+  readonly latencies: number[] = []
+  measuring = false
+  /** Leases received while `measuring`. */
+  leasesMeasured = 0
+  /** Called on each lease a client receives (after its ack is sent), with the client's index. */
+  onLease: ((client: number) => void) | undefined
+  /** Called on each welcome, with the client's index. */
+  onWelcome: ((client: number) => void) | undefined
+
+  constructor(url: string, options: LoadOptions) {
+    this.#url = url
+    this.#options = options
+    const { clients, resources, withUsage } = options
+    this.#sockets = new Array<WebSocket | undefined>(clients)
+    this.#sentAt = new Float64Array(clients)
+    this.#attempts = new Uint16Array(clients)
+    this.#hellos = Array.from({ length: clients }, (_, i) =>
+      JSON.stringify(
+        withUsage
+          ? {
+              type: 'hello',
+              v: 1,
+              clientId: `bench-${i}`,
+              name: `bench-host-${i % 50}:${10_000 + i}`,
+              library: 'sluice/0.1.0',
+            }
+          : { type: 'hello', v: 1, clientId: `bench-${i}` },
+      ),
+    )
+    const variants = (this.#variants = options.variants ?? 1)
+    this.#reports = new Uint32Array(clients)
+    this.#frames = Array.from({ length: clients * variants }, (_, f) => {
+      const i = Math.floor(f / variants)
+      const k = f % variants
+      // ±20% around the client's demand, the same for every run (no Math.random).
+      const swing = k === 0 ? 1 : 0.8 + 0.4 * (((i * 7919 + k * 104729) % 1000) / 1000)
+      const wants = Math.round((5 + (i % 20)) * swing * 100) / 100
+      return JSON.stringify({
+        type: 'demand',
+        resources: [
+          withUsage
+            ? {
+                resource: `r${i % resources}`,
+                wants,
+                // What a client's limiter says it did over the last second.
+                usage: {
+                  windowMs: 1000,
+                  admitted: wants,
+                  refused: i % 7,
+                  admittedCalls: Math.round(wants),
+                  refusedCalls: i % 7,
+                  waiting: 0,
+                },
+              }
+            : { resource: `r${i % resources}`, wants },
+        ],
+      })
+    })
+  }
+
+  /** Connects every client, in batches of 500 so the accept queue is never flooded. */
+  async connectAll(): Promise<void> {
+    const { clients } = this.#options
+    for (let start = 0; start < clients; start += 500) {
+      const batch: Promise<void>[] = []
+      for (let i = start; i < Math.min(clients, start + 500); i++) batch.push(this.#connect(i))
+      await Promise.all(batch)
+    }
+  }
+
+  /** Connects client `i`; resolves on its welcome (rejects on an error, without `reconnect`). */
+  #connect(i: number): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const ws = new WebSocket(this.#url)
+      this.#sockets[i] = ws
+      ws.once('error', (error) => {
+        if (this.#options.reconnect === undefined) reject(error)
+      })
+      ws.once('close', () => {
+        if (this.#sockets[i] === ws) this.#sockets[i] = undefined
+        const reconnect = this.#options.reconnect
+        if (reconnect === undefined || this.#closed) return
+        const attempt = this.#attempts[i]!
+        this.#attempts[i] = Math.min(attempt + 1, 60_000)
+        const delayMs = backoffDelayMs(attempt, reconnect.baseMs, reconnect.capMs, Math.random)
+        setTimeout(() => {
+          if (!this.#closed) void this.#connect(i)
+        }, delayMs)
+      })
+      ws.on('message', (data: Buffer) => {
+        const text = data.toString()
+        const type = /"type":"(\w+)"/.exec(text)?.[1]
+        if (type === 'welcome') {
+          this.#attempts[i] = 0
+          this.onWelcome?.(i)
+          // As the client library does: a report at once on each welcome.
+          if (this.#tick !== undefined) this.#report(i)
+          resolve()
+        } else if (type === 'lease') {
+          const sent = this.#sentAt[i]!
+          if (this.measuring) {
+            this.leasesMeasured++
+            if (sent > 0) this.latencies.push(performance.now() - sent)
+          }
+          this.#sentAt[i] = 0
+          ws.send(`{"type":"ack","seq":${/"seq":(\d+)/.exec(text)?.[1]}}`)
+          this.onLease?.(i)
+        }
+      })
+      ws.once('open', () => ws.send(this.#hellos[i]!))
+    })
+  }
+
+  #report(i: number): void {
+    const ws = this.#sockets[i]
+    if (ws === undefined || ws.readyState !== WebSocket.OPEN) return
+    this.#sentAt[i] = performance.now()
+    const n = this.#reports[i]!
+    this.#reports[i] = n + 1
+    ws.send(this.#frames[i * this.#variants + (n % this.#variants)]!)
+  }
+
+  /** Starts the reports: every client once a second, in 100 slots of 10 ms. */
+  start(): void {
+    const { clients } = this.#options
+    const slots = 100
+    let slot = 0
+    this.#tick = setInterval(() => {
+      for (let i = slot; i < clients; i += slots) this.#report(i)
+      slot = (slot + 1) % slots
+    }, 1000 / slots)
+  }
+
+  /** Stops reporting; connections stay. */
+  stop(): void {
+    clearInterval(this.#tick)
+    this.#tick = undefined
+  }
+
+  /** Stops reporting and reconnecting, and drops every connection. */
+  close(): void {
+    this.stop()
+    this.#closed = true
+    for (const ws of this.#sockets) ws?.terminate()
+  }
+}
