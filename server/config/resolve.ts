@@ -38,6 +38,11 @@ export interface ResourceSettings {
    * here outlives it. Undefined: leases run their full leaseTtlMs.
    */
   readonly leaseDeadlineMs?: number | undefined
+  /**
+   * Surplus spread: how far (a fraction of the target) a lease that covers its client's
+   * demand may stay from its target while no client needs capacity. Undefined or 0: exact.
+   */
+  readonly headroomTolerance?: number | undefined
 }
 
 function tokenDigest(token: string): string {
@@ -137,6 +142,7 @@ export class CompiledConfig {
       window: t.demand.window,
       tenants: Object.freeze(tenants),
       failureMode: t.failureMode,
+      headroomTolerance: t.surplus === 'spread' ? t.headroomTolerance : 0,
     })
   }
 }

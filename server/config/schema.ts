@@ -173,6 +173,11 @@ export const resourceTemplateSchema = z
     burst: quantity.optional(),
     algorithm: z.enum(algorithms).default('fair-share'),
     surplus: z.enum(surplusPolicies).default('spread'),
+    /**
+     * With surplus spread: a lease that covers its client's demand stays as it is while no
+     * client needs capacity and its target moved by at most this fraction (0: every move is sent).
+     */
+    headroomTolerance: z.number().min(0).max(0.5).default(0.1),
     leaseTtlMs: ms(100, 3_600_000).default(10_000),
     refreshMs: ms(10, 600_000).default(1_000),
     graceMs: ms(0, 600_000).default(2_000),

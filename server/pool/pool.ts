@@ -578,6 +578,8 @@ export class Pool {
     // Slots are whole: a semaphore cannot use half of one.
     const grants = r.settings.kind === 'concurrency' ? wholeUnits(result.grants) : result.grants
     for (let i = 0; i < sharing.length; i++) sharing[i]!.target = grants[i]!
+    const tolerance = r.settings.headroomTolerance ?? 0
+    if (tolerance > 0) this.#keepClose(r, sharing, clients, tolerance)
 
     // Decreases first: pushed at once, freeing capacity only on ack or lapse.
     const eps = r.epsilon
@@ -589,6 +591,43 @@ export class Pool {
     // free capacity: it gets the lease's parameters (safe capacity, refresh) instead of guessing.
     for (const e of sharing) if (e.leases.length === 0) this.#send(e, 0, nowMs)
     return this.#flush()
+  }
+
+  /**
+   * Surplus spread: a lease whose new target differs from it only in the
+   * headroom above its client's demand, and by at most `tolerance` of the
+   * target, stays as it is (it is renewed, not changed). Under demand that
+   * varies from report to report, every spread target moves every round;
+   * sending each move costs a lease and an ack per client per round, and
+   * gives nobody capacity it needs. Exact where it matters: when a client
+   * holds less than min(its demand, its target) and free capacity cannot
+   * make up every such shortfall, nothing is kept and every change goes out.
+   * A kept lease always covers its client's demand (or target), so each
+   * client's max-min share of its demand is delivered as before; only
+   * headroom lags, by at most `tolerance`.
+   */
+  #keepClose(
+    r: ResourceState,
+    sharing: readonly Entry[],
+    clients: readonly ClientDemand[],
+    tolerance: number,
+  ): void {
+    const eps = r.epsilon
+    let shortfall = 0
+    for (let i = 0; i < sharing.length; i++) {
+      const e = sharing[i]!
+      const need = Math.min(clients[i]!.wants, e.target)
+      if (e.newest < need - eps) shortfall += e.target - e.newest
+    }
+    if (shortfall > r.settings.capacity - r.committedSum + eps) return
+    for (let i = 0; i < sharing.length; i++) {
+      const e = sharing[i]!
+      const last = e.leases.at(-1)
+      // Only a lease in force (not lapsed to its fallback) that covers the demand is kept.
+      if (last === undefined || Math.abs(last.capacity - e.newest) > eps) continue
+      if (e.newest < Math.min(clients[i]!.wants, e.target) - eps) continue
+      if (Math.abs(e.target - e.newest) <= tolerance * e.target) e.target = e.newest
+    }
   }
 
   /** Drops lapsed leases everywhere, and forgets what nothing holds any more. */

@@ -41,7 +41,20 @@ describe('config', () => {
       learningMs: 17000,
       safeHoldMs: 5000,
       safeCapacity: undefined,
+      headroomTolerance: 0.1,
     })
+  })
+
+  it('applies a headroom tolerance only with surplus spread, and bounds it', () => {
+    const base = { match: 'api', kind: 'rate', capacity: 10 }
+    const compiled = (extra: object) =>
+      new CompiledConfig(parseConfig({ resources: [{ ...base, ...extra }] })).settingsFor('api')!
+    expect(compiled({ headroomTolerance: 0.25 }).headroomTolerance).toBe(0.25)
+    expect(compiled({ surplus: 'hold', headroomTolerance: 0.25 }).headroomTolerance).toBe(0)
+    for (const bad of [-0.1, 0.6, 'x']) {
+      const error = refusal({ resources: [{ ...base, headroomTolerance: bad }] })
+      expect(error.message).toContain('headroomTolerance')
+    }
   })
 
   it('refuses a learning period shorter than a commitment’s life unless marked unsafe, naming the field and the figures', () => {

@@ -98,10 +98,16 @@ class World {
   /** Σ committed may not exceed this: the capacity, or after a cut the old one until the excess drains. */
   readonly bound = new Map<Rid, number>()
 
-  constructor(rateCapacity: number, slotCapacity: number) {
+  /** `spread`: the rate resource spreads its surplus, keeping leases within `headroomTolerance`. */
+  constructor(rateCapacity: number, slotCapacity: number, spread?: { headroomTolerance: number }) {
     this.settings.set(
       RATE,
-      resourceSettings({ id: RATE, capacity: rateCapacity, burst: rateCapacity }),
+      resourceSettings({
+        id: RATE,
+        capacity: rateCapacity,
+        burst: rateCapacity,
+        ...(spread === undefined ? {} : { surplus: 'spread', ...spread }),
+      }),
     )
     this.settings.set(
       SLOTS,
@@ -439,6 +445,40 @@ describe('pool (model-based)', () => {
           live.forEach((i, k) => {
             const p = world.processes.get(i)!
             expect(p.limit(RATE, world.nowMs)).toBeCloseTo(expected.grants[k]!, 6)
+          })
+        },
+      ),
+      { numRuns: Math.max(50, Math.floor(fc.readConfigureGlobal().numRuns! / 2)) },
+    )
+  })
+
+  it('with surplus spread and a headroom tolerance: the same bounds under any interleaving; then every lease covers its max-min share and stays within the tolerance of its spread target', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 300 }),
+        fc.integer({ min: 0, max: 40 }),
+        fc.double({ min: 0, max: 0.5, noNaN: true }),
+        fc.commands(weighted, { maxCommands: 150, size: 'large' }),
+        (rateCapacity, slotCapacity, headroomTolerance, cmds) => {
+          const world = new World(rateCapacity, slotCapacity, { headroomTolerance })
+          fc.modelRun(() => ({ model: {}, real: world }), cmds)
+          heal(world)
+          const live = ids.filter((i) => world.processes.get(i)!.connected)
+          const capacity = world.settings.get(RATE)!.capacity
+          const problem = (surplus: 'hold' | 'spread') =>
+            allocate({
+              capacity,
+              surplus,
+              clients: live.map((i) => ({ id: i, wants: world.processes.get(i)!.wants[RATE] })),
+            }).grants
+          const fair = problem('hold')
+          const spread = problem('spread')
+          live.forEach((i, k) => {
+            const limit = world.processes.get(i)!.limit(RATE, world.nowMs)
+            expect(limit).toBeGreaterThanOrEqual(fair[k]! - 1e-6)
+            expect(Math.abs(limit - spread[k]!)).toBeLessThanOrEqual(
+              headroomTolerance * spread[k]! + 1e-6,
+            )
           })
         },
       ),
