@@ -39,6 +39,8 @@ export interface FaultClientGroup {
     readonly wants: number
     readonly failureMode: FailureMode
     readonly holdMs?: number | undefined
+    /** Rate: demand moves within ±swing·wants, a new value every 250 ms. */
+    readonly swing?: number | undefined
   }[]
 }
 
@@ -78,6 +80,8 @@ export interface FaultScenario {
   readonly actions: readonly FaultAction[]
   /** Extra config for every template (e.g. unsafe learning), merged as is. */
   readonly templateExtra?: Readonly<Record<string, unknown>> | undefined
+  /** The test suite's check that leases are kept, not resent: fewer leases than this in all. */
+  readonly maxLeases?: number | undefined
 }
 
 export interface FaultResult {
@@ -96,6 +100,8 @@ export interface FaultResult {
   readonly capacity: number
   /** Admitted ÷ ∫capacity over the run after the first learning period. */
   readonly utilisation: number
+  /** Leases the clients received, all of them together. */
+  readonly leases: number
   readonly ok: boolean
 }
 
@@ -317,12 +323,20 @@ function measure(
 ): FaultResult[] {
   const admissions = new Map<string, Admission[]>()
   const slots = new Map<string, SlotEvent[]>()
+  const leases = new Map<string, number>()
   for (const w of workers)
     for (const line of w.output.split('\n')) {
       if (line === '') continue
-      const record = JSON.parse(line) as { t: number; r?: string; a?: number; s?: 1 | -1 }
+      const record = JSON.parse(line) as {
+        t: number
+        r?: string
+        a?: number
+        s?: 1 | -1
+        lease?: number
+      }
       if (record.r === undefined) continue
-      if (record.a !== undefined) {
+      if (record.lease !== undefined) leases.set(record.r, (leases.get(record.r) ?? 0) + 1)
+      else if (record.a !== undefined) {
         let list = admissions.get(record.r)
         if (list === undefined) admissions.set(record.r, (list = []))
         list.push({ t: record.t, n: record.a })
@@ -358,6 +372,7 @@ function measure(
         inFlightMax: 0,
         capacity: r.capacity,
         utilisation: utilisation(a, capacitySteps, learnedMs, t0 + scenario.durationMs),
+        leases: leases.get(r.id) ?? 0,
         ok: optimistic || excess <= 0,
       }
     }
@@ -374,6 +389,7 @@ function measure(
       inFlightMax: inFlight,
       capacity: r.capacity,
       utilisation: 1,
+      leases: leases.get(r.id) ?? 0,
       ok: optimistic || inFlight <= limit,
     }
   })

@@ -81,6 +81,31 @@ export const faultScenarios: readonly (FaultScenario & { readonly ci?: boolean }
     ],
     ci: true,
   },
+  {
+    name: 'moving demand, spare capacity, then a cut',
+    description:
+      '6 rate clients wanting 100 ± 15% (a new value every 250 ms) of 1000, so spread leases stay within the headroom tolerance; 2 cut off at 4 s; capacity 1000 → 500 at 7 s (every lease must move); healed and back to 1000 at 10 s',
+    durationMs: 14_000,
+    heartbeatMs: 1000,
+    resources: [api],
+    clients: [
+      {
+        prefix: 'v',
+        count: 6,
+        resources: [{ id: 'api', wants: 100, failureMode: 'safe', swing: 0.15 }],
+      },
+    ],
+    actions: [
+      { atMs: 4000, type: 'link', clients: 'v-0', mode: 'cut' },
+      { atMs: 4000, type: 'link', clients: 'v-1', mode: 'cut' },
+      { atMs: 7000, type: 'capacity', resource: 'api', capacity: 500 },
+      { atMs: 10_000, type: 'link', clients: 'v', mode: 'open' },
+      { atMs: 10_000, type: 'capacity', resource: 'api', capacity: 1000 },
+    ],
+    // 106 with the default headroomTolerance, 304 with 0 (docs/operations.md).
+    maxLeases: 200,
+    ci: true,
+  },
   partition('pessimistic'),
   partition('optimistic'),
   slotPartition('pessimistic'),

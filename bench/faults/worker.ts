@@ -2,7 +2,7 @@ import { createClient } from '../../client/index.js'
 import { systemClock, type FailureMode, type ResourceKind } from '../../shared/index.js'
 import { hostMs } from './host-time.js'
 
-/** What one worker process does: one client, its resources, a steady demand, for a while. */
+/** What one worker process does: one client, its resources, a steady or moving demand, for a while. */
 export interface WorkerSpec {
   readonly url: string
   readonly clientId: string
@@ -17,7 +17,17 @@ export interface WorkerSpec {
     readonly failureMode: FailureMode
     /** Concurrency: how long each slot is held, ms. */
     readonly holdMs?: number | undefined
+    /** Rate: demand moves within ±swing·wants, a new value every 250 ms (reported as wants). */
+    readonly swing?: number | undefined
   }[]
+}
+
+/** A fraction in [0, 1) for step `n` of client `id`: the same for every run (no Math.random). */
+function jitter(id: string, n: number): number {
+  let h = 2166136261 ^ n
+  for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 16777619)
+  h = Math.imul(h ^ (h >>> 15), 2246822507)
+  return ((h ^ (h >>> 13)) >>> 0) / 2 ** 32
 }
 
 /**
@@ -59,8 +69,22 @@ async function main(): Promise<void> {
     })
     handle.on('mode', (mode: string) => log({ r: r.id, mode, capacity: handle.capacity }))
     handle.on('lease', (lease: { capacity: number }) => log({ r: r.id, lease: lease.capacity }))
-    return { spec: r, handle, owed: 0, held: [] as number[] }
+    return { spec: r, handle, owed: 0, held: [] as number[], wants: r.wants }
   })
+  // Moving demand: a new value every 250 ms within ±swing of wants, told to the client.
+  let step = 0
+  const swings = runs.filter((run) => (run.spec.swing ?? 0) > 0)
+  const mover =
+    swings.length === 0
+      ? undefined
+      : systemClock.setInterval(() => {
+          step++
+          for (const run of swings) {
+            const swing = run.spec.swing!
+            run.wants = run.spec.wants * (1 - swing + 2 * swing * jitter(spec.clientId, step))
+            run.handle.setWants(run.wants)
+          }
+        }, 250)
   let last = systemClock.now()
   const timer = systemClock.setInterval(() => {
     const now = systemClock.now()
@@ -69,7 +93,7 @@ async function main(): Promise<void> {
     for (const run of runs) {
       const { spec: r, handle } = run
       if (r.kind === 'rate') {
-        run.owed += (r.wants * elapsedMs) / 1000
+        run.owed += (run.wants * elapsedMs) / 1000
         const asked = Math.floor(run.owed)
         run.owed -= asked
         const t = hostMs()
@@ -94,6 +118,7 @@ async function main(): Promise<void> {
   }, spec.tickMs)
   await new Promise<void>((resolve) => systemClock.setTimeout(resolve, spec.durationMs))
   timer.cancel()
+  mover?.cancel()
   for (const run of runs)
     for (; run.held.length > 0; run.held.shift()) {
       const t = hostMs()

@@ -28,6 +28,8 @@ describe('fault suite (real processes)', () => {
             expect(r.inFlightMax, `${r.resource}: slots in flight`).toBeLessThanOrEqual(r.capacity)
             expect(r.inFlightMax, `${r.resource}: slots in flight`).toBeGreaterThan(r.capacity / 2)
           }
+          if (scenario.maxLeases !== undefined)
+            expect(r.leases, `${r.resource}: leases sent`).toBeLessThan(scenario.maxLeases)
         }
       },
     )
