@@ -579,7 +579,7 @@ export class Pool {
     const grants = r.settings.kind === 'concurrency' ? wholeUnits(result.grants) : result.grants
     for (let i = 0; i < sharing.length; i++) sharing[i]!.target = grants[i]!
     const tolerance = r.settings.headroomTolerance ?? 0
-    if (tolerance > 0) this.#keepClose(r, sharing, clients, tolerance)
+    if (tolerance > 0) this.#keepClose(r, sharing, clients, tolerance, left)
 
     // Decreases first: pushed at once, freeing capacity only on ack or lapse.
     const eps = r.epsilon
@@ -605,29 +605,50 @@ export class Pool {
    * A kept lease always covers its client's demand (or target), so each
    * client's max-min share of its demand is delivered as before; only
    * headroom lags, by at most `tolerance`.
+   *
+   * A lease kept below its target leaves capacity to the others; one kept
+   * above it holds capacity some other target may need. So the first are
+   * all kept, and the second only while the targets still fit in `shared`
+   * (what the round shared out): otherwise a client whose lease is far below
+   * its target could never be granted it (a holding 27 of 27, kept against a
+   * target of 26.5, left d at 0 against its 0.5 for good).
    */
   #keepClose(
     r: ResourceState,
     sharing: readonly Entry[],
     clients: readonly ClientDemand[],
     tolerance: number,
+    shared: number,
   ): void {
     const eps = r.epsilon
     let shortfall = 0
+    let targets = 0
     for (let i = 0; i < sharing.length; i++) {
       const e = sharing[i]!
+      targets += e.target
       const need = Math.min(clients[i]!.wants, e.target)
       if (e.newest < need - eps) shortfall += e.target - e.newest
     }
     if (shortfall > r.settings.capacity - r.committedSum + eps) return
-    for (let i = 0; i < sharing.length; i++) {
-      const e = sharing[i]!
-      const last = e.leases.at(-1)
-      // Only a lease in force (not lapsed to its fallback) that covers the demand is kept.
-      if (last === undefined || Math.abs(last.capacity - e.newest) > eps) continue
-      if (e.newest < Math.min(clients[i]!.wants, e.target) - eps) continue
-      if (Math.abs(e.target - e.newest) <= tolerance * e.target) e.target = e.newest
-    }
+    for (let pass = 0; pass < 2; pass++)
+      for (let i = 0; i < sharing.length; i++) {
+        const e = sharing[i]!
+        const above = e.newest > e.target
+        if (above !== (pass === 1) || !this.#keepable(e, clients[i]!.wants, tolerance)) continue
+        // Pass 1 keeps a lease above its target only while every target still fits.
+        if (above && targets + (e.newest - e.target) > shared + eps) continue
+        targets += e.newest - e.target
+        e.target = e.newest
+      }
+  }
+
+  /** A lease in force (not lapsed to its fallback) that covers its demand, within `tolerance` of its target. */
+  #keepable(e: Entry, wants: number, tolerance: number): boolean {
+    const eps = e.resource.epsilon
+    const last = e.leases.at(-1)
+    if (last === undefined || Math.abs(last.capacity - e.newest) > eps) return false
+    if (e.newest < Math.min(wants, e.target) - eps) return false
+    return Math.abs(e.target - e.newest) <= tolerance * e.target
   }
 
   /** Drops lapsed leases everywhere, and forgets what nothing holds any more. */

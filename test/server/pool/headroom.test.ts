@@ -90,4 +90,22 @@ describe('surplus spread: headroom tolerance', () => {
     expect(capacities(next(505, 480))).toEqual({ a: 527.5 })
     expect(pool.committed('api', now())).toBe(1027.5)
   })
+
+  it('does not keep a lease above its target when another target needs what it holds (a kept at 27 left d at 0 against its 0.5)', () => {
+    // 26.5 / 53 = 0.5: a's lease of 27 is just within the tolerance of its target 26.5.
+    const { pool } = setup(spread(1 / 53, 27))
+    pool.connect('a', 'a', undefined, 'inst-a-0001', 0)
+    pool.reportDemand('a', [{ resource: 'api', wants: 26 }], 0)
+    const first = pool.round('api', 0)
+    expect(capacities(first)).toEqual({ a: 27 })
+    pool.acknowledge('a', first[0]!.seq, undefined, 0)
+    pool.connect('d', 'd', undefined, 'inst-d-0001', 10)
+    pool.reportDemand('d', [{ resource: 'api', wants: 0 }], 10)
+    pool.reportDemand('a', [{ resource: 'api', wants: 26 }], 10)
+    // Targets 26.5 and 0.5: a's decrease goes out, and d learns where it stands (0 for now).
+    const cut = pool.round('api', 10)
+    expect(capacities(cut)).toEqual({ a: 26.5, d: 0 })
+    const toA = cut.find((b) => b.clientKey === 'a')!
+    expect(capacities(pool.acknowledge('a', toA.seq, undefined, 20))).toEqual({ d: 0.5 })
+  })
 })
