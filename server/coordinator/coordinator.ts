@@ -87,6 +87,7 @@ export class Coordinator {
       clock,
       () => this.limits.roundDebounceMs,
       (id) => this.runRound(id),
+      (id) => this.#grantWaiting(id),
     )
     this.#startedMs = clock.now()
     this.#pool = this.#newPool()
@@ -428,13 +429,29 @@ export class Coordinator {
     this.#dispatch(
       this.#pool.acknowledge(this.#key(session), msg.seq, msg.resources, this.#clock.now()),
     )
+    this.#promptWaiting()
     this.#settings.upstream?.drained()
   }
 
   #release(session: SessionPort, msg: ReleaseMessage): void {
     this.#dispatch(this.#pool.release(this.#key(session), msg.resources, this.#clock.now()))
+    this.#promptWaiting()
     for (const id of msg.resources) this.#rounds.prompt(id)
     this.#settings.upstream?.drained()
+  }
+
+  /**
+   * Acks grant only whole increases; what they leave waiting that free
+   * capacity could partly serve is granted a debounce later, once the
+   * round's other acks have had time to come.
+   */
+  #promptWaiting(): void {
+    for (const id of this.#pool.takeWaiting()) this.#rounds.promptGrant(id)
+  }
+
+  #grantWaiting(resourceId: string): void {
+    if (this.#closed || !this.#mayGrant()) return
+    this.#dispatch(this.#pool.grantWaiting(resourceId, this.#clock.now()))
   }
 
   /**

@@ -4,23 +4,33 @@ interface Schedule {
   refreshMs: number
   interval: Timer
   prompt: Timer | undefined
+  grant: Timer | undefined
 }
 
 /**
  * When rounds run: one interval per resource (its refreshMs) and at most one
  * prompt round pending per resource (debounced, so a burst of joins or
- * reports costs one round). It only keeps timers; the round is the caller's.
+ * reports costs one round); and, lighter, at most one pending grant of
+ * waiting increases (after acks, debounced the same). It only keeps timers;
+ * the round and the grant are the caller's.
  */
 export class RoundScheduler {
   readonly #clock: Clock
   readonly #run: (resourceId: string) => void
+  readonly #grant: (resourceId: string) => void
   readonly #debounceMs: () => number
   readonly #schedules = new Map<string, Schedule>()
 
-  constructor(clock: Clock, debounceMs: () => number, run: (resourceId: string) => void) {
+  constructor(
+    clock: Clock,
+    debounceMs: () => number,
+    run: (resourceId: string) => void,
+    grant: (resourceId: string) => void = () => undefined,
+  ) {
     this.#clock = clock
     this.#debounceMs = debounceMs
     this.#run = run
+    this.#grant = grant
   }
 
   has(resourceId: string): boolean {
@@ -35,7 +45,7 @@ export class RoundScheduler {
   ensure(resourceId: string, refreshMs: number): boolean {
     if (this.#schedules.has(resourceId)) return false
     const interval = this.#clock.setInterval(() => this.#run(resourceId), refreshMs).unref()
-    this.#schedules.set(resourceId, { refreshMs, interval, prompt: undefined })
+    this.#schedules.set(resourceId, { refreshMs, interval, prompt: undefined, grant: undefined })
     return true
   }
 
@@ -57,12 +67,25 @@ export class RoundScheduler {
     }, this.#debounceMs())
   }
 
-  /** A round is running now: a pending prompt round would only repeat it. */
+  /** A grant of waiting increases soon (debounced); a no-op while it or a prompt round is pending. */
+  promptGrant(resourceId: string): void {
+    const schedule = this.#schedules.get(resourceId)
+    if (schedule === undefined || schedule.prompt !== undefined || schedule.grant !== undefined)
+      return
+    schedule.grant = this.#clock.setTimeout(() => {
+      schedule.grant = undefined
+      this.#grant(resourceId)
+    }, this.#debounceMs())
+  }
+
+  /** A round is running now: a pending prompt round or grant would only repeat it. */
   settlePrompt(resourceId: string): void {
     const schedule = this.#schedules.get(resourceId)
-    if (schedule?.prompt === undefined) return
-    schedule.prompt.cancel()
+    if (schedule === undefined) return
+    schedule.prompt?.cancel()
     schedule.prompt = undefined
+    schedule.grant?.cancel()
+    schedule.grant = undefined
   }
 
   /** Stops a resource's rounds; false when it had none. */
@@ -71,6 +94,7 @@ export class RoundScheduler {
     if (schedule === undefined) return false
     schedule.interval.cancel()
     schedule.prompt?.cancel()
+    schedule.grant?.cancel()
     this.#schedules.delete(resourceId)
     return true
   }

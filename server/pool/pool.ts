@@ -78,6 +78,7 @@ export class Pool {
   readonly #startMs: number
   readonly #settingsFor: SettingsSource
   #batches = new Map<ClientState, LeaseBatch>()
+  readonly #waiting = new Set<string>()
   // One sequence for all batches of this pool: a client id that is forgotten and comes back
   // never sees a sequence number reused, so a late ack can never match a newer batch.
   #lastSeq = 0
@@ -439,7 +440,7 @@ export class Pool {
         const entry = client.entries.get(id)
         if (entry !== undefined) ack(entry)
       }
-    for (const r of touched) this.#grantIncreases(r, nowMs)
+    for (const r of touched) this.#grantIncreases(r, nowMs, false)
     return this.#flush()
   }
 
@@ -455,7 +456,7 @@ export class Pool {
       this.#unsubscribe(entry)
       touched.push(entry.resource)
     }
-    for (const r of touched) this.#grantIncreases(r, nowMs)
+    for (const r of touched) this.#grantIncreases(r, nowMs, false)
     return this.#flush()
   }
 
@@ -519,6 +520,26 @@ export class Pool {
     const next = this.#settingsFor(resourceId)
     r.settings = next ?? Object.freeze({ ...r.settings, capacity: 0, burst: 0 })
     return next !== undefined
+  }
+
+  /**
+   * Resources whose acks or releases left increases waiting that free
+   * capacity could partly serve (see #grantIncreases); the caller grants
+   * them shortly (`grantWaiting`), once more acks have had time to come.
+   */
+  takeWaiting(): readonly string[] {
+    if (this.#waiting.size === 0) return noResources
+    const ids = [...this.#waiting]
+    this.#waiting.clear()
+    return ids
+  }
+
+  /** Grants waiting increases of a resource from what is free, in part where need be. */
+  grantWaiting(resourceId: string, nowMs: number): readonly LeaseBatch[] {
+    const r = this.#resources.get(resourceId)
+    if (r === undefined) return noBatches
+    this.#grantIncreases(r, nowMs, true)
+    return this.#flush()
   }
 
   /**
@@ -586,7 +607,7 @@ export class Pool {
     for (const e of sharing) if (e.target < e.newest - eps) this.#send(e, e.target, nowMs)
     r.starved.clear()
     for (const e of sharing) if (e.target > e.newest + eps) r.starved.add(e)
-    this.#grantIncreases(r, nowMs)
+    this.#grantIncreases(r, nowMs, true)
     // A client with no lease yet learns where it stands at once, even at 0 while it waits for
     // free capacity: it gets the lease's parameters (safe capacity, refresh) instead of guessing.
     for (const e of sharing) if (e.leases.length === 0) this.#send(e, 0, nowMs)
@@ -656,7 +677,18 @@ export class Pool {
     for (const r of this.#resources.values()) this.#sweep(r, nowMs)
   }
 
-  #grantIncreases(r: ResourceState, nowMs: number): void {
+  /**
+   * Grants what free capacity allows to the clients whose target is above
+   * their lease, first come first served. `partial`: a client may get part
+   * of its increase (a round, after which nothing more is expected soon).
+   * Without it (as acks and releases free capacity), only whole increases
+   * go out: a round's decreases are acknowledged within a round trip, and
+   * granting each ack's sliver at once sent a client several leases for one
+   * increase (at 1,000 clients with demand moving ±20% and capacity below
+   * it: 1.45 leases per client per second, 0.90 whole only). What acks
+   * cannot complete goes out in part shortly after (`takeWaiting`).
+   */
+  #grantIncreases(r: ResourceState, nowMs: number, partial: boolean): void {
     if (r.starved.size === 0) return
     const eps = r.epsilon
     let free = r.settings.capacity - r.committedSum
@@ -668,12 +700,13 @@ export class Pool {
       if (free <= eps) break
       // The new lease may raise this client's committed from e.committed to at most e.committed + free.
       const grant = Math.min(e.target, e.committed + free)
-      if (grant <= e.newest + eps) continue
+      if (grant <= e.newest + eps || (!partial && grant < e.target - eps)) continue
       const before = e.committed
       this.#send(e, grant, nowMs)
       free -= e.committed - before
       if (grant >= e.target - eps) r.starved.delete(e)
     }
+    if (!partial && free > eps && r.starved.size > 0) this.#waiting.add(r.settings.id)
   }
 
   #sweep(r: ResourceState, nowMs: number): void {

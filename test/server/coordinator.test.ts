@@ -66,6 +66,54 @@ describe('coordinator over WebSocket', () => {
     expect(status()).toBeLessThanOrEqual(300)
   })
 
+  it('sends an increase whole once the acks that make room have come, and what they leave a debounce later', async () => {
+    const { clock, join } = await start()
+    const [a, b, c] = [await join('a', 100), await join('b', 100), await join('c', 100)]
+    clock.advance(0)
+    for (const x of [a, b, c]) x.send({ type: 'ack', seq: (await x.nextLease('api')).seq })
+    for (const x of [a, b, c]) await x.flush()
+    const round = async (wants: [number, number, number]): Promise<LeaseMessage[]> => {
+      ;[a, b, c].forEach((x, i) =>
+        x.send({ type: 'demand', resources: [{ resource: 'api', wants: wants[i]! }] }),
+      )
+      for (const x of [a, b, c]) await x.flush()
+      clock.advance(100) // the periodic round: a 200, b 50, c 50 (or back)
+      return [await b.nextLease('api'), await c.nextLease('api')]
+    }
+    // Both decreases acknowledged: a's increase goes out whole, in one lease.
+    let [toB, toC] = await round([300, 50, 50])
+    expect([capacityOf(toB!), capacityOf(toC!)]).toEqual([50, 50])
+    b.send({ type: 'ack', seq: toB!.seq })
+    await b.flush()
+    c.send({ type: 'ack', seq: toC!.seq })
+    const whole = await a.nextLease('api')
+    expect(capacityOf(whole)).toBe(200)
+
+    // Back to 100 each: a shrinks; once it acknowledges, b and c grow, each in one lease.
+    a.send({ type: 'ack', seq: whole.seq })
+    ;[a, b, c].forEach((x) =>
+      x.send({ type: 'demand', resources: [{ resource: 'api', wants: 100 }] }),
+    )
+    for (const x of [a, b, c]) await x.flush()
+    clock.advance(100)
+    const shrink = await a.nextLease('api')
+    expect(capacityOf(shrink)).toBe(100)
+    a.send({ type: 'ack', seq: shrink.seq })
+    for (const x of [b, c]) {
+      const grown = await x.nextLease('api')
+      expect(capacityOf(grown)).toBe(100)
+      x.send({ type: 'ack', seq: grown.seq })
+      await x.flush()
+    }
+    // Again, but only b acknowledges: the 50 it freed goes to a a debounce after its ack
+    // (roundDebounceMs, 0 here: the next turn of the clock), not at once.
+    ;[toB, toC] = await round([300, 50, 50])
+    b.send({ type: 'ack', seq: toB!.seq })
+    await b.flush()
+    clock.advance(0)
+    expect(capacityOf(await a.nextLease('api'))).toBe(150)
+  })
+
   it('frees an unacknowledged decrease only when the old lease lapses (ttl + grace) and its safe fallback after it (safeHoldMs)', async () => {
     const { server, clock, join } = await start()
     const a = await join('a', 1000)

@@ -315,6 +315,13 @@ const commands = [
     ),
   ),
   rid.map((r) => cmd(`round(${r})`, (world) => world.enqueue(world.pool.round(r, world.nowMs)))),
+  // What the coordinator does a debounce after acks left increases waiting: grant them in part.
+  rid.map((r) =>
+    cmd(`grantWaiting(${r})`, (world) => {
+      world.pool.takeWaiting()
+      world.enqueue(world.pool.grantWaiting(r, world.nowMs))
+    }),
+  ),
   fc
     .tuple(id, fc.boolean())
     .map(([i, lost]) =>
@@ -386,7 +393,7 @@ const commands = [
 ]
 
 // Joins, reports, rounds, deliveries and reconnects drive the interesting interleavings: weight them up.
-const [join, report, round, deliver, , use, , , bounce, staleAck] = commands
+const [join, report, round, grantWaiting, deliver, , use, , , bounce, staleAck] = commands
 const weighted = [
   ...commands,
   ...[
@@ -396,6 +403,7 @@ const weighted = [
     report,
     round,
     round,
+    grantWaiting,
     deliver,
     deliver,
     deliver,

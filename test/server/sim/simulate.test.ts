@@ -58,7 +58,7 @@ describe('simulator', () => {
     for (const c of steady) expect(c.refreshes, c.event).toBeLessThanOrEqual(2)
   })
 
-  it('spare capacity, demand moving every report: the headroom tolerance cuts the traffic by a third and keeps leases near their spread ideal', async () => {
+  it('spare capacity, demand moving every report: the headroom tolerance cuts the traffic by a quarter and keeps leases near their spread ideal', async () => {
     const scenario = await loadScenarioFile('examples/scenarios/spare-capacity.yaml')
     const exact = parseScenario({
       ...scenario,
@@ -67,8 +67,8 @@ describe('simulator', () => {
     const lazy = simulate(scenario)
     const every = simulate(exact)
     for (const check of lazy.summary.checks) expect(check, check.detail).toMatchObject({ ok: true })
-    // 50 clients for 600 s: about 2.5 messages per client per second against 3.9.
-    expect(lazy.summary.messages).toBeLessThan(0.7 * every.summary.messages)
+    // 50 clients for 600 s: about 2.2 messages per client per second against 3.0.
+    expect(lazy.summary.messages).toBeLessThan(0.8 * every.summary.messages)
     const [api] = lazy.summary.resources
     expect(api!.excessOverBound).toBeLessThanOrEqual(0)
     expect(api!.jainMean).toBeGreaterThan(0.999)

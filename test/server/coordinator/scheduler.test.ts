@@ -1,0 +1,60 @@
+import { describe, expect, it } from 'vitest'
+import { RoundScheduler } from '../../../server/coordinator/scheduler.js'
+import { ManualClock } from '../../../shared/index.js'
+
+function setup(debounceMs = 20) {
+  const clock = new ManualClock()
+  const rounds: string[] = []
+  const grants: string[] = []
+  const scheduler = new RoundScheduler(
+    clock,
+    () => debounceMs,
+    (id) => {
+      scheduler.settlePrompt(id)
+      rounds.push(id)
+    },
+    (id) => grants.push(id),
+  )
+  scheduler.ensure('api', 1000)
+  return { clock, scheduler, rounds, grants }
+}
+
+describe('round scheduler', () => {
+  it('runs one grant of waiting increases a debounce after the first prompt, however many come', () => {
+    const { clock, scheduler, grants } = setup()
+    scheduler.promptGrant('api')
+    clock.advance(10)
+    scheduler.promptGrant('api')
+    expect(grants).toEqual([])
+    clock.advance(10)
+    expect(grants).toEqual(['api'])
+    clock.advance(100)
+    expect(grants).toEqual(['api'])
+    scheduler.promptGrant('api')
+    clock.advance(20)
+    expect(grants).toEqual(['api', 'api'])
+  })
+
+  it('leaves the grant to a round: none while a prompt round is pending, none once a round ran', () => {
+    const { clock, scheduler, rounds, grants } = setup()
+    scheduler.prompt('api')
+    scheduler.promptGrant('api')
+    clock.advance(20)
+    expect(rounds).toEqual(['api'])
+    expect(grants).toEqual([])
+    scheduler.promptGrant('api')
+    clock.advance(5)
+    scheduler.settlePrompt('api') // a round runs (its own grants are partial)
+    clock.advance(20)
+    expect(grants).toEqual([])
+  })
+
+  it('drops a pending grant with the resource, and ignores resources without rounds', () => {
+    const { clock, scheduler, grants } = setup()
+    scheduler.promptGrant('api')
+    scheduler.promptGrant('other')
+    scheduler.drop('api')
+    clock.advance(100)
+    expect(grants).toEqual([])
+  })
+})
