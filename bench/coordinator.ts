@@ -140,12 +140,16 @@ function startServer(resources: number): Promise<{ child: ChildProcess; wsUrl: s
   return spawnCoordinator(benchConfig(resources))
 }
 
-/** The benchmark's config: `resources` rate resources r0, r1, …, no learning on a first start. */
+/**
+ * The benchmark's config: `resources` rate resources r0, r1, …, no learning on a first start.
+ * Each has capacity 100,000 (far above demand), or BENCH_CAPACITY (e.g. below it).
+ */
 export function benchConfig(resources: number): string {
+  const capacity = Number(process.env.BENCH_CAPACITY ?? 100_000)
   const templates = Array.from(
     { length: resources },
     (_, i) =>
-      `  - { match: "r${i}", kind: rate, capacity: 100000, learningMs: 0, unsafeLearning: true }`,
+      `  - { match: "r${i}", kind: rate, capacity: ${capacity}, learningMs: 0, unsafeLearning: true }`,
   )
   return `server:\n  limits: { maxClients: 50000 }\nresources:\n${templates.join('\n')}\n`
 }
