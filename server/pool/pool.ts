@@ -684,9 +684,9 @@ export class Pool {
    * Without it (as acks and releases free capacity), only whole increases
    * go out: a round's decreases are acknowledged within a round trip, and
    * granting each ack's sliver at once sent a client several leases for one
-   * increase (at 1,000 clients with demand moving ±20% and capacity below
-   * it: 1.45 leases per client per second, 0.90 whole only). What acks
-   * cannot complete goes out in part shortly after (`takeWaiting`).
+   * increase (docs/benchmarks.md, Noisy demand under contention: at 10,000
+   * clients the coordinator saturated). What acks cannot complete goes out
+   * in part shortly after (`takeWaiting`).
    */
   #grantIncreases(r: ResourceState, nowMs: number, partial: boolean): void {
     if (r.starved.size === 0) return
