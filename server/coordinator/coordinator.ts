@@ -644,15 +644,12 @@ export class Coordinator {
       // A batch that waited longer than its leases were counted for is not sent: they lapse.
       const limitMs = this.config.server.ledgerMaxWriteMs
       const nowMs = this.#clock.now()
+      let late: LeaseBatch[] | undefined
       for (const item of items) {
         if (nowMs - item.atMs <= limitMs) this.#send(item.batches)
-        else if (item.batches.length > 0)
-          this.#writeFailed(
-            new Error(
-              `ledger write took ${Math.round(nowMs - item.atMs)} ms; server.ledgerMaxWriteMs is ${limitMs}`,
-            ),
-          )
+        else if (item.batches.length > 0) (late ??= []).push(...item.batches)
       }
+      if (late !== undefined) this.#sentLate(late, nowMs - items[0]!.atMs)
       const next = this.#pending.splice(0)
       if (next.length > 0) this.#write(ledger, next)
       else this.#settled()
@@ -675,6 +672,7 @@ export class Coordinator {
       },
       (error: unknown) => {
         this.#writing = false
+        for (const item of items) this.#pool.unsent(item.batches)
         this.#writeFailed(error)
         const next = this.#pending.splice(0)
         if (next.length > 0) this.#write(ledger, next)
@@ -692,6 +690,23 @@ export class Coordinator {
   #settled(): void {
     if (this.#writing || this.#pending.length > 0) return
     for (const resolve of this.#idleWaiters.splice(0)) resolve()
+  }
+
+  /**
+   * The write went through, but too late for these batches: their leases were
+   * counted from `ledgerMaxWriteMs` after they were made, so sending them now
+   * could let a client hold one past what is counted. They stay counted and
+   * lapse; each client's next report renews at once. Not a failed write: a
+   * leader stays leader (an overloaded event loop, a mass reconnect, makes
+   * writes late, and stepping down would move the load to the next replica).
+   */
+  #sentLate(batches: readonly LeaseBatch[], tookMs: number): void {
+    this.#pool.unsent(batches)
+    this.metrics.errors.inc({ code: 'SLUICE_ERR_LEDGER_WRITE' }, batches.length)
+    this.#log.warn(
+      { tookMs: Math.round(tookMs), batches: batches.length },
+      `ledger write took longer than server.ledgerMaxWriteMs (${this.config.server.ledgerMaxWriteMs} ms): these lease batches were not sent; their clients are renewed at their next report`,
+    )
   }
 
   #writeFailed(error: unknown): void {

@@ -444,6 +444,23 @@ export class Pool {
     return this.#flush()
   }
 
+  /**
+   * Batches the pool returned that never left (their ledger write came too
+   * late, or failed). Their leases stay counted until they lapse, as sent
+   * ones do; the client's next report renews them at once, rather than a
+   * renewal period after a lease it never had.
+   */
+  unsent(batches: readonly LeaseBatch[]): void {
+    for (const batch of batches) {
+      const client = this.#clients.get(batch.clientKey)
+      if (client === undefined) continue
+      for (const lease of batch.leases) {
+        const entry = client.entries.get(lease.resource)
+        if (entry !== undefined) entry.resendDue = true
+      }
+    }
+  }
+
   /** The client gives resources up: it promises not to use them, so their leases stop counting. */
   release(key: string, resourceIds: readonly string[], nowMs: number): readonly LeaseBatch[] {
     const client = this.#clients.get(key)
