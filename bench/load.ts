@@ -38,11 +38,32 @@ export class LoadClients {
   readonly #reports: Uint32Array
   readonly #hellos: string[]
   readonly #sentAt: Float64Array
+  /** When client i's last report was made (any), and when its last lease came (0: none yet). */
+  readonly #reportedAt: Float64Array
+  readonly #leaseAt: Float64Array
+  /** Half the ttl of client i's last lease: a report after that is due a renewal. */
+  readonly #renewAfterMs: Float64Array
   readonly #attempts: Uint16Array
   #tick: ReturnType<typeof setInterval> | undefined
   #closed = false
-  /** Report→lease latencies (ms) while `measuring`. */
+  /**
+   * Report→lease latencies (ms) while `measuring`: from a report that is due a
+   * renewal (half the last lease's life has passed since it came, or no lease
+   * has come yet) to the next lease. The coordinator answers such a report at
+   * once (renewals are due from a third to a half of a lease's life: see
+   * Entry.renewDue), so this times the answer; earlier reports may or may not
+   * earn one, and are not timed.
+   * A report made while an earlier due one is unanswered times from the
+   * earlier one: a coordinator behind by more than a second shows in full.
+   */
   readonly latencies: number[] = []
+  /**
+   * The earlier measure, kept to compare: from the latest report, due or not,
+   * to the next lease. A lease a round sends unasked (a decrease, say)
+   * counts here as the time since the client's last report, up to a second
+   * whatever the coordinator's speed.
+   */
+  readonly latenciesSinceReport: number[] = []
   measuring = false
   /** Leases received while `measuring`. */
   leasesMeasured = 0
@@ -57,6 +78,9 @@ export class LoadClients {
     const { clients, resources, withUsage } = options
     this.#sockets = new Array<WebSocket | undefined>(clients)
     this.#sentAt = new Float64Array(clients)
+    this.#reportedAt = new Float64Array(clients)
+    this.#leaseAt = new Float64Array(clients)
+    this.#renewAfterMs = new Float64Array(clients)
     this.#attempts = new Uint16Array(clients)
     this.#hellos = Array.from({ length: clients }, (_, i) =>
       JSON.stringify(
@@ -136,17 +160,27 @@ export class LoadClients {
         const type = /"type":"(\w+)"/.exec(text)?.[1]
         if (type === 'welcome') {
           this.#attempts[i] = 0
+          // A new session: its first lease answers its first report, whatever the last one did.
+          this.#sentAt[i] = 0
+          this.#leaseAt[i] = 0
           this.onWelcome?.(i)
           // As the client library does: a report at once on each welcome.
           if (this.#tick !== undefined) this.#report(i)
           resolve()
         } else if (type === 'lease') {
+          const now = performance.now()
           const sent = this.#sentAt[i]!
+          const reported = this.#reportedAt[i]!
           if (this.measuring) {
             this.leasesMeasured++
-            if (sent > 0) this.latencies.push(performance.now() - sent)
+            if (sent > 0) this.latencies.push(now - sent)
+            if (reported > 0) this.latenciesSinceReport.push(now - reported)
           }
           this.#sentAt[i] = 0
+          this.#reportedAt[i] = 0
+          this.#leaseAt[i] = now
+          const ttlMs = Number(/"ttlMs":(\d+)/.exec(text)?.[1] ?? 0)
+          this.#renewAfterMs[i] = ttlMs / 2
           ws.send(`{"type":"ack","seq":${/"seq":(\d+)/.exec(text)?.[1]}}`)
           this.onLease?.(i)
         }
@@ -158,7 +192,12 @@ export class LoadClients {
   #report(i: number): void {
     const ws = this.#sockets[i]
     if (ws === undefined || ws.readyState !== WebSocket.OPEN) return
-    this.#sentAt[i] = performance.now()
+    const now = performance.now()
+    this.#reportedAt[i] = now
+    const leaseAt = this.#leaseAt[i]!
+    // Due a renewal, and no earlier due report unanswered: time the answer from here.
+    if (this.#sentAt[i] === 0 && (leaseAt === 0 || now - leaseAt >= this.#renewAfterMs[i]!))
+      this.#sentAt[i] = now
     const n = this.#reports[i]!
     this.#reports[i] = n + 1
     ws.send(this.#frames[i * this.#variants + (n % this.#variants)]!)

@@ -29,9 +29,9 @@ if (only === undefined || only === 'coordinator') {
     `\n## coordinator${process.env.BENCH_FLOOR === undefined ? '' : ` (BENCH_FLOOR=${process.env.BENCH_FLOOR}: the transport floor, not Sluice)`} (${coordinatorRuns} runs of ${measureMs / 1000} s after a ${Number(process.env.BENCH_WARMUP_MS ?? 3000) / 1000} s warm-up; median (min–max))\n`,
   )
   console.log(
-    '| clients | resources | reports measured (1st run) | p50 report→lease ms | p99 report→lease ms | coordinator CPU % | coordinator RSS MB | coordinator event-loop lag p99 ms | ledger writes/s | ledger write p99 ms | leases per client per second |',
+    '| clients | resources | reports measured (1st run) | p50 report→lease ms | p99 report→lease ms | coordinator CPU % | coordinator RSS MB | coordinator event-loop lag p99 ms | ledger writes/s | ledger write p99 ms | leases per client per second | p99 from the latest report to any lease ms (the earlier measure) |',
   )
-  console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |')
+  console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |')
   for (const row of await benchCoordinatorRows(coordinatorRuns, measureMs)) console.log(row)
 }
 

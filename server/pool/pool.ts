@@ -376,7 +376,7 @@ export class Pool {
   /**
    * A demand report: records each resource's demand (subscribing the client
    * to resources it has not used before) and renews the client's leases on
-   * the reported resources once a third of their life has passed (at once
+   * the reported resources once a third to a half of their life has passed (at once
    * after a reconnect). Returns the renewal batch and the resources that
    * deserve a prompt round (new subscriptions).
    */
@@ -400,12 +400,10 @@ export class Pool {
       if (report.weight !== undefined) entry.weight = report.weight
       if (report.priority !== undefined) entry.priority = report.priority
       entry.refresh(nowMs)
-      // Renew once a third of the lease's life has passed: the client keeps two thirds in hand
-      // against lost messages, and a report a second costs a reply only every few seconds.
-      if (
-        entry.leases.length > 0 &&
-        (entry.resendDue || nowMs - entry.lastSentMs >= entry.lastTtlMs / 3)
-      ) {
+      // Renew once a third to a half of the lease's life has passed (Entry.renewDue): the client
+      // keeps half or more in hand against lost messages, and a report a second costs a reply
+      // only every few seconds.
+      if (entry.leases.length > 0 && (entry.resendDue || entry.renewDue(nowMs))) {
         this.#send(entry, entry.newest, nowMs)
       }
     }

@@ -79,12 +79,12 @@ describe('pool safety', () => {
         { resource: 'api', wants: 500 },
         { resource: 'db', wants: 10 },
       ],
-      400,
+      500,
     ).batches
     expect(leaseOf(renewal, 'api')).toBeDefined()
     expect(leaseOf(renewal, 'db')!.capacity).toBe(4)
-    pool.acknowledge('c', renewal[0]!.seq, ['api'], 400)
-    expect(pool.committed('db', 400)).toBe(10)
+    pool.acknowledge('c', renewal[0]!.seq, ['api'], 500)
+    expect(pool.committed('db', 500)).toBe(10)
   })
 
   it('keeps an unacknowledged concurrency decrease at the old size while the client is connected, and frees it a lease life after it goes', () => {

@@ -204,8 +204,8 @@ describe('fuzzing a live coordinator', () => {
           await bad.flush().catch(() => undefined)
           bad.ws.terminate()
           await bad.closed
-          // Past a third of the lease's life, so the report earns a renewal.
-          clock.advance(400)
+          // Past half the lease's life, so the report earns a renewal (due from a third to a half).
+          clock.advance(500)
           good.send({ type: 'demand', resources: [{ resource: 'api', wants: 10 }] })
           await good.flush()
           clock.advance(0)
@@ -285,7 +285,7 @@ describe('fuzzing a live coordinator as a hostile tenant', () => {
         await attacker.flush().catch(() => undefined)
         attacker.ws.terminate()
         await attacker.closed
-        clock.advance(400)
+        clock.advance(500)
         victim.send({ type: 'demand', resources: [{ resource: 'api', wants: 150 }] })
         await victim.flush()
         clock.advance(0)
