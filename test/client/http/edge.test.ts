@@ -1,4 +1,5 @@
-import { createServer, type Server } from 'node:http'
+import { Agent, createServer, request, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import Fastify from 'fastify'
 import { afterEach, describe, expect, it } from 'vitest'
 import {
@@ -96,6 +97,56 @@ describe('fastifyRateLimit', () => {
     expect(
       (await byHeader.inject({ url: '/hello', headers: { 'x-api-key': 'b' } })).statusCode,
     ).toBe(200)
+  })
+
+  it('keys one keep-alive connection by its peer, or with trustProxy by each request’s X-Forwarded-For', async () => {
+    // The peer's address is read once per connection (it never changes); behind a trusted
+    // proxy one connection carries many clients, so each request is keyed on its own.
+    const statuses = async (
+      trustProxy: boolean,
+    ): Promise<{ codes: number[]; reused: boolean[] }> => {
+      const app = Fastify({ trustProxy })
+      cleanup.push(() => app.close())
+      await app.register(fastifyRateLimit, {
+        limiter: () =>
+          new TokenBucketLimiter({ ratePerSec: 1, burst: 1, clock: new ManualClock() }),
+      })
+      app.get('/hello', async () => 'hello')
+      await app.listen({ host: '127.0.0.1', port: 0 })
+      const { port } = app.server.address() as AddressInfo
+      const agent = new Agent({ keepAlive: true, maxSockets: 1 })
+      cleanup.push(async () => agent.destroy())
+      const codes: number[] = []
+      const reused: boolean[] = []
+      for (const from of ['10.0.0.1', '10.0.0.2', '10.0.0.1']) {
+        await new Promise<void>((resolve, reject) => {
+          const req = request(
+            {
+              host: '127.0.0.1',
+              port,
+              path: '/hello',
+              agent,
+              headers: { 'x-forwarded-for': from },
+            },
+            (res) => {
+              codes.push(res.statusCode!)
+              reused.push(req.reusedSocket)
+              res.resume()
+              res.once('end', resolve)
+            },
+          )
+          req.once('error', reject)
+          req.end()
+        })
+      }
+      return { codes, reused }
+    }
+    const direct = await statuses(false)
+    expect(direct.reused).toEqual([false, true, true])
+    expect(direct.codes).toEqual([200, 429, 429])
+    const proxied = await statuses(true)
+    expect(proxied.reused).toEqual([false, true, true])
+    expect(proxied.codes).toEqual([200, 200, 429])
   })
 
   it('honours per-route config: off, or a route’s own limiter and policy', async () => {
