@@ -649,7 +649,7 @@ export class Coordinator {
         if (nowMs - item.atMs <= limitMs) this.#send(item.batches)
         else if (item.batches.length > 0) (late ??= []).push(...item.batches)
       }
-      if (late !== undefined) this.#sentLate(late, nowMs - items[0]!.atMs)
+      if (late !== undefined) this.#writtenLate(late, nowMs - items[0]!.atMs)
       const next = this.#pending.splice(0)
       if (next.length > 0) this.#write(ledger, next)
       else this.#settled()
@@ -700,7 +700,7 @@ export class Coordinator {
    * leader stays leader (an overloaded event loop, a mass reconnect, makes
    * writes late, and stepping down would move the load to the next replica).
    */
-  #sentLate(batches: readonly LeaseBatch[], tookMs: number): void {
+  #writtenLate(batches: readonly LeaseBatch[], tookMs: number): void {
     this.#pool.unsent(batches)
     this.metrics.errors.inc({ code: 'SLUICE_ERR_LEDGER_WRITE' }, batches.length)
     this.#log.warn(
