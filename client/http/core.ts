@@ -100,7 +100,7 @@ export class RateLimitCore {
   readonly #ietfOnly: boolean
   /** RateLimit-Policy on every response (all but `ietf-lean`). */
   readonly #policyAlways: boolean
-  /** With `ietf-lean`: the limits whose policy a response has stated (each key's limiter, or the resource). */
+  /** With `ietf-lean` and no per-key limiter: the resources whose policy a response has stated. */
   readonly #stated = new WeakSet<object>()
   readonly #subnet: number | false
   readonly #policyName: string
@@ -116,6 +116,16 @@ export class RateLimitCore {
   readonly #rateLimitPrefix: string
   /** The request whose key is being made, for the limiter factory. */
   #making: RequestInfo = noRequest
+  /** Set when the per-key limiters make one: the request is its key's first (`ietf-lean`'s policy). */
+  #made = false
+  /**
+   * The last RateLimit field made, and its r and t: most responses repeat it
+   * (every client well under its limit answers r = burst - cost, t = 1), and a
+   * repeated text is neither built nor flattened again.
+   */
+  #lastRemaining = -1
+  #lastResetSec = -1
+  #lastRateLimit = ''
 
   constructor(options: RateLimitOptions, where = 'rate limit') {
     const o = finalRateLimitOptions(checkRateLimitOptions(options, where), where)
@@ -140,10 +150,16 @@ export class RateLimitCore {
     this.#keyed =
       factory === undefined
         ? undefined
-        : new KeyedLimiter((key: string) => this.#checked(factory(key, this.#making)), {
-            maxKeys: this.#maxKeys,
-            clock: o.clock ?? bookkeepingClock(),
-          })
+        : new KeyedLimiter(
+            (key: string) => {
+              this.#made = true
+              return this.#checked(factory(key, this.#making))
+            },
+            {
+              maxKeys: this.#maxKeys,
+              clock: o.clock ?? bookkeepingClock(),
+            },
+          )
     // A factory that ignores the request makes the same limiter for every key:
     // check the policy against one now, so a lie fails registration.
     if (factory !== undefined && o.policy !== undefined && factory.length < 2)
@@ -195,16 +211,20 @@ export class RateLimitCore {
     }
     const cost = typeof o.cost === 'function' ? o.cost(req) : (o.cost ?? 1)
     let limiter: Limiter | undefined
+    // Whether this request is its key's first (its limiter was just made).
+    let first = false
     if (this.#keyed !== undefined) {
       this.#making = req
+      this.#made = false
       limiter = this.#keyed.get(key)
+      first = this.#made
       this.#making = noRequest
     }
     const resource = this.#resourceOf(key, req)
     let charged = false
     if (limiter === undefined || (charged = limiter.tryAcquire(cost))) {
       if (resource === undefined || resource.tryAcquire(cost))
-        return this.#allowed(req, key, limiter, resource, cost, true)
+        return this.#allowed(req, key, limiter, resource, cost, first, true)
       // The shared limit refused: the per-key one should not pay for it.
       if (charged && limiter?.refund !== undefined) {
         limiter.refund(cost)
@@ -216,7 +236,8 @@ export class RateLimitCore {
         charged ? 0 : (limiter?.msUntil(cost) ?? 0),
         resource?.msUntil(cost) ?? 0,
       )
-      if (waitMs <= this.#maxDelayMs) return this.#shape(req, key, limiter, resource, cost, charged)
+      if (waitMs <= this.#maxDelayMs)
+        return this.#shape(req, key, limiter, resource, cost, charged, first)
     }
     return this.#refused(req, key, limiter, resource, cost, charged)
   }
@@ -236,6 +257,7 @@ export class RateLimitCore {
     resource: Resource | undefined,
     cost: number,
     charged: boolean,
+    first: boolean,
   ): Promise<Decision> {
     const startMs = this.#clock.now()
     try {
@@ -247,7 +269,7 @@ export class RateLimitCore {
         const leftMs = Math.max(0, this.#maxDelayMs - (this.#clock.now() - startMs))
         await resource.acquire(cost, { maxWaitMs: leftMs })
       }
-      return this.#allowed(req, key, limiter, resource, cost)
+      return this.#allowed(req, key, limiter, resource, cost, first)
     } catch {
       if (charged && limiter?.refund !== undefined) {
         limiter.refund(cost)
@@ -263,13 +285,14 @@ export class RateLimitCore {
     limiter: Limiter | undefined,
     resource: Resource | undefined,
     cost: number,
+    first: boolean,
     tookNow = false,
   ): Decision {
     this.options.onExceeding?.(req, key)
     return {
       allowed: true,
       statusCode: 200,
-      headers: this.#headers(limiter, resource, tookNow),
+      headers: this.#headers(limiter, resource, first, tookNow),
       body: undefined,
       charged: this.settles ? limiter : undefined,
       cost,
@@ -295,7 +318,7 @@ export class RateLimitCore {
       waitMs = Math.max(waitMs, blockMs)
     }
     // A refusal states the policy whatever the header set: the client needs it now.
-    const headers = this.#headers(limiter, resource, false, true)
+    const headers = this.#headers(limiter, resource, false, false, true)
     return this.#refusal(req, key, headers, waitMs, false)
   }
 
@@ -354,12 +377,14 @@ export class RateLimitCore {
   }
 
   /**
+   * `first`: the request is its key's first (its limiter was just made).
    * `took`: the limiter has just taken this request's cost (its last reading
    * is now). `refusal`: the policy goes in whatever the header set.
    */
   #headers(
     limiter: Limiter | undefined,
     resource: Resource | undefined,
+    first: boolean,
     took = false,
     refusal = false,
   ): Record<string, string> {
@@ -368,15 +393,24 @@ export class RateLimitCore {
     if (resource === undefined && limiter !== undefined && this.#ietfOnly) {
       // The common case, one local limiter: its policy field is made once (per limiter, or once
       // for a stated policy), the start of the RateLimit field once; only r and t per response.
-      if (this.#policyAlways || refusal || this.#firstFor(limiter)) {
+      if (this.#policyAlways || refusal || first) {
         const policy = this.#policyTextOf(limiter)
         if (policy !== undefined) headers['ratelimit-policy'] = policy
       }
-      const { remaining, resetSec } = this.#stateOf(limiter, took)
-      headers.ratelimit = `${this.#rateLimitPrefix}${remaining > 0 ? Math.floor(remaining) : 0};t=${resetSec > 0 ? Math.ceil(resetSec) : 0}`
+      const state = this.#stateOf(limiter, took)
+      const r = state.remaining > 0 ? Math.floor(state.remaining) : 0
+      const t = state.resetSec > 0 ? Math.ceil(state.resetSec) : 0
+      if (r !== this.#lastRemaining || t !== this.#lastResetSec) {
+        this.#lastRateLimit = `${this.#rateLimitPrefix}${r};t=${t}`
+        this.#lastRemaining = r
+        this.#lastResetSec = t
+      }
+      headers.ratelimit = this.#lastRateLimit
       return headers
     }
-    const withPolicy = this.#policyAlways || refusal || this.#firstFor(limiter ?? resource)
+    // A key's limiter is new when its key is; a shared resource is stated once.
+    const withPolicy =
+      this.#policyAlways || refusal || (limiter !== undefined ? first : this.#firstFor(resource))
     const states: LimitState[] = []
     if (limiter !== undefined)
       states.push({

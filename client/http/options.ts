@@ -5,7 +5,12 @@ import type { Limiter } from '../limiters/index.js'
 import type { Resource } from '../resource.js'
 import type { RateLimitPolicy } from './headers.js'
 
-/** What the edge needs of a request, whatever the framework. */
+/**
+ * What the edge needs of a request, whatever the framework. The plugin and
+ * the middleware pass an object whose `method`, `headers` and `route` are
+ * getters, read from the request when asked for: `{ ...req }` copies only
+ * `ip`; `JSON.stringify(req)` shows all four.
+ */
 export interface RequestInfo {
   readonly ip: string
   readonly method: string

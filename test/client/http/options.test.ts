@@ -10,6 +10,7 @@ import {
   policyFits,
   type LimitContext,
   type RateLimitOptions,
+  type RequestInfo,
 } from '../../../client/http/index.js'
 import { FixedWindow, TokenBucketLimiter } from '../../../client/limiters/index.js'
 import { ManualClock } from '../../../shared/index.js'
@@ -169,6 +170,54 @@ describe('route options merge over the plugin’s', () => {
     expect(reads).toBe(0)
   })
 
+  it('reads a request’s headers only when an option asks for them', async () => {
+    // node:http builds req.headers on first access (docs/benchmarks.md): keyed by IP, the plugin
+    // never asks. A hook before the plugin's counts reads of the raw request's headers.
+    const clock = new ManualClock()
+    const counted = async (options: Record<string, unknown>) => {
+      const a = app()
+      const count = { reads: 0 }
+      a.addHook('onRequest', (req, _reply, done) => {
+        const raw = req.raw
+        const headers = raw.headers
+        Object.defineProperty(raw, 'headers', {
+          get() {
+            count.reads++
+            return headers
+          },
+        })
+        done()
+      })
+      await a.register(fastifyRateLimit, {
+        limiter: () => new TokenBucketLimiter({ ratePerSec: 1, burst: 1, clock }),
+        clock,
+        ...options,
+      })
+      a.get('/hello', async () => 'hello')
+      return { a, count }
+    }
+    const byIp = await counted({})
+    expect((await byIp.a.inject('/hello')).statusCode).toBe(200)
+    expect((await byIp.a.inject('/hello')).statusCode).toBe(429)
+    expect(byIp.count.reads).toBe(0)
+
+    const seen: string[] = []
+    const byHeader = await counted({
+      key: { header: 'x-api-key' },
+      onLimited: (req: RequestInfo) => seen.push(JSON.stringify(req)),
+    })
+    const send = () => byHeader.a.inject({ url: '/hello?q=1', headers: { 'x-api-key': 'k1' } })
+    expect([(await send()).statusCode, (await send()).statusCode]).toEqual([200, 429])
+    expect(byHeader.count.reads).toBeGreaterThan(0)
+    // What a logger sees of the request: every field, though they are read when asked for.
+    expect(JSON.parse(seen[0]!)).toMatchObject({
+      ip: '127.0.0.1',
+      method: 'GET',
+      route: '/hello',
+      headers: { 'x-api-key': 'k1' },
+    })
+  })
+
   it('applies the plugin’s per-IP limit and a route’s cluster-wide resource together', async () => {
     const cluster = new Cluster()
     cleanup.push(() => cluster.close())
@@ -245,6 +294,65 @@ describe('header sets and the policy', () => {
     const otherAgain = await a.inject({ url: '/hello', remoteAddress: '10.0.0.2' })
     expect(otherAgain.headers['ratelimit-policy']).toBeUndefined()
     expect(otherAgain.headers['x-ratelimit-limit']).toBeUndefined()
+  })
+
+  it('ietf-lean: a key forgotten and back states the policy again; a shaped first request states it', async () => {
+    const clock = new ManualClock()
+    const a = await limited(clock, { headers: 'ietf-lean', maxKeys: 1 })
+    const from = (ip: string) => a.inject({ url: '/hello', remoteAddress: ip })
+    expect((await from('10.0.0.1')).headers['ratelimit-policy']).toBe('"default";q=2;w=2')
+    expect((await from('10.0.0.1')).headers['ratelimit-policy']).toBeUndefined()
+    // One key at most: 10.0.0.2 pushes 10.0.0.1 out, which comes back to a new limiter.
+    expect((await from('10.0.0.2')).headers['ratelimit-policy']).toBe('"default";q=2;w=2')
+    const back = await from('10.0.0.1')
+    expect(back.headers['ratelimit-policy']).toBe('"default";q=2;w=2')
+    expect(back.headers.ratelimit).toBe('"default";r=1;t=1')
+
+    // Shaping: a key's first request waits for its limiter (made empty here), then states the policy.
+    let made: TokenBucketLimiter | undefined
+    const s = app()
+    await s.register(fastifyRateLimit, {
+      limiter: () => {
+        made = new TokenBucketLimiter({ ratePerSec: 10, burst: 1, clock })
+        made.tryAcquire(1)
+        return made
+      },
+      clock,
+      mode: 'shape',
+      maxDelayMs: 1000,
+      headers: 'ietf-lean',
+    })
+    s.get('/hello', async () => 'hello')
+    const waiting = s.inject('/hello')
+    while (made === undefined || made.waiting === 0)
+      await new Promise((resolve) => process.nextTick(resolve))
+    clock.advance(100)
+    const shaped = await waiting
+    expect(shaped.statusCode).toBe(200)
+    expect(shaped.headers['ratelimit-policy']).toBe('"default";q=10;w=1')
+  })
+
+  it('the RateLimit field follows r and t when they repeat, from one key to another, and when they change', async () => {
+    const clock = new ManualClock()
+    const a = app()
+    // 0.5 tokens a second, 3 at most: t (seconds to full) can differ for the same r.
+    await a.register(fastifyRateLimit, {
+      limiter: () => new TokenBucketLimiter({ ratePerSec: 0.5, burst: 3, clock }),
+      clock,
+    })
+    a.get('/hello', async () => 'hello')
+    const ratelimit = async (ip: string) =>
+      (await a.inject({ url: '/hello', remoteAddress: ip })).headers.ratelimit
+    expect(await ratelimit('10.0.0.1')).toBe('"default";r=2;t=2')
+    expect(await ratelimit('10.0.0.2')).toBe('"default";r=2;t=2')
+    expect(await ratelimit('10.0.0.1')).toBe('"default";r=1;t=4')
+    clock.advance(500)
+    expect(await ratelimit('10.0.0.3')).toBe('"default";r=2;t=2')
+    clock.advance(500)
+    // 10.0.0.2: 2.5 tokens, 1.5 left (3 s to full); 10.0.0.3: 2.25, 1.25 left (3.5 s: 4).
+    expect(await ratelimit('10.0.0.2')).toBe('"default";r=1;t=3')
+    expect(await ratelimit('10.0.0.3')).toBe('"default";r=1;t=4')
+    expect(await ratelimit('10.0.0.1')).toBe('"default";r=0;t=5')
   })
 
   it('sends the IETF fields by default, X-RateLimit-* with legacy, both, or none', async () => {
