@@ -1,5 +1,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
-import { availableParallelism } from 'node:os'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { availableParallelism, tmpdir } from 'node:os'
+import { join } from 'node:path'
 import autocannon from 'autocannon'
 import { summarise } from './stats.js'
 
@@ -204,24 +206,31 @@ export async function benchHttp(runs: number, durationSec: number): Promise<stri
 
 /**
  * Instructions the server executes per request, counted by valgrind
- * (cachegrind, no cache simulation): the slope between a run of `fewer`
- * requests and one of `more`, so start-up and JIT warm-up cancel out.
- * One connection, one request at a time, the two counts taken one after the
- * other, V8 run `--predictable`, no IPC channel: a bare route's count then
- * repeats within about 0.7%, where time varies 15–25% on this shared machine
- * (docs/benchmarks.md). Nothing else should run meanwhile: a busy machine
- * changes how the server's event loop meets the requests.
+ * (callgrind) inside one server process: 5,000 requests uncounted (start-up
+ * and JIT warm-up), counting switched on (`callgrind_control -i on`), 10,000
+ * requests, a dump, then `requests` more and a second dump, which holds only
+ * those. The first counted window is dropped: it carries a fixed cost of the
+ * switch (about 600 million instructions here). One connection, one request
+ * at a time, V8 run `--predictable`, no IPC channel. A bare route's count
+ * repeats within about 0.1%, a limited one's mostly within 0.4%, with an
+ * outlier about one count in ten: read medians of three runs or more
+ * (docs/benchmarks.md: the earlier slope between
+ * two processes, 10,000 and 30,000 requests, moved by up to 3,000 with the
+ * start-up of the smaller one). Nothing else should run meanwhile: a busy
+ * machine changes how the server's event loop meets the requests.
  */
 async function instructions(variant: Variant, requests: number): Promise<number> {
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-callgrind-'))
+  const out = join(dir, 'callgrind.out')
   const child = spawn(
     'valgrind',
     [
-      '--tool=cachegrind',
-      '--cache-sim=no',
-      '--cachegrind-out-file=/dev/null',
+      '--tool=callgrind',
+      '--instr-atstart=no',
+      `--callgrind-out-file=${out}`,
       process.execPath,
       // V8 without its timing-dependent work (concurrent compiling and marking, heap growth by
-      // allocation rate): with the counts taken one after the other, within about 0.7%.
+      // allocation rate).
       '--predictable',
       'dist/bench/http-server.js',
       variant,
@@ -231,34 +240,42 @@ async function instructions(variant: Variant, requests: number): Promise<number>
   )
   let err = ''
   child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()))
-  const port = await portOf(child, () => err)
-  await autocannon({
-    url: `http://127.0.0.1:${port}/hello`,
-    connections: 1,
-    amount: requests,
-    timeout: 60,
-  })
-  const exited = new Promise((resolve) => child.once('exit', resolve))
-  child.kill('SIGTERM')
-  await exited
-  const match = /I\s+refs:\s+([\d,]+)/.exec(err)
-  if (match === null) throw new Error(`no instruction count from valgrind: ${err.slice(-500)}`)
-  return Number(match[1]!.replaceAll(',', ''))
+  try {
+    const port = await portOf(child, () => err)
+    const send = (amount: number) =>
+      autocannon({ url: `http://127.0.0.1:${port}/hello`, connections: 1, amount, timeout: 60 })
+    const control = (...args: string[]): void => {
+      const done = spawnSync('callgrind_control', [...args, String(child.pid)], {
+        encoding: 'utf8',
+      })
+      if (done.status !== 0) throw new Error(`callgrind_control ${args.join(' ')}: ${done.stderr}`)
+    }
+    await send(5_000)
+    control('-i', 'on')
+    await send(10_000)
+    control('-d')
+    await send(requests)
+    control('-d')
+    const exited = new Promise((resolve) => child.once('exit', resolve))
+    child.kill('SIGTERM')
+    await exited
+    // Each dump holds what was counted since the one before: the second, `requests` only.
+    const match = /^totals:\s+(\d+)/m.exec(readFileSync(`${out}.2`, 'utf8'))
+    if (match === null) throw new Error(`no instruction count from callgrind: ${err.slice(-500)}`)
+    return Number(match[1]) / requests
+  } finally {
+    if (child.exitCode === null) child.kill('SIGKILL')
+    rmSync(dir, { recursive: true, force: true })
+  }
 }
 
 export async function benchHttpInstructions(runs: number): Promise<string[]> {
   const chosen = chosenVariants()
-  const fewer = 10_000
-  const more = 30_000
   const perRequest = new Map<Variant, number[]>(chosen.map(([v]) => [v, []]))
+  // One server at a time: counts taken side by side differed by about ±10% (docs/benchmarks.md).
   for (let r = 0; r < runs; r++)
-    for (const [variant] of chosen) {
-      // One after the other: two counts taken side by side differed by about ±10% between runs,
-      // one after the other by 0.2% (docs/benchmarks.md).
-      const a = await instructions(variant, fewer)
-      const b = await instructions(variant, more)
-      perRequest.get(variant)!.push((b - a) / (more - fewer))
-    }
+    for (const [variant] of chosen)
+      perRequest.get(variant)!.push(await instructions(variant, 20_000))
   const n = (x: number): string => Math.round(x).toLocaleString('en-US')
   return chosen.map(([variant, what, base]) => {
     const s = summarise(perRequest.get(variant)!)

@@ -59,7 +59,7 @@ if (only === undefined || only === 'http') {
 // Not in the default set: it needs valgrind and takes about a minute per variant and run.
 if (only === 'http-instructions') {
   console.log(
-    `\n## HTTP edge, instructions per request (valgrind; slope of 10k→30k requests on one connection; median of ${runs} runs (min–max))\n`,
+    `\n## HTTP edge, instructions per request (callgrind; 20k requests on one connection, counted after 15k in the same server; median of ${runs} runs (min–max))\n`,
   )
   console.log('| what | instructions per request | added |')
   console.log('| --- | --- | --- |')

@@ -1,8 +1,11 @@
-import type { IncomingHttpHeaders } from 'node:http'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import { RateLimitCore, type Decision } from './core.js'
-import { LazyRequestInfo } from './request-info.js'
-import { checkRateLimitOptions, mergeRateLimitOptions, type RateLimitOptions } from './options.js'
+import {
+  checkRateLimitOptions,
+  mergeRateLimitOptions,
+  type RateLimitOptions,
+  type RequestInfo,
+} from './options.js'
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -37,25 +40,12 @@ function ipOf(req: FastifyRequest): string {
   return ip
 }
 
-/** A fastify request as the options' callbacks see it (fields read when asked for). */
-class FastifyRequestInfo extends LazyRequestInfo {
-  readonly ip: string
-  readonly #req: FastifyRequest
-  readonly #url: string | undefined
-  constructor(req: FastifyRequest, url: string | undefined) {
-    super()
-    this.ip = ipOf(req)
-    this.#req = req
-    this.#url = url
-  }
-  get method(): string {
-    return this.#req.method
-  }
-  get headers(): IncomingHttpHeaders {
-    return this.#req.headers
-  }
-  get route(): string {
-    return this.#url ?? this.#req.url.split('?')[0]!
+function info(req: FastifyRequest, url: string | undefined): RequestInfo {
+  return {
+    ip: ipOf(req),
+    method: req.method,
+    headers: req.headers,
+    route: url ?? req.url.split('?')[0]!,
   }
 }
 
@@ -168,7 +158,7 @@ const plugin: FastifyPluginAsync<RateLimitOptions> = async (app, options) => {
         config === undefined
           ? global
           : coreFor(config, `route ${routeConfig.url}: config.rateLimit`)
-      decision = core.decide(new FastifyRequestInfo(req, routeConfig.url))
+      decision = core.decide(info(req, routeConfig.url))
     } catch (error) {
       return done(error as Error)
     }

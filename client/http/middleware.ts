@@ -1,7 +1,6 @@
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http'
+import type { IncomingMessage, ServerResponse } from 'node:http'
 import { RateLimitCore, type Decision } from './core.js'
 import type { RateLimitOptions } from './options.js'
-import { LazyRequestInfo } from './request-info.js'
 
 export type Middleware = (
   req: IncomingMessage,
@@ -22,26 +21,6 @@ function pathOf(url: string | undefined): string {
   if (url === undefined) return '/'
   const q = url.indexOf('?')
   return q === -1 ? url : url.slice(0, q)
-}
-
-/** A node:http request as the options' callbacks see it (fields read when asked for). */
-class NodeRequestInfo extends LazyRequestInfo {
-  readonly ip: string
-  readonly #req: IncomingMessage
-  constructor(req: IncomingMessage) {
-    super()
-    this.ip = req.socket.remoteAddress ?? ''
-    this.#req = req
-  }
-  get method(): string {
-    return this.#req.method ?? 'GET'
-  }
-  get headers(): IncomingHttpHeaders {
-    return this.#req.headers
-  }
-  get route(): string {
-    return pathOf(this.#req.url)
-  }
 }
 
 export function createRateLimitMiddleware(options: RateLimitOptions): Middleware {
@@ -76,7 +55,12 @@ export function createRateLimitMiddleware(options: RateLimitOptions): Middleware
     // Behind a proxy, pass `key: { header: 'x-forwarded-for' }` to trust it; the socket address is the default.
     let decision: ReturnType<RateLimitCore['decide']>
     try {
-      decision = core.decide(new NodeRequestInfo(req))
+      decision = core.decide({
+        ip: req.socket.remoteAddress ?? '',
+        method: req.method ?? 'GET',
+        headers: req.headers,
+        route: pathOf(req.url),
+      })
     } catch (error) {
       return Promise.reject(error instanceof Error ? error : new Error(String(error)))
     }

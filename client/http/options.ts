@@ -5,12 +5,7 @@ import type { Limiter } from '../limiters/index.js'
 import type { Resource } from '../resource.js'
 import type { RateLimitPolicy } from './headers.js'
 
-/**
- * What the edge needs of a request, whatever the framework. The plugin and
- * the middleware pass an object whose `method`, `headers` and `route` are
- * getters, read from the request when asked for: `{ ...req }` copies only
- * `ip`; `JSON.stringify(req)` shows all four.
- */
+/** What the edge needs of a request, whatever the framework. */
 export interface RequestInfo {
   readonly ip: string
   readonly method: string
