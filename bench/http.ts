@@ -214,10 +214,10 @@ export async function benchHttp(runs: number, durationSec: number): Promise<stri
  * at a time, V8 run `--predictable`, no IPC channel. A bare route's count
  * repeats within about 0.1%, a limited one's mostly within 0.4%, with an
  * outlier about one count in ten: read medians of three runs or more
- * (docs/benchmarks.md: the earlier slope between
- * two processes, 10,000 and 30,000 requests, moved by up to 3,000 with the
- * start-up of the smaller one). Nothing else should run meanwhile: a busy
- * machine changes how the server's event loop meets the requests.
+ * (docs/benchmarks.md: the earlier slope between two processes, 10,000 and
+ * 30,000 requests, moved by up to 3,000 with the start-up of the smaller
+ * one). Nothing else should run meanwhile: a busy machine changes how the
+ * server's event loop meets the requests.
  */
 async function instructions(variant: Variant, requests: number): Promise<number> {
   const dir = mkdtempSync(join(tmpdir(), 'sluice-callgrind-'))

@@ -120,8 +120,9 @@ export class RateLimitCore {
   #made = false
   /**
    * The last RateLimit field made, and its r and t: most responses repeat it
-   * (every client well under its limit answers r = burst - cost, t = 1), and a
-   * repeated text is neither built nor flattened again.
+   * (every client well under its limit answers r = burst - cost, t = the
+   * seconds to earn the cost back), and a repeated text is neither built nor
+   * flattened again.
    */
   #lastRemaining = -1
   #lastResetSec = -1
