@@ -25,15 +25,33 @@ const restrict = (patterns) => ({
   'no-restricted-imports': ['error', { paths: timerPaths, patterns }],
 })
 
+const libraryBelowApps = {
+  regex: '(^|/)(cli|sim)/',
+  message:
+    'server/cli and server/sim are applications above the coordinator library: the library never imports them.',
+}
+const sharedBottom = {
+  regex: '^(\\.\\./)+(client|server)/',
+  message: 'shared/ is the bottom layer: it imports neither client/ nor server/.',
+}
+
 export const layers = [
   {
     files: ['shared/**/*.ts'],
+    rules: restrict([indexOnly, noApplications, sharedBottom]),
+  },
+  {
+    // The local limiters stand alone (sluice/limiters): the clock, the coarse clock and the
+    // error catalogue, nothing of the protocol.
+    files: ['shared/limiters/**/*.ts'],
     rules: restrict([
       indexOnly,
       noApplications,
+      sharedBottom,
       {
-        regex: '^(\\.\\./)+(client|server)/',
-        message: 'shared/ is the bottom layer: it imports neither client/ nor server/.',
+        regex: '^\\.\\./(?!(clock|coarse-clock|errors)\\.js$)',
+        message:
+          'The limiters stand alone: they import only shared/clock, shared/coarse-clock and shared/errors.',
       },
     ]),
   },
@@ -48,13 +66,19 @@ export const layers = [
   {
     files: ['server/**/*.ts'],
     ignores: ['server/cli/**', 'server/sim/**'],
+    rules: restrict([indexOnly, noApplications, libraryBelowApps]),
+  },
+  {
+    // What operators see is read from the coordinator's view, never from the coordinator.
+    files: ['server/observe/**/*.ts'],
     rules: restrict([
       indexOnly,
       noApplications,
+      libraryBelowApps,
       {
-        regex: '(^|/)(cli|sim)/',
+        regex: '^\\.\\./coordinator/',
         message:
-          'server/cli and server/sim are applications above the coordinator library: the library never imports them.',
+          'server/observe reads the pool through its view: it never imports the coordinator.',
       },
     ]),
   },

@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks'
 import { Redis } from 'ioredis'
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible'
 import { createClient } from '../client/index.js'
-import { TokenBucket } from '../client/limiters/token-bucket.js'
+import { TokenBucket } from '../shared/limiters/token-bucket.js'
 import { systemClock } from '../shared/index.js'
 
 // One of the end-to-end benchmark's processes: offers `demandPerSec` requests per second

@@ -4,7 +4,7 @@ import { rateLimit } from 'express-rate-limit'
 import Fastify from 'fastify'
 import fastifyRateLimitPeer from '@fastify/rate-limit'
 import { createRateLimitMiddleware, fastifyRateLimit } from '../client/http/index.js'
-import { TokenBucketLimiter } from '../client/limiters/index.js'
+import { TokenBucketLimiter } from '../shared/limiters/index.js'
 
 /**
  * The server side of `npm run bench -- http`: a hello route on fastify,

@@ -10,7 +10,10 @@ import {
   describeValue,
   resourceId,
   encodeMessage,
+  clampQuantity,
   closeCodeOf,
+  internalCloseCode,
+  protocolVersion,
   codeOfClose,
   errorCatalogue,
   isErrorCode,
@@ -302,7 +305,7 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
       }
       this.#send({
         type: 'hello',
-        v: 1,
+        v: protocolVersion,
         clientId: this.#clientId,
         instance: this.#instance,
         name: this.options.name,
@@ -429,7 +432,11 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
         if (msg.resource !== undefined && refusesResource.has(msg.code))
           this.#resources.get(msg.resource)?.refuse(error)
         // A close follows the errors that end the connection: #onClose surfaces those.
-        if (isErrorCode(msg.code) && closeCodeOf(msg.code) !== 4500 && msg.resource === undefined)
+        if (
+          isErrorCode(msg.code) &&
+          closeCodeOf(msg.code) !== internalCloseCode &&
+          msg.resource === undefined
+        )
           return
         this.#surface(error)
         return
@@ -508,7 +515,7 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
       if (r.refused !== undefined) continue
       resources.push({
         resource: r.id,
-        wants: Math.min(1e15, Math.max(0, r.takeDemand())),
+        wants: clampQuantity(r.takeDemand()),
         ...(r.weight === undefined ? {} : { weight: r.weight }),
         ...(r.priority === undefined ? {} : { priority: r.priority }),
         usage: r.takeUsage(),

@@ -1,4 +1,4 @@
-import type { ResourceKind, Usage } from '../shared/index.js'
+import type { Usage } from '../shared/index.js'
 
 /**
  * Measured demand of one resource: tokens asked for (granted or refused,
@@ -68,10 +68,14 @@ export class DemandMeter {
     if (slots > this.#peak) this.#peak = slots
   }
 
-  /** Demand over the window ending now, then starts a new window. */
-  take(nowMs: number, kind: ResourceKind, current: number): number {
+  /**
+   * Demand over the window ending now, then starts a new window: tokens
+   * asked for per second (`perSecond`), else the peak of slots in use or
+   * waited for, `current` included.
+   */
+  take(nowMs: number, perSecond: boolean, current: number): number {
     const elapsedSec = Math.max(0.001, (nowMs - this.#windowStartMs) / 1000)
-    const value = kind === 'rate' ? this.#asked / elapsedSec : Math.max(this.#peak, current)
+    const value = perSecond ? this.#asked / elapsedSec : Math.max(this.#peak, current)
     this.#asked = 0
     this.#peak = current
     this.#windowStartMs = nowMs

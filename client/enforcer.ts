@@ -1,6 +1,6 @@
-import type { Clock, ResourceKind } from '../shared/index.js'
+import { wholeSlots, type Clock, type ResourceKind } from '../shared/index.js'
 import type { DemandMeter } from './demand-meter.js'
-import { TokenBucket } from './limiters/index.js'
+import { TokenBucket } from '../shared/limiters/index.js'
 
 /** Held capacity from `acquire`; `release()` gives concurrency slots back (a no-op for rate resources). */
 export interface Permit {
@@ -29,8 +29,12 @@ export interface Enforcer {
   take(cost: number): boolean
   /** What a caller admitted for `cost` holds. */
   permit(cost: number): Permit
-  /** Meters a caller about to wait. */
-  meterWaiter(cost: number, waiting: number): void
+  /** Meters an `acquire` call as it arrives, before it is admitted or queued. */
+  meterArrival(cost: number): void
+  /** Meters a caller about to wait behind `waiting` others. */
+  meterQueued(cost: number, waiting: number): void
+  /** Whether a waiter is admitted by time passing (a bucket refills), so a wake timer helps. */
+  readonly refills: boolean
   /** The capacity in force changed. */
   apply(capacity: number, burst: number): void
   /** Milliseconds until `cost` would be admitted (Infinity: not by waiting). */
@@ -41,6 +45,8 @@ export interface Enforcer {
   msUntilFull(): number
   /** Slots in use (0 for rate). */
   readonly inFlight: number
+  /** Slots in use for a usage report; undefined for a kind that holds none. */
+  readonly reportedInFlight: number | undefined
   /** Whether what is in use fits the capacity in force (a decrease may be acknowledged). */
   readonly fits: boolean
   /** Demand over the window just ended. */
@@ -54,7 +60,9 @@ const ratePermit: Permit = Object.freeze({ release: () => undefined })
 export class RateEnforcer implements Enforcer {
   readonly kind = 'rate'
   readonly inFlight = 0
+  readonly reportedInFlight = undefined
   readonly fits = true
+  readonly refills = true
   readonly #bucket: TokenBucket
   readonly #meter: DemandMeter
   readonly #host: EnforcerHost
@@ -87,9 +95,11 @@ export class RateEnforcer implements Enforcer {
     return ratePermit
   }
 
-  meterWaiter(cost: number): void {
+  meterArrival(cost: number): void {
     this.#meter.ask(cost)
   }
+
+  meterQueued(): void {}
 
   apply(capacity: number, burst: number): void {
     this.#bucket.setRate(capacity, burst)
@@ -108,7 +118,7 @@ export class RateEnforcer implements Enforcer {
   }
 
   takeDemand(nowMs: number, waitingCost: number): number {
-    return this.#meter.take(nowMs, 'rate', waitingCost)
+    return this.#meter.take(nowMs, true, waitingCost)
   }
 
   throttled(nowMs: number, capacity: number): boolean {
@@ -133,6 +143,7 @@ class SlotPermit implements Permit {
 
 export class SlotEnforcer implements Enforcer {
   readonly kind = 'concurrency'
+  readonly refills = false
   #inFlight = 0
   #limit = 0
   readonly #meter: DemandMeter
@@ -144,6 +155,10 @@ export class SlotEnforcer implements Enforcer {
   }
 
   get inFlight(): number {
+    return this.#inFlight
+  }
+
+  get reportedInFlight(): number {
     return this.#inFlight
   }
 
@@ -178,7 +193,9 @@ export class SlotEnforcer implements Enforcer {
     return new SlotPermit(this.#host, cost)
   }
 
-  meterWaiter(cost: number, waiting: number): void {
+  meterArrival(): void {}
+
+  meterQueued(cost: number, waiting: number): void {
     this.#meter.observe(this.#inFlight + cost + waiting)
   }
 
@@ -188,7 +205,7 @@ export class SlotEnforcer implements Enforcer {
   }
 
   apply(capacity: number): void {
-    this.#limit = Math.floor(capacity + 1e-9)
+    this.#limit = wholeSlots(capacity)
   }
 
   msUntil(cost: number): number {
@@ -204,10 +221,27 @@ export class SlotEnforcer implements Enforcer {
   }
 
   takeDemand(nowMs: number, waitingCost: number): number {
-    return this.#meter.take(nowMs, 'concurrency', this.#inFlight + waitingCost)
+    return this.#meter.take(nowMs, false, this.#inFlight + waitingCost)
   }
 
   throttled(_nowMs: number, _capacity: number, waiting: number): boolean {
     return waiting > 0
   }
+}
+
+/** One enforcer per kind, made once per resource: a lease names the kind in force. */
+export type Enforcers = Readonly<Record<ResourceKind, Enforcer>> & {
+  readonly concurrency: SlotEnforcer
+}
+
+/** The enforcers of one resource, sharing its demand meter. */
+export function createEnforcers(
+  hotClock: Clock,
+  meter: DemandMeter,
+  host: EnforcerHost,
+): Enforcers {
+  return Object.freeze({
+    rate: new RateEnforcer(hotClock, meter, host),
+    concurrency: new SlotEnforcer(meter, host),
+  })
 }

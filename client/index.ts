@@ -8,7 +8,7 @@ export type {
   ResourceMode,
   ResourceOptions,
 } from './resource.js'
-export { TokenBucket } from './limiters/index.js'
+export { TokenBucket } from '../shared/limiters/index.js'
 export type { Clock, LeaseGrant, Timer } from '../shared/index.js'
 export { ManualClock, SluiceError, systemClock } from '../shared/index.js'
 export type { ClientSocket, SocketFactory, SocketTls } from './socket.js'

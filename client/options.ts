@@ -4,11 +4,14 @@ import type { Logger } from 'pino'
 import { z } from 'zod'
 import {
   SluiceError,
+  clientIdSchema,
   describeIssues,
-  domainLimits,
   failureModes,
+  prioritySchema,
+  quantitySchema,
   resourceKinds,
   systemClock,
+  weightSchema,
   type Clock,
 } from '../shared/index.js'
 import { webSocketFactory, type SocketFactory } from './socket.js'
@@ -40,7 +43,7 @@ const optionsSchema = z.strictObject({
         : 'must be a ws:// or wss:// URL, e.g. ws://127.0.0.1:7070/v1/connect, or a list of them',
   }),
   tls: tlsSchema.optional(),
-  clientId: z.string().min(1).max(256).optional(),
+  clientId: clientIdSchema.optional(),
   /** Who this process is, as operators see it (dashboard, `sluice top`); default host name and pid. */
   name: z
     .string()
@@ -117,21 +120,14 @@ export function resolveClientOptions(options: ClientOptions): ResolvedClientOpti
   })
 }
 
-const quantity = z.number().min(0).max(domainLimits.maxQuantity)
-
 /** `client.resource(id, options)`: checked once, strictly, like the client's own options. */
 export const resourceOptionsSchema = z.strictObject({
-  wants: quantity.optional(),
-  weight: z.number().min(domainLimits.minWeight).max(domainLimits.maxWeight).optional(),
-  priority: z
-    .number()
-    .int()
-    .min(-domainLimits.maxPriority)
-    .max(domainLimits.maxPriority)
-    .optional(),
+  wants: quantitySchema.optional(),
+  weight: weightSchema.optional(),
+  priority: prioritySchema.optional(),
   failureMode: z.enum(failureModes).optional(),
   kind: z.enum(resourceKinds).optional(),
-  safeCapacity: quantity.optional(),
+  safeCapacity: quantitySchema.optional(),
   maxWaiters: z.number().int().min(0).max(10_000_000).optional(),
   committed: z
     .custom<() => number>((v) => typeof v === 'function', 'must be a function')

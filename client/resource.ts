@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events'
 import {
   SluiceError,
+  clampQuantity,
   type Clock,
   type FailureMode,
   type LeaseGrant,
@@ -10,14 +11,8 @@ import {
   type Usage,
 } from '../shared/index.js'
 import { DemandMeter } from './demand-meter.js'
-import {
-  RateEnforcer,
-  SlotEnforcer,
-  type Enforcer,
-  type EnforcerHost,
-  type Permit,
-} from './enforcer.js'
-import { WaitQueue } from './wait-queue.js'
+import { createEnforcers, type Enforcer, type Enforcers, type Permit } from './enforcer.js'
+import { WaitQueue } from '../shared/limiters/index.js'
 
 export type { FailureMode } from '../shared/index.js'
 export type { Permit } from './enforcer.js'
@@ -97,8 +92,7 @@ export class Resource extends EventEmitter<ResourceEvents> {
   readonly #clock: Clock
   readonly #owner: ResourceOwner
   readonly #meter: DemandMeter
-  readonly #rate: RateEnforcer
-  readonly #slots: SlotEnforcer
+  readonly #enforcers: Enforcers
   #enforcer: Enforcer
   readonly #committed: (() => number) | undefined
   readonly #waiters: WaitQueue<Permit>
@@ -149,13 +143,11 @@ export class Resource extends EventEmitter<ResourceEvents> {
     // coordinator's, and so outside what it counts.
     this.#fallbackCapacity = options.safeCapacity ?? 0
     this.#fallbackBurst = this.#fallbackCapacity
-    const host: EnforcerHost = {
+    this.#enforcers = createEnforcers(hotClock, meter, {
       refused: () => owner.requestEarlyReport(),
       slotsReleased: (cost) => this.releaseSlots(cost),
-    }
-    this.#rate = new RateEnforcer(hotClock, meter, host)
-    this.#slots = new SlotEnforcer(meter, host)
-    this.#enforcer = options.kind === 'concurrency' ? this.#slots : this.#rate
+    })
+    this.#enforcer = this.#enforcers[options.kind ?? 'rate']
     this.#state = { mode: this.failureMode, lease: undefined }
     this.#applyCapacity()
   }
@@ -207,8 +199,8 @@ export class Resource extends EventEmitter<ResourceEvents> {
     if (!(capacity > 0) && inFlight === 0) return undefined
     return {
       resource: this.id,
-      capacity: Math.min(1e15, Math.max(0, capacity)),
-      ...(this.kind === 'concurrency' && inFlight > 0 ? { inFlight } : {}),
+      capacity: clampQuantity(capacity),
+      ...(inFlight > 0 ? { inFlight } : {}),
       ...(this.#proof === undefined ? {} : { proof: this.#proof }),
     }
   }
@@ -308,10 +300,10 @@ export class Resource extends EventEmitter<ResourceEvents> {
   acquire(cost = 1, options: AcquireOptions = {}): Promise<Permit> {
     if (this.#closed) return Promise.reject(new SluiceError('SLUICE_ERR_CLIENT_CLOSED', this.id))
     const enforcer = this.#enforcer
-    if (this.kind === 'rate') enforcer.meterWaiter(cost, 0)
+    enforcer.meterArrival(cost)
     if (this.#waiters.length === 0 && enforcer.take(cost))
       return Promise.resolve(enforcer.permit(cost))
-    if (this.kind === 'concurrency') enforcer.meterWaiter(cost, this.#waiters.length)
+    enforcer.meterQueued(cost, this.#waiters.length)
     const waiting = this.#waiters.enqueue(cost, options, this.id)
     this.#owner.requestEarlyReport()
     this.#serve()
@@ -342,7 +334,7 @@ export class Resource extends EventEmitter<ResourceEvents> {
 
   /** Gives back concurrency slots taken by `tryAcquire`. */
   releaseSlots(cost = 1): void {
-    this.#slots.release(cost)
+    this.#enforcers.concurrency.release(cost)
     this.#serve()
     if (this.#enforcer.fits) this.#owner.drained()
   }
@@ -378,7 +370,7 @@ export class Resource extends EventEmitter<ResourceEvents> {
     return this.#meter.takeUsage(
       this.#clock.now(),
       this.#waiters.length,
-      this.kind === 'concurrency' ? this.#enforcer.inFlight : undefined,
+      this.#enforcer.reportedInFlight,
     )
   }
 
@@ -390,7 +382,7 @@ export class Resource extends EventEmitter<ResourceEvents> {
   /** Applies a lease from the coordinator. Returns false when the ack must wait for in-flight work to drain. */
   applyLease(grant: LeaseGrant): boolean {
     if (this.#closed) return true
-    this.#enforcer = grant.kind === 'concurrency' ? this.#slots : this.#rate
+    this.#enforcer = this.#enforcers[grant.kind]
     this.#expiryTimer?.cancel()
     this.#holdTimer?.cancel()
     this.#holdTimer = undefined
@@ -507,7 +499,7 @@ export class Resource extends EventEmitter<ResourceEvents> {
     this.#wakeTimer?.cancel()
     this.#wakeTimer = undefined
     const cost = this.#waiters.headCost()
-    if (cost !== undefined && this.kind === 'rate') {
+    if (cost !== undefined && this.#enforcer.refills) {
       const waitMs = this.#enforcer.msUntil(cost)
       // At rate 0 nothing refills: a new lease or mode change calls #serve again.
       if (Number.isFinite(waitMs))

@@ -14,7 +14,7 @@
 import Fastify from 'fastify'
 import { createClient } from '../client/index.js'
 import { fastifyRateLimit } from '../client/http/index.js'
-import { TokenBucketLimiter } from '../client/limiters/index.js'
+import { TokenBucketLimiter } from '../shared/limiters/index.js'
 
 const port = Number(process.env.PORT ?? 8080)
 const client = createClient({ url: process.env.SLUICE_URL ?? 'ws://127.0.0.1:7070/v1/connect' })

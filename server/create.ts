@@ -1,36 +1,32 @@
 import { EventEmitter } from 'node:events'
-import { readFile } from 'node:fs/promises'
 import { hostname } from 'node:os'
 import type { Server as TlsServer } from 'node:tls'
 import type { FastifyInstance } from 'fastify'
 import { pino, type Logger } from 'pino'
+import { SluiceError, connectPath, systemClock, type Clock } from '../shared/index.js'
 import {
-  SluiceError,
-  connectPath,
-  describeIssues,
-  systemClock,
-  type Clock,
-} from '../shared/index.js'
-import {
-  ConfigFileWatcher,
-  loadConfigFile,
-  parseConfig,
-  holdingsKeySchema,
   loadTls,
-  parseConfigText,
+  parseConfig,
   resolveConfig,
-  securityDowngrades,
-  type HoldingsKeyConfig,
   type Config,
   type ConfigInput,
 } from './config/index.js'
 import { Coordinator } from './coordinator/index.js'
-import { EtcdElection, type LeaderElection } from './ha/index.js'
+import type { LeaderElection } from './ha/index.js'
 import type { SluiceClient } from '../client/index.js'
 import { Upstream } from './tree/index.js'
 import { buildHttpApp } from './http/index.js'
-import { FileLedger, type Ledger, type LedgerEntry } from './ledger/index.js'
+import type { Ledger } from './ledger/index.js'
 import { Gateway } from './transport/index.js'
+import {
+  holdingsKeys,
+  makeElection,
+  openFileLedger,
+  reloadPolicy,
+  startElection,
+  watchConfigFile,
+  type CoordinatorEventEmitter,
+} from './wiring/index.js'
 
 export interface CoordinatorOptions {
   /** A config object, or the path of a YAML or JSON file. */
@@ -54,6 +50,8 @@ export interface CoordinatorOptions {
    * coordinator elected among replicas keeps its ledger in etcd instead.
    */
   dataDir?: string | false | undefined
+  /** The ledger's directory when neither `dataDir` nor `server.dataDir` names one; default none. */
+  defaultDataDir?: string | undefined
   /** Overrides `server.parent.url`: lease capacity from this parent coordinator. */
   parent?: readonly string[] | undefined
   /**
@@ -71,12 +69,8 @@ export interface RunningCoordinator {
   readonly port: number
   /** The coordinator's logic, for embedding and tests. */
   readonly coordinator: Coordinator
-  /**
-   * 'config-applied' (summary), 'config-rejected' (error), and
-   * 'config-file-changed' when the watcher sees the file change (it reloads 200 ms later, on the clock),
-   * 'role' ('leader' | 'follower', detail) when an election changes this replica's role.
-   */
-  readonly events: EventEmitter
+  /** What it tells its embedder: config applied or rejected, file changed, role changed. */
+  readonly events: CoordinatorEventEmitter
   /** The fastify instance serving the HTTP API (`inject` for tests, hooks for embedding). */
   readonly http: FastifyInstance
   /** The URL advertised to the election (clients are redirected there while this replica leads). */
@@ -102,22 +96,51 @@ function withOverrides(config: Config, options: CoordinatorOptions): Config {
   return parseConfig({ ...config, server }, 'command line')
 }
 
-/**
- * The holdings key: the config's, else SLUICE_HOLDINGS_KEY (and
- * SLUICE_HOLDINGS_KEY_PREVIOUS, comma-separated), validated like the config.
- */
-function holdingsKeys(config: Config, env: NodeJS.ProcessEnv): HoldingsKeyConfig | undefined {
-  if (config.server.holdingsKey !== undefined) return config.server.holdingsKey
-  const current = env.SLUICE_HOLDINGS_KEY
-  if (current === undefined || current === '') return undefined
-  const previous = (env.SLUICE_HOLDINGS_KEY_PREVIOUS ?? '').split(',').filter((k) => k !== '')
-  const parsed = holdingsKeySchema.safeParse({ current, previous })
-  if (!parsed.success)
+/** Listens, or fails with a message that says what to do. */
+async function listen(app: FastifyInstance, host: string, port: number): Promise<number> {
+  try {
+    await app.listen({ host, port })
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
     throw new SluiceError(
-      'SLUICE_ERR_CONFIG_INVALID',
-      `SLUICE_HOLDINGS_KEY / SLUICE_HOLDINGS_KEY_PREVIOUS: ${describeIssues(parsed.error)}`,
+      'SLUICE_ERR_SERVER_LISTEN',
+      code === 'EADDRINUSE'
+        ? `${host}:${port} is in use (another coordinator?): stop it, or pick another port with --port`
+        : code === 'EACCES'
+          ? `${host}:${port}: permission denied (ports below 1024 need privileges)`
+          : `${host}:${port}: ${(error as Error).message}`,
+      { cause: error },
     )
-  return parsed.data
+  }
+  const address = app.server.address()
+  return typeof address === 'object' && address !== null ? address.port : 0
+}
+
+/** A downstream coordinator's link to its parent (`server.parent`), attached. */
+function linkParent(
+  config: Config,
+  coordinator: Coordinator,
+  port: number,
+  clock: Clock,
+  logger: Logger,
+): Upstream | undefined {
+  const parent = config.server.parent
+  if (parent === undefined) return undefined
+  const upstream = new Upstream(
+    {
+      urls: typeof parent.url === 'string' ? [parent.url] : parent.url,
+      token: parent.token,
+      clientId: parent.clientId ?? `coordinator:${hostname()}:${port}`,
+      clock,
+      logger,
+    },
+    {
+      changed: (id) => coordinator.upstreamChanged(id),
+      committed: (id) => coordinator.committed(id),
+    },
+  )
+  coordinator.attachUpstream(upstream)
+  return upstream
 }
 
 /** Starts a coordinator: HTTP API and WebSocket endpoint on one port. */
@@ -127,87 +150,25 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
   const configPath = typeof options.config === 'string' ? options.config : undefined
   const config = withOverrides(await resolveConfig(options.config), options)
   const ha = config.server.ha
-  const advertise = options.advertise ?? ha?.advertise
   const elected = ha !== undefined || options.election !== undefined
   const coordinator = new Coordinator(config, clock, logger, elected ? 'follower' : 'leader')
   coordinator.setHoldingsKeys(holdingsKeys(config, process.env))
-  const dataDir = options.dataDir ?? config.server.dataDir
-  let ledger: Ledger | undefined
-  if (dataDir !== undefined && dataDir !== false && !elected) {
-    ledger = new FileLedger(dataDir)
-    let restored: LedgerEntry[] | undefined
-    try {
-      restored = await ledger.load()
-    } catch (error) {
-      // Another running coordinator writes here: refuse to start rather than share its ledger.
-      // A data directory that cannot be used is a start that fails, not a silent run without a ledger.
-      if (
-        error instanceof SluiceError &&
-        (error.code === 'SLUICE_ERR_LEDGER_LOCKED' || error.code === 'SLUICE_ERR_LEDGER_DIR')
-      )
-        throw error
-      // Never trust what cannot be read: learn instead, and say why.
-      logger.error({ err: error }, 'the ledger cannot be trusted; learning instead')
-      coordinator.metrics.errors.inc({ code: 'SLUICE_ERR_LEDGER_CORRUPT' })
-    }
-    coordinator.attachLedger(ledger, restored)
-  }
+  const dataDir = options.dataDir ?? config.server.dataDir ?? options.defaultDataDir
+  const ledger: Ledger | undefined =
+    dataDir !== undefined && dataDir !== false && !elected
+      ? await openFileLedger(dataDir, coordinator, logger)
+      : undefined
+  const events: CoordinatorEventEmitter = new EventEmitter()
+
   let ready = false
-  const events = new EventEmitter()
-
-  const reload = async (body?: unknown): Promise<{ resources: number; tenants: number }> => {
-    try {
-      let next: Config
-      if (typeof body === 'string' && body !== '') next = parseConfigText(body, 'request body')
-      else if (body !== undefined && body !== null && body !== '')
-        next = parseConfig(body, 'request body')
-      else if (configPath !== undefined) next = await loadConfigFile(configPath)
-      else
-        throw new SluiceError(
-          'SLUICE_ERR_CONFIG_INVALID',
-          'no config file to reload from; send the config in the body',
-        )
-      const lost = securityDowngrades(coordinator.config, next)
-      if (lost.length > 0 && !next.server.securityDowngrade)
-        throw new SluiceError('SLUICE_ERR_CONFIG_DOWNGRADE', lost.join('; '))
-      const keys = holdingsKeys(next, process.env)
-      // TLS material is re-read on every reload (certificate rotation); a listener started
-      // without TLS cannot start serving it without a restart.
-      if (next.server.tls !== undefined) {
-        if (tls === undefined)
-          throw new SluiceError(
-            'SLUICE_ERR_CONFIG_INVALID',
-            'server.tls: this coordinator started without TLS; restart it to serve TLS',
-          )
-        if (next.server.tls.clientCerts !== coordinator.config.server.tls?.clientCerts)
-          throw new SluiceError(
-            'SLUICE_ERR_CONFIG_INVALID',
-            'server.tls.clientCerts: changing whether client certificates are required needs a restart',
-          )
-        const material = await loadTls(next.server.tls)
-        ;(app.server as unknown as TlsServer).setSecureContext({
-          key: material.key,
-          cert: material.cert,
-          ...(material.ca === undefined ? {} : { ca: material.ca }),
-        })
-      }
-      coordinator.applyConfig(next)
-      coordinator.setHoldingsKeys(keys)
-      const summary = {
-        resources: next.resources.length,
-        tenants: Object.keys(next.tenants).length,
-      }
-      events.emit('config-applied', summary)
-      return summary
-    } catch (error) {
-      coordinator.metrics.reloads.inc({ outcome: 'rejected' })
-      logger.error({ err: error }, 'config reload refused; the old config stays')
-      events.emit('config-rejected', error)
-      throw error
-    }
-  }
-
   const tls = config.server.tls === undefined ? undefined : await loadTls(config.server.tls)
+  const reload = reloadPolicy({
+    coordinator,
+    logger,
+    events,
+    configPath,
+    tlsServer: () => (tls === undefined ? undefined : (app.server as unknown as TlsServer)),
+  })
   const app = buildHttpApp({
     tls,
     coordinator,
@@ -218,26 +179,13 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
   })
   const gateway = new Gateway(app.server, coordinator, clock, logger)
   const host = options.host ?? config.server.host
-  const listenPort = options.port ?? config.server.port
-  try {
-    await app.listen({ host, port: listenPort })
-  } catch (error) {
+  const port = await listen(app, host, options.port ?? config.server.port).catch(async (e) => {
     await ledger?.close().catch(() => undefined)
-    const code = (error as NodeJS.ErrnoException).code
-    throw new SluiceError(
-      'SLUICE_ERR_SERVER_LISTEN',
-      code === 'EADDRINUSE'
-        ? `${host}:${listenPort} is in use (another coordinator?): stop it, or pick another port with --port`
-        : code === 'EACCES'
-          ? `${host}:${listenPort}: permission denied (ports below 1024 need privileges)`
-          : `${host}:${listenPort}: ${(error as Error).message}`,
-      { cause: error },
-    )
-  }
-  const address = app.server.address()
-  const port = typeof address === 'object' && address !== null ? address.port : 0
+    throw e
+  })
   const urlHost = host.includes(':') ? `[${host}]` : host
   const scheme = tls === undefined ? { http: 'http', ws: 'ws' } : { http: 'https', ws: 'wss' }
+  const advertise = options.advertise ?? ha?.advertise
   const advertiseUrl = advertise ?? `${scheme.ws}://${urlHost}:${port}${connectPath}`
   if (elected && advertise === undefined && (host === '0.0.0.0' || host === '::')) {
     await app.close()
@@ -246,97 +194,19 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
       `server.ha.advertise: needed when listening on ${host}; followers redirect clients there`,
     )
   }
-  const parent = config.server.parent
-  let upstream: Upstream | undefined
-  if (parent !== undefined) {
-    upstream = new Upstream(
-      {
-        urls: typeof parent.url === 'string' ? [parent.url] : parent.url,
-        token: parent.token,
-        clientId: parent.clientId ?? `coordinator:${hostname()}:${port}`,
-        clock,
-        logger,
-      },
-      {
-        changed: (id) => coordinator.upstreamChanged(id),
-        committed: (id) => coordinator.committed(id),
-      },
-    )
-    coordinator.attachUpstream(upstream)
-  }
-  let election: LeaderElection | undefined
-  let haLedger: Ledger | undefined
-  if (options.election !== undefined) election = options.election(advertiseUrl)
-  else if (ha !== undefined) {
-    const etcdElection = new EtcdElection({
-      endpoints: ha.etcd,
-      name: ha.name,
-      ttlSec: ha.ttlSec,
-      advertiseUrl,
-      clock,
-      logger,
-    })
-    election = etcdElection
-    // Replicas keep their ledger in etcd, written in transactions fenced by the election key.
-    if (dataDir !== false) {
-      haLedger = etcdElection.ledger()
-      coordinator.attachLedger(haLedger, undefined)
-    }
-  }
-  if (election !== undefined) {
-    const elected = election
-    coordinator.fence(() => elected.leadingUntilMs())
-    election.on('elected', () => {
-      void (async () => {
-        // Resume from what the last leader wrote; a ledger that cannot be read means learning.
-        let restored: LedgerEntry[] | undefined
-        if (haLedger !== undefined)
-          restored = await haLedger.load().catch((error: unknown) => {
-            logger.error({ err: error }, 'the ledger on etcd cannot be read; learning instead')
-            return undefined
-          })
-        if (elected.leadingUntilMs() > clock.now()) {
-          coordinator.becomeLeader(restored)
-          events.emit('role', 'leader', advertiseUrl)
-        }
-      })()
-    })
-    election.on('deposed', (reason: string) => {
-      coordinator.stepDown(undefined, reason)
-      events.emit('role', 'follower', reason)
-    })
-    election.on('leader', (url: string | undefined) =>
-      // Our own URL while we do not lead is a key of an earlier life of ours: nobody known yet.
-      coordinator.setLeaderUrl(url === advertiseUrl ? undefined : url),
-    )
-    election.start()
-  }
+  const upstream = linkParent(config, coordinator, port, clock, logger)
+  const ctx = { coordinator, clock, logger, events, advertiseUrl }
+  const { election, ledger: haLedger } = makeElection(ctx, ha, options.election, dataDir !== false)
+  if (election !== undefined) startElection(ctx, election, haLedger)
   ready = true
   logger.info(
     { url: `${scheme.http}://${urlHost}:${port}`, resources: config.resources.length },
     'coordinator listening',
   )
-
-  let watcher: ConfigFileWatcher | undefined
-  let lastText: string | undefined
-  if (configPath !== undefined && options.watchConfig !== false) {
-    lastText = await readFile(configPath, 'utf8').catch(() => undefined)
-    watcher = new ConfigFileWatcher(configPath, clock, 200, {
-      // Editors write in several steps: reload once things settle, and only if the text changed.
-      changed: () => events.emit('config-file-changed'),
-      settled: () => {
-        readFile(configPath, 'utf8')
-          .then((text) => {
-            if (text === lastText) return
-            lastText = text
-            return reload()
-          })
-          .catch(() => undefined)
-      },
-      failed: (error) =>
-        logger.warn({ err: error }, 'config watch failed; reload by SIGHUP or the admin API'),
-    })
-  }
+  const watcher =
+    configPath !== undefined && options.watchConfig !== false
+      ? await watchConfigFile(configPath, clock, logger, events, reload)
+      : undefined
 
   return {
     url: `${scheme.http}://${urlHost}:${port}`,

@@ -9,5 +9,6 @@ export type {
 } from './allocation/index.js'
 export { createCoordinator } from './create.js'
 export type { CoordinatorOptions, RunningCoordinator } from './create.js'
+export type { CoordinatorEvents } from './wiring/index.js'
 export { loadConfigFile, parseConfig, parseConfigText } from './config/index.js'
 export type { Config, ConfigInput } from './config/index.js'

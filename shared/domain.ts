@@ -11,6 +11,14 @@ export const resourceKinds = ['rate', 'concurrency'] as const
 export type ResourceKind = (typeof resourceKinds)[number]
 
 /**
+ * How the coordinator turns a client's recent reports into the demand of a
+ * round: `fast` follows a rise at once and a drop after `window` lower
+ * reports, `max` the largest of the window, `ewma` a moving average.
+ */
+export const demandEstimators = ['fast', 'max', 'ewma'] as const
+export type DemandEstimator = (typeof demandEstimators)[number]
+
+/**
  * What a client enforces before its first lease and after a lease lapses
  * unrenewed: `safe` the lease's safe capacity, `pessimistic` nothing,
  * `optimistic` its own demand (the one mode that may exceed capacity).
@@ -52,9 +60,55 @@ export function clampWeight(value: number): number {
   return Math.min(domainLimits.maxWeight, Math.max(domainLimits.minWeight, value))
 }
 
+/**
+ * What each kind is, in numbers: whether its capacity comes in whole units
+ * (a semaphore cannot use half a slot) and whether it refills with time (a
+ * bucket does; slots come back on release). Code that must treat the kinds
+ * differently asks here, so a new kind is one row.
+ */
+export interface KindTraits {
+  /** Capacity comes in whole units (a semaphore cannot use half a slot). */
+  readonly wholeUnits: boolean
+  /** Capacity comes back with time (a bucket refills); else on release (slots). */
+  readonly refills: boolean
+  /** What is in use is held until released, so a connected client's lease never lapses. */
+  readonly holdsInFlight: boolean
+  /** The unit as operators read it after a number: `/s` or ` slots`. */
+  readonly unitSuffix: string
+  /** A short label for tables. */
+  readonly label: string
+}
+
+export const kindTraits: Readonly<Record<ResourceKind, KindTraits>> = Object.freeze({
+  rate: Object.freeze({
+    wholeUnits: false,
+    refills: true,
+    holdsInFlight: false,
+    unitSuffix: '/s',
+    label: 'rate',
+  }),
+  concurrency: Object.freeze({
+    wholeUnits: true,
+    refills: false,
+    holdsInFlight: true,
+    unitSuffix: ' slots',
+    label: 'slots',
+  }),
+})
+
+/** Whole slots in `value`, a hair of float error forgiven (2.9999999999 slots are 3). */
+export function wholeSlots(value: number): number {
+  return Math.floor(value + 1e-9)
+}
+
+/** `value` in the kind's units: whole slots for a whole-unit kind, as it is otherwise. */
+export function inKindUnits(kind: ResourceKind, value: number): number {
+  return kindTraits[kind].wholeUnits ? wholeSlots(value) : value
+}
+
 /** A rate resource bursts one second of its capacity unless told otherwise; slots have no burst beyond capacity. */
 export function defaultBurst(kind: ResourceKind, capacity: number, burst?: number): number {
-  return kind === 'rate' ? (burst ?? capacity) : capacity
+  return kindTraits[kind].refills ? (burst ?? capacity) : capacity
 }
 
 /**
@@ -65,9 +119,9 @@ export function defaultBurst(kind: ResourceKind, capacity: number, burst?: numbe
 export function commitmentLifeMs(t: {
   readonly leaseTtlMs: number
   readonly graceMs: number
-  readonly safeHoldMs: number
+  readonly safeHoldMs?: number | undefined
 }): number {
-  return t.leaseTtlMs + t.graceMs + t.safeHoldMs
+  return t.leaseTtlMs + t.graceMs + safeHoldMsOf(t)
 }
 
 /**
@@ -78,13 +132,16 @@ export function commitmentLifeMs(t: {
 export function defaultLearningMs(t: {
   readonly leaseTtlMs: number
   readonly graceMs: number
-  readonly safeHoldMs: number
+  readonly safeHoldMs?: number | undefined
   readonly learningMs?: number | undefined
 }): number {
   return t.learningMs ?? commitmentLifeMs(t)
 }
 
-/** The safe hold unless set: half a lease life (docs/operations.md gives the trade-off, measured). */
-export function defaultSafeHoldMs(leaseTtlMs: number): number {
-  return Math.round(leaseTtlMs / 2)
+/** The safe hold: as set, else half a lease life (docs/operations.md gives the trade-off, measured). */
+export function safeHoldMsOf(t: {
+  readonly leaseTtlMs: number
+  readonly safeHoldMs?: number | undefined
+}): number {
+  return t.safeHoldMs ?? Math.round(t.leaseTtlMs / 2)
 }

@@ -146,7 +146,7 @@ export const errorCatalogue = Object.freeze({
   SLUICE_ERR_SERVER_INTERNAL: {
     message: 'coordinator failed unexpectedly; the cause is in its log',
     retryable: true,
-    closeCode: 4500,
+    closeCode: 4500, // internalCloseCode
   },
   // per-resource replies (an error message; the connection stays open)
   SLUICE_ERR_RESOURCE_UNKNOWN: {
@@ -257,9 +257,15 @@ export function isErrorCode(value: unknown): value is ErrorCode {
   return typeof value === 'string' && Object.hasOwn(errorCatalogue, value)
 }
 
-/** The WebSocket close code an error ends a connection with; 4500 for codes that do not end one. */
+/**
+ * The close code of an internal failure, and of any code that names none:
+ * a connection ended for such a reason says only "internal".
+ */
+export const internalCloseCode = 4500
+
+/** The WebSocket close code an error ends a connection with; `internalCloseCode` for codes that name none. */
 export function closeCodeOf(code: ErrorCode): number {
-  return (errorCatalogue[code] as ErrorSpec).closeCode ?? 4500
+  return (errorCatalogue[code] as ErrorSpec).closeCode ?? internalCloseCode
 }
 
 const codesByClose = new Map<number, ErrorCode>()

@@ -13,6 +13,7 @@ export {
   errorCatalogue,
   errorCodes,
   formatError,
+  internalCloseCode,
   isErrorCode,
 } from './errors.js'
 export {
@@ -21,12 +22,16 @@ export {
   commitmentLifeMs,
   defaultBurst,
   defaultLearningMs,
-  defaultSafeHoldMs,
+  demandEstimators,
   domainLimits,
   failureModes,
+  inKindUnits,
+  kindTraits,
   resourceKinds,
+  safeHoldMsOf,
+  wholeSlots,
 } from './domain.js'
-export type { FailureMode, ResourceKind } from './domain.js'
+export type { DemandEstimator, FailureMode, KindTraits, ResourceKind } from './domain.js'
 export { describeIssue, describeIssues, schemaKeys, suggestKey } from './issues.js'
 export type { IssueContext } from './issues.js'
 export * from './protocol/index.js'

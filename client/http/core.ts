@@ -6,7 +6,7 @@ import {
   systemClock,
   type Clock,
 } from '../../shared/index.js'
-import { KeyedLimiter, type Limiter, type LimiterShape } from '../limiters/index.js'
+import { KeyedLimiter, type Limiter, type LimiterShape } from '../../shared/limiters/index.js'
 import type { Resource } from '../resource.js'
 import {
   limitHeaders,

@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http'
 import { z } from 'zod'
 import { SluiceError, describeIssues, type Clock } from '../../shared/index.js'
-import type { Limiter } from '../limiters/index.js'
+import type { Limiter } from '../../shared/limiters/index.js'
 import type { Resource } from '../resource.js'
 import type { RateLimitPolicy } from './headers.js'
 

@@ -1,3 +1,5 @@
+import { wholeSlots } from '../../shared/index.js'
+
 /**
  * Rounds an allocation to whole units (concurrency slots) by largest
  * remainder: each grant becomes its floor or its ceiling, and the units the
@@ -15,10 +17,10 @@ export function wholeUnits(grants: Float64Array): Float64Array {
     const g = grants[i]!
     total += g
     // Values a hair below an integer (float noise) count as that integer.
-    out[i] = Math.floor(g + 1e-9)
+    out[i] = wholeSlots(g)
     floors += out[i]!
   }
-  let leftover = Math.floor(total + 1e-9) - floors
+  let leftover = wholeSlots(total) - floors
   if (leftover <= 0) return out
   const order = Array.from({ length: n }, (_, i) => i)
     .filter((i) => grants[i]! - out[i]! > 1e-9)

@@ -1,9 +1,10 @@
-import { SluiceError } from '../../shared/index.js'
+import { SluiceError, libraryVersion, suggestKey } from '../../shared/index.js'
 import { allocateCommand } from './allocate.js'
-import { serveCommand } from './serve.js'
+import { flagHelp } from './flags.js'
+import { serveCommand, serveFlags } from './serve.js'
 import { simulateCommand } from './simulate.js'
-import { statusCommand } from './status.js'
-import { topCommand } from './top/index.js'
+import { statusCommand, statusFlags } from './status.js'
+import { topCommand, topFlags } from './top/index.js'
 import { validateCommand } from './validate.js'
 import { exitCodes, type CommandIo } from './io.js'
 
@@ -29,6 +30,7 @@ Commands:
                   clients over a simulated network. Prints a summary; writes a CSV,
                   a JSON summary and an SVG chart per scenario to DIR (sim-results).
   help            Print this help.
+  --version       Print the version.
 
 Errors go to stderr with a SLUICE_ERR_* code; exit status 1 for bad input, 2 for bad usage.
 `
@@ -41,16 +43,7 @@ Runs a coordinator on one port (HTTP API, dashboard and the WebSocket clients co
 SIGHUP reloads the config (so do a change to the file and POST /v1/admin/reload);
 SIGINT and SIGTERM stop it.
 
-Options:
-  -c, --config FILE     YAML or JSON config (see examples/default.yaml)
-  --host H              interface to listen on (default: server.host, 127.0.0.1)
-  -p, --port P          port (default: server.port, 7070; 0 picks a free one)
-  --data-dir DIR|none   the embedded ledger of commitments (default ./sluice-data; none: no ledger)
-  --etcd URL,...        replicas: elect a leader through these etcd endpoints
-  --advertise WS_URL    replicas: the URL followers redirect clients to
-  --parent WS_URL,...   trees: lease capacity from this parent coordinator
-  -h, --help            this help
-`,
+${flagHelp(serveFlags)}`,
   validate: `Usage: sluice validate FILE
 
 Checks a config file: exit 0 with a summary, or 1 naming each bad field with the value
@@ -61,11 +54,7 @@ received, where it is in the file, and the key meant by a misspelled one.
 Prints a table of resources (configured ones too, before any client connects) from a
 coordinator's HTTP API.
 
-Options:
-  --url URL      the coordinator's HTTP URL (default http://127.0.0.1:7070)
-  --token TOKEN  a read, admin or tenant token, when reads need one (or SLUICE_TOKEN)
-  -h, --help     this help
-`,
+${flagHelp(statusFlags)}`,
   top: `Usage: sluice top [--url URL] [--token TOKEN] [--interval-ms MS] [--once]
 
 A live view of a coordinator in the terminal, for a server without a browser: each resource
@@ -77,13 +66,10 @@ Keys: ↑/↓ (or k/j) select a resource · Enter (or →) shows its clients, wh
 since when · s changes the clients' order (refused, admitted, name, lease) · Esc (or ←)
 goes back · q quits.
 
-Options:
-  --url URL          the coordinator's HTTP URL (default http://127.0.0.1:7070)
-  --token TOKEN      a read, admin or tenant token, when reads need one (or SLUICE_TOKEN)
-  --interval-ms MS   how often to refresh (default 1000, at least 200)
-  --once             print one plain frame and exit (also what it does without a terminal)
-  -h, --help         this help
-`,
+The KIND column says rate (tokens/s) or slots. CLIENTS written a!b: a of the b clients had
+calls refused in the last seconds.
+
+${flagHelp(topFlags)}`,
   allocate: `Usage: sluice allocate < problem.json
 
 Reads one JSON allocation problem on stdin and prints the grants:
@@ -96,7 +82,8 @@ Reads one JSON allocation problem on stdin and prints the grants:
 Runs scenarios (YAML) on a virtual clock: the real coordinator and clients over a simulated
 network. Prints a summary; writes a CSV, a JSON summary and an SVG chart per scenario to
 DIR (default sim-results). Exit 1 when a scenario's expectations fail.
-`,
+
+${flagHelp(['out'])}`,
 })
 
 type Command = (args: readonly string[], io: CommandIo) => Promise<number>
@@ -121,17 +108,23 @@ export async function runCli(argv: readonly string[], io: CommandIo): Promise<nu
     io.stdout.write(usage)
     return name === undefined ? exitCodes.usage : exitCodes.ok
   }
+  if (name === '--version' || name === '-v' || name === 'version') {
+    io.stdout.write(`sluice ${libraryVersion}\n`)
+    return exitCodes.ok
+  }
   const command = Object.hasOwn(commands, name) ? commands[name] : undefined
   if (command !== undefined && (args.includes('--help') || args.includes('-h'))) {
     io.stdout.write(commandUsage[name] ?? usage)
     return exitCodes.ok
   }
   try {
-    if (command === undefined)
+    if (command === undefined) {
+      const meant = suggestKey(name.replace(/^-+/, ''), Object.keys(commands))
       throw new SluiceError(
         'SLUICE_ERR_CLI_USAGE',
-        `unknown command ${JSON.stringify(name)}; try \`sluice help\``,
+        `unknown command ${JSON.stringify(name)}${meant === undefined ? '' : ` (did you mean ${meant}?)`}; try \`sluice help\``,
       )
+    }
     return await command(args, io)
   } catch (error) {
     if (error instanceof SluiceError) {

@@ -1,37 +1,29 @@
 import { pino } from 'pino'
 import { SluiceError } from '../../shared/index.js'
-import { loadConfigFile } from '../config/index.js'
 import { createCoordinator } from '../create.js'
-import { parseCommandArgs, portOption } from './args.js'
+import { parseFlags, portOption } from './flags.js'
 import { exitCodes, type CommandIo } from './io.js'
 
 /** Where `sluice serve` keeps its ledger unless told otherwise (relative to the working directory). */
 export const defaultDataDir = 'sluice-data'
 
-/** The config's own `server.dataDir`, which `--data-dir` overrides and the default does not. */
-async function configDataDir(path: string): Promise<string | undefined> {
-  return (await loadConfigFile(path)).server.dataDir
-}
+/** The flags `sluice serve` takes. */
+export const serveFlags = [
+  'config',
+  'host',
+  'port',
+  'data-dir',
+  'etcd',
+  'advertise',
+  'parent',
+] as const
 
 /**
  * `sluice serve --config FILE [--host H] [--port P] [--etcd URL[,URL]] [--advertise WS_URL]
  * [--parent WS_URL[,WS_URL]] [--data-dir DIR|none]`: runs until SIGINT or SIGTERM; SIGHUP reloads.
  */
 export async function serveCommand(args: readonly string[], io: CommandIo): Promise<number> {
-  const { values } = parseCommandArgs(
-    'serve',
-    args,
-    {
-      config: { type: 'string', short: 'c' },
-      host: { type: 'string' },
-      port: { type: 'string', short: 'p' },
-      etcd: { type: 'string' },
-      advertise: { type: 'string' },
-      parent: { type: 'string' },
-      'data-dir': { type: 'string' },
-    },
-    { min: 0, max: 0 },
-  )
+  const { values } = parseFlags('serve', args, serveFlags, { min: 0, max: 0 })
   if (values.config === undefined) {
     throw new SluiceError(
       'SLUICE_ERR_CLI_USAGE',
@@ -47,10 +39,8 @@ export async function serveCommand(args: readonly string[], io: CommandIo): Prom
     advertise: values.advertise,
     parent: values.parent?.split(',').filter((u) => u !== ''),
     // The embedded ledger is on by default: a restart resumes at once instead of learning.
-    dataDir:
-      values['data-dir'] === 'none'
-        ? false
-        : (values['data-dir'] ?? (await configDataDir(values.config)) ?? defaultDataDir),
+    dataDir: values['data-dir'] === 'none' ? false : values['data-dir'],
+    defaultDataDir,
     logger,
   })
   io.stdout.write(
@@ -66,8 +56,10 @@ export async function serveCommand(args: readonly string[], io: CommandIo): Prom
       role === 'leader' ? `elected leader as ${detail}\n` : `following (stepped down: ${detail})\n`,
     ),
   )
-  server.events.on('config-rejected', (error: Error) =>
-    io.stderr.write(`config reload refused, old config stays: ${error.message}\n`),
+  server.events.on('config-rejected', (error) =>
+    io.stderr.write(
+      `config reload refused, old config stays: ${error instanceof Error ? error.message : String(error)}\n`,
+    ),
   )
 
   const signals = io.signals ?? process

@@ -1,7 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { loadScenarioFile, simulate, toCsv, toJson, toSvg, toTable } from '../sim/index.js'
-import { parseCommandArgs } from './args.js'
+import { parseFlags } from './flags.js'
 import { exitCodes, type CommandIo } from './io.js'
 
 /**
@@ -10,12 +10,7 @@ import { exitCodes, type CommandIo } from './io.js'
  * .svg per resource. Exit 1 when a scenario's `expect` fails.
  */
 export async function simulateCommand(args: readonly string[], io: CommandIo): Promise<number> {
-  const { values, positionals } = parseCommandArgs(
-    'simulate',
-    args,
-    { out: { type: 'string', short: 'o' } },
-    { min: 1, max: 1000 },
-  )
+  const { values, positionals } = parseFlags('simulate', args, ['out'], { min: 1, max: 1000 })
   const out = values.out ?? 'sim-results'
   await mkdir(out, { recursive: true })
   let failed = false

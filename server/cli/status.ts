@@ -1,6 +1,6 @@
 import { SluiceError, systemClock } from '../../shared/index.js'
 import type { ResourceSummary } from '../http/index.js'
-import { parseCommandArgs } from './args.js'
+import { coordinatorUrl, parseFlags, unreachable } from './flags.js'
 import { exitCodes, type CommandIo } from './io.js'
 import { num } from './top/index.js'
 
@@ -38,15 +38,13 @@ export function formatStatusTable(resources: readonly ResourceSummary[]): string
   return [line(header), ...rows.map(line)].join('\n') + '\n'
 }
 
+/** The flags `sluice status` takes. */
+export const statusFlags = ['url', 'token'] as const
+
 /** `sluice status [--url U]`: a table of resources from the coordinator's HTTP API. */
 export async function statusCommand(args: readonly string[], io: CommandIo): Promise<number> {
-  const { values } = parseCommandArgs(
-    'status',
-    args,
-    { url: { type: 'string', short: 'u' }, token: { type: 'string' } },
-    { min: 0, max: 0 },
-  )
-  const base = (values.url ?? 'http://127.0.0.1:7070').replace(/\/+$/, '')
+  const { values } = parseFlags('status', args, statusFlags, { min: 0, max: 0 })
+  const base = coordinatorUrl(values.url, process.env)
   const token = values.token ?? process.env.SLUICE_TOKEN
   const headers: Record<string, string> =
     token === undefined ? {} : { authorization: `Bearer ${token}` }
@@ -70,9 +68,7 @@ export async function statusCommand(args: readonly string[], io: CommandIo): Pro
     }
   } catch (error) {
     if (error instanceof SluiceError) throw error
-    throw new SluiceError('SLUICE_ERR_HTTP_UNREACHABLE', `${base}: ${(error as Error).message}`, {
-      cause: error,
-    })
+    throw unreachable(base, error)
   } finally {
     timer.cancel()
   }

@@ -1,10 +1,10 @@
 import { loadConfigFile } from '../config/index.js'
-import { parseCommandArgs } from './args.js'
+import { parseFlags } from './flags.js'
 import { exitCodes, type CommandIo } from './io.js'
 
 /** `sluice validate FILE`: exit 0 with a summary, or non-zero naming each bad field. */
 export async function validateCommand(args: readonly string[], io: CommandIo): Promise<number> {
-  const { positionals } = parseCommandArgs('validate', args, {}, { min: 1, max: 1 })
+  const { positionals } = parseFlags('validate', args, [], { min: 1, max: 1 })
   const file = positionals[0]!
   const config = await loadConfigFile(file)
   io.stdout.write(

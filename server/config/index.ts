@@ -6,7 +6,7 @@ export {
   readYamlFile,
   resolveConfig,
 } from './load.js'
-export { CompiledConfig, templateLearningMs, templateSafeHoldMs } from './resolve.js'
+export { CompiledConfig, leaseTtlMsAt, templateLearningMs } from './resolve.js'
 export type { ResourceSettings } from './resolve.js'
 export { configSchema, holdingsKeySchema, resourceTemplateSchema } from './schema.js'
 export type {

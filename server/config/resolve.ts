@@ -2,7 +2,8 @@ import { createHash } from 'node:crypto'
 import {
   defaultBurst,
   defaultLearningMs,
-  defaultSafeHoldMs,
+  safeHoldMsOf,
+  type DemandEstimator,
   type FailureMode,
   type ResourceKind,
 } from '../../shared/index.js'
@@ -27,7 +28,7 @@ export interface ResourceSettings {
   readonly safeCapacity: number | undefined
   /** How long a client may run at its safe capacity after its lease lapses. */
   readonly safeHoldMs: number
-  readonly estimator: 'fast' | 'max' | 'ewma'
+  readonly estimator: DemandEstimator
   readonly window: number
   /** Tenant name → { weight, cap } for this resource. */
   readonly tenants: Readonly<Record<string, { weight: number; cap?: number }>>
@@ -45,18 +46,23 @@ export interface ResourceSettings {
   readonly headroomTolerance?: number | undefined
 }
 
+/**
+ * The life of a lease sent at `nowMs`: the template's `leaseTtlMs`, cut
+ * short under a parent's lease, since nothing granted here may outlive it.
+ */
+export function leaseTtlMsAt(s: ResourceSettings, nowMs: number): number {
+  return s.leaseDeadlineMs === undefined
+    ? s.leaseTtlMs
+    : Math.max(0, Math.min(s.leaseTtlMs, Math.floor(s.leaseDeadlineMs - nowMs)))
+}
+
 function tokenDigest(token: string): string {
   return createHash('sha256').update(token).digest('base64')
 }
 
 /** A template's learning period, defaults applied. */
 export function templateLearningMs(t: ResourceTemplate): number {
-  return defaultLearningMs({ ...t, safeHoldMs: t.safeHoldMs ?? defaultSafeHoldMs(t.leaseTtlMs) })
-}
-
-/** A template's safe hold, defaults applied. */
-export function templateSafeHoldMs(t: ResourceTemplate): number {
-  return t.safeHoldMs ?? defaultSafeHoldMs(t.leaseTtlMs)
+  return defaultLearningMs(t)
 }
 
 /**
@@ -124,7 +130,7 @@ export class CompiledConfig {
       const cap = this.#tenantCaps.get(name)!.match(id)
       tenants[name] = cap === undefined ? { weight: tenant.weight } : { weight: tenant.weight, cap }
     }
-    const safeHoldMs = templateSafeHoldMs(t)
+    const safeHoldMs = safeHoldMsOf(t)
     return Object.freeze({
       id,
       kind: t.kind,

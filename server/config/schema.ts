@@ -1,15 +1,18 @@
 import { z } from 'zod'
 import {
   commitmentLifeMs,
-  defaultSafeHoldMs,
+  demandEstimators,
   domainLimits,
   failureModes,
+  clientIdSchema,
+  quantitySchema,
   resourceKinds,
+  weightSchema,
 } from '../../shared/index.js'
 import { algorithms, surplusPolicies } from '../allocation/index.js'
 
-const quantity = z.number().min(0).max(domainLimits.maxQuantity)
-const weight = z.number().min(domainLimits.minWeight).max(domainLimits.maxWeight)
+const quantity = quantitySchema
+const weight = weightSchema
 const ms = (min: number, max: number): z.ZodNumber => z.number().int().min(min).max(max)
 
 /** Per-connection and per-process bounds. Every one has a default; see docs/configuration.md. */
@@ -89,7 +92,7 @@ export const parentSchema = z.strictObject({
   /** Tenant token at the parent, if it has tenants. */
   token: z.string().min(8).optional(),
   /** Client id at the parent; default coordinator:<hostname>:<port>. Must be unique per downstream. */
-  clientId: z.string().min(1).max(256).optional(),
+  clientId: clientIdSchema.optional(),
 })
 
 export const serverSchema = z.strictObject({
@@ -147,9 +150,7 @@ export const tenantSchema = z.strictObject({
     ),
 })
 
-export const demandEstimators = ['fast', 'max', 'ewma'] as const
-
-/** Reports each estimator looks back over unless `window` says: `fast` 2, the others 5. */
+/** Reports each estimator looks back over unless `window` says: `fast` 1, the others 5. */
 export const defaultDemandWindow = Object.freeze({ fast: 1, max: 5, ewma: 5 })
 
 export const demandEstimatorSchema = z
@@ -202,10 +203,7 @@ export const resourceTemplateSchema = z
   })
   .superRefine((t, ctx) => {
     if (t.learningMs === undefined || t.unsafeLearning) return
-    const lifeMs = commitmentLifeMs({
-      ...t,
-      safeHoldMs: t.safeHoldMs ?? defaultSafeHoldMs(t.leaseTtlMs),
-    })
+    const lifeMs = commitmentLifeMs(t)
     if (t.learningMs < lifeMs)
       ctx.addIssue({
         code: 'custom',

@@ -1,4 +1,9 @@
-import { protocolVersion, type ErrorCode, type HelloMessage } from '../../shared/index.js'
+import {
+  protocolVersion,
+  type DemandEntry,
+  type ErrorCode,
+  type HelloMessage,
+} from '../../shared/index.js'
 import type { CompiledConfig, Limits, ResourceSettings } from '../config/index.js'
 import { clientKey, type Pool } from '../pool/index.js'
 
@@ -119,4 +124,67 @@ export function admitPriority(
       detail: `tenant ${tenant} may use priorities ${min} to ${max}, received ${priority}`,
     }
   return priority
+}
+
+/** Called for each entry refused, with the resource it named. */
+export type RefuseEntry = (resource: string, refusal: Refusal) => void
+
+/**
+ * The entries of one message whose resource the client already uses or may
+ * start using; `refuse` hears of each other one. Returns the entries
+ * themselves while all pass (the demand path runs per report), a copy from
+ * the first refusal on.
+ */
+export function admitEntries<T>(
+  ctx: AdmissionContext,
+  key: string,
+  tenant: string | undefined,
+  entries: readonly T[],
+  resourceOf: (entry: T) => string,
+  refuse: RefuseEntry,
+): readonly T[] {
+  let out: T[] | undefined
+  let added = 0
+  for (let i = 0; i < entries.length; i++) {
+    const entry = entries[i]!
+    const id = resourceOf(entry)
+    if (!ctx.pool.isSubscribed(key, id)) {
+      const refusal = admitResource(ctx, key, tenant, id, added)
+      if (refusal !== undefined) {
+        out ??= entries.slice(0, i)
+        refuse(id, refusal)
+        continue
+      }
+      added++
+    }
+    out?.push(entry)
+  }
+  return out ?? entries
+}
+
+/**
+ * A demand report's entries with each priority admitted for the tenant
+ * (moved into its range, or refused). At 10k clients a report a second each,
+ * this runs 10k times a second: it copies the entries only when one changes
+ * or is refused (docs/benchmarks.md, "per-report garbage").
+ */
+export function admitPriorities(
+  ctx: AdmissionContext,
+  tenant: string | undefined,
+  entries: readonly DemandEntry[],
+  refuse: RefuseEntry,
+): readonly DemandEntry[] {
+  let banded: DemandEntry[] | undefined
+  for (let i = 0; i < entries.length; i++) {
+    const entry = entries[i]!
+    const verdict = admitPriority(ctx, tenant, entry.priority)
+    if (verdict === entry.priority) {
+      banded?.push(entry)
+      continue
+    }
+    banded ??= entries.slice(0, i)
+    if (typeof verdict === 'object') refuse(entry.resource, verdict)
+    else banded.push({ ...entry, priority: verdict })
+  }
+  return banded ?? entries
 }

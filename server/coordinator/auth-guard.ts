@@ -1,8 +1,8 @@
 import type { Logger } from 'pino'
-import { KeyedLimiter, TokenBucketLimiter } from '../../client/limiters/index.js'
+import { KeyedLimiter, TokenBucketLimiter } from '../../shared/limiters/index.js'
 import type { Clock } from '../../shared/index.js'
 import type { Limits } from '../config/index.js'
-import type { CoordinatorMetrics } from './metrics.js'
+import type { CoordinatorMetrics } from '../observe/index.js'
 
 /** How often at most the guard logs what it refused, ms. */
 const logEveryMs = 10_000

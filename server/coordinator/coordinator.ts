@@ -5,32 +5,30 @@ import {
   type AckMessage,
   type ClientMessage,
   type Clock,
-  type DemandEntry,
   type DemandMessage,
   type ErrorCode,
   type HelloMessage,
   type ReleaseMessage,
 } from '../../shared/index.js'
 import { CompiledConfig, type Config, type Limits, type ResourceSettings } from '../config/index.js'
-import type { Ledger, LedgerChange, LedgerEntry } from '../ledger/index.js'
+import type { Ledger, LedgerEntry } from '../ledger/index.js'
 import { Pool, clientKey, type LeaseBatch } from '../pool/index.js'
 import type { Upstream } from '../tree/index.js'
 import {
   admitClient,
-  admitPriority,
-  admitResource,
+  admitEntries,
+  admitPriorities,
   type AdmissionContext,
-  type Refusal,
+  type RefuseEntry,
 } from './admission.js'
 import { AuthGuard } from './auth-guard.js'
-import { CoordinatorMetrics } from './metrics.js'
-import { Observer } from './observer.js'
-import { provenCapacity, signLease, type HoldingsKeys } from './proofs.js'
+import { CoordinatorMetrics, Observer, ResourceView } from '../observe/index.js'
+import { provenHolding, signBatches, type ClaimedHolding, type HoldingsKeys } from './proofs.js'
 import { RoundScheduler } from './scheduler.js'
-import type { SessionPort } from './session.js'
-import { SessionTable } from './sessions.js'
+import type { SessionPort } from './session-port.js'
+import { SessionTable } from './session-table.js'
 import { SettingsSource } from './settings.js'
-import { ResourceView } from './view.js'
+import { WriteAhead, type WriteAheadHost } from './write-ahead.js'
 
 /** `leader` grants leases; a `follower` redirects clients to the leader (high availability). */
 export type Role = 'leader' | 'follower'
@@ -62,15 +60,11 @@ export class Coordinator {
   /** Signs leases and verifies claimed holdings; without it, no claim is trusted. */
   #keys: HoldingsKeys | undefined
   /** Where commitments are written before the leases they cover are sent. */
-  #ledger: Ledger | undefined
+  #writeAhead: WriteAhead | undefined
   /** Whether this coordinator started from a trusted ledger (no learning). */
   #restored = false
   /** Leadership comes from an election: a replica that cannot write its ledger steps down. */
   #elected = false
-  /** Batches waiting for the ledger write that covers them, in order. */
-  #pending: { changes: LedgerChange[]; batches: LeaseBatch[]; atMs: number }[] = []
-  #writing = false
-  readonly #idleWaiters: (() => void)[] = []
   /** Until when this replica surely leads (an election's lease); always, without one. */
   #leadingUntilMs: () => number = () => Infinity
   #closed = false
@@ -228,7 +222,7 @@ export class Coordinator {
    * so the coordinator learns as without one.
    */
   attachLedger(ledger: Ledger, restored: readonly LedgerEntry[] | undefined): void {
-    this.#ledger = ledger
+    this.#writeAhead = new WriteAhead(ledger, this.#clock, this.#writeAheadHost)
     this.#restored = restored !== undefined
     this.#pool = this.#newPool()
     if (restored !== undefined) {
@@ -241,7 +235,7 @@ export class Coordinator {
   /** How this coordinator knows what clients hold: `ledger` (restored), `learning`, or `none` (no ledger). */
   get ledgerState(): { kind: string; started: 'restored' | 'learning' } {
     return {
-      kind: this.#ledger?.kind ?? 'none',
+      kind: this.#writeAhead?.ledger.kind ?? 'none',
       started: this.#restored ? 'restored' : 'learning',
     }
   }
@@ -362,7 +356,14 @@ export class Coordinator {
     })
     // Holdings of resources the client may not use are dropped quietly but for real refusals:
     // an unknown resource in a hello is what a config change leaves behind, not a mistake.
-    const holdings = this.#admitted(session, msg.holdings ?? [], (r) => r.resource, true)
+    const holdings = admitEntries(
+      this.#admissionContext,
+      key,
+      tenant,
+      msg.holdings ?? [],
+      (r) => r.resource,
+      this.#refuser(session, true),
+    )
     if (holdings.length === 0) return
     const proven = holdings.map((h) => ({
       resource: h.resource,
@@ -372,47 +373,29 @@ export class Coordinator {
     for (const h of holdings) this.#ensureSchedule(h.resource)
   }
 
-  /**
-   * How much of a claimed holding counts: what its proof backs (never more
-   * than claimed, slots in flight included), or 0 without a verifying proof,
-   * or without a key to verify it with.
-   */
-  #proven(
-    clientId: string,
-    tenant: string | undefined,
-    h: NonNullable<HelloMessage['holdings']>[number],
-  ): number {
-    const claimed = Math.max(h.capacity, h.inFlight ?? 0)
-    if (this.#keys === undefined) return 0
-    const binding = { tenant, clientId, resource: h.resource }
-    const { capacity, reason } = provenCapacity(this.#keys, binding, h.proof, this.#clock.wallNow())
-    if (reason === 'forged' || (reason === 'missing' && claimed > 0))
+  /** How much of a claimed holding counts (`provenHolding`); a claim that does not verify is logged. */
+  #proven(clientId: string, tenant: string | undefined, h: ClaimedHolding): number {
+    const holder = { tenant, clientId }
+    const { capacity, claimed, suspect } = provenHolding(
+      this.#keys,
+      holder,
+      h,
+      this.#clock.wallNow(),
+    )
+    if (suspect)
       this.#log.warn(
-        { clientId, tenant, resource: h.resource, claimed, reason },
+        { clientId, tenant, resource: h.resource, claimed },
         'holding not restored: its proof does not verify',
       )
-    return Math.min(claimed, capacity)
+    return capacity
   }
 
   #demand(session: SessionPort, msg: DemandMessage): void {
-    // At 10k clients a report a second each, this runs 10k times a second: it copies the
-    // entries only when one changes or is refused (docs/benchmarks.md, "per-report garbage").
     const ctx = this.#admissionContext
-    const entries = msg.resources
-    let banded: DemandEntry[] | undefined
-    for (let i = 0; i < entries.length; i++) {
-      const entry = entries[i]!
-      const verdict = admitPriority(ctx, session.tenant, entry.priority)
-      if (verdict === entry.priority) {
-        banded?.push(entry)
-        continue
-      }
-      banded ??= entries.slice(0, i)
-      if (typeof verdict === 'object') this.#refuse(session, entry.resource, verdict, false)
-      else banded.push({ ...entry, priority: verdict })
-    }
-    const reports = this.#admitted(session, banded ?? entries, (e) => e.resource, false)
     const key = this.#key(session)
+    const refuse = this.#refuser(session, false)
+    const banded = admitPriorities(ctx, session.tenant, msg.resources, refuse)
+    const reports = admitEntries(ctx, key, session.tenant, banded, (e) => e.resource, refuse)
     for (const r of reports)
       if (r.usage !== undefined) this.observer.record(r.resource, key, session.tenant, r.usage)
     const { batches, newResources } = this.#pool.reportDemand(key, reports, this.#clock.now())
@@ -455,47 +438,20 @@ export class Coordinator {
   }
 
   /**
-   * The entries whose resource the client already uses or may start using;
-   * each refusal is answered with an error message (unknown resources in a
-   * hello excepted, when `quietUnknown`).
+   * Answers each refused entry with an error message (unknown resources in a
+   * hello excepted, when `quietUnknown`: that is what a config change leaves behind).
    */
-  #admitted<T>(
-    session: SessionPort,
-    entries: readonly T[],
-    resourceOf: (entry: T) => string,
-    quietUnknown: boolean,
-  ): readonly T[] {
-    const key = this.#key(session)
-    const ctx = this.#admissionContext
-    // The entries themselves while all pass; a copy from the first refusal on.
-    let out: T[] | undefined
-    let added = 0
-    for (let i = 0; i < entries.length; i++) {
-      const entry = entries[i]!
-      const id = resourceOf(entry)
-      if (!this.#pool.isSubscribed(key, id)) {
-        const refusal = admitResource(ctx, key, session.tenant, id, added)
-        if (refusal !== undefined) {
-          out ??= entries.slice(0, i)
-          this.#refuse(session, id, refusal, quietUnknown)
-          continue
-        }
-        added++
-      }
-      out?.push(entry)
+  #refuser(session: SessionPort, quietUnknown: boolean): RefuseEntry {
+    return (resource, refusal) => {
+      this.metrics.errors.inc({ code: refusal.code })
+      if (quietUnknown && refusal.code === 'SLUICE_ERR_RESOURCE_UNKNOWN') return
+      session.send({
+        type: 'error',
+        code: refusal.code,
+        message: formatError(refusal.code, refusal.detail),
+        resource,
+      })
     }
-    return out ?? entries
-  }
-
-  #refuse(session: SessionPort, resource: string, refusal: Refusal, quietUnknown: boolean): void {
-    this.metrics.errors.inc({ code: refusal.code })
-    if (quietUnknown && refusal.code === 'SLUICE_ERR_RESOURCE_UNKNOWN') return
-    session.send({
-      type: 'error',
-      code: refusal.code,
-      message: formatError(refusal.code, refusal.detail),
-      resource,
-    })
   }
 
   /** The pool's key of a session's client. */
@@ -590,9 +546,9 @@ export class Coordinator {
   #newPool(): Pool {
     return new Pool(this.#startedMs, this.#settings.lookup, {
       learn: !this.#restored,
-      track: this.#ledger !== undefined,
+      track: this.#writeAhead !== undefined,
       sendDelayMs:
-        this.#ledger === undefined || this.#ledger.synchronous
+        this.#writeAhead === undefined || this.#writeAhead.ledger.synchronous
           ? 0
           : this.config.server.ledgerMaxWriteMs,
     })
@@ -615,126 +571,48 @@ export class Coordinator {
 
   /**
    * Sends lease batches: with a ledger, only once the changes that cover them
-   * are written (in order; writes queued meanwhile go as one). A synchronous
-   * ledger sends at once. A failed write sends nothing: its leases stay
+   * are written (`WriteAhead`). A failed write sends nothing: its leases stay
    * counted and lapse.
    */
   #dispatch(batches: readonly LeaseBatch[]): void {
     if (this.#closed) return
-    const ledger = this.#ledger
-    if (ledger === undefined) return this.#send(batches)
-    const changes = this.#pool.takeChanges((monoMs) => this.#toWallMs(monoMs))
-    if (changes.length === 0 && batches.length === 0) return
-    const item = { changes, batches: [...batches], atMs: this.#clock.now() }
-    if (this.#writing || this.#pending.length > 0) {
-      this.#pending.push(item)
-      return
-    }
-    this.#write(ledger, [item])
-  }
-
-  /** Writes the items' changes as one, then sends their batches (those still in time). */
-  #write(
-    ledger: Ledger,
-    items: { changes: LedgerChange[]; batches: LeaseBatch[]; atMs: number }[],
-  ): void {
-    const changes = items.flatMap((i) => i.changes)
-    const done = (): void => {
-      this.#writing = false
-      // A batch that waited longer than its leases were counted for is not sent: they lapse.
-      const limitMs = this.config.server.ledgerMaxWriteMs
-      const nowMs = this.#clock.now()
-      let late: LeaseBatch[] | undefined
-      for (const item of items) {
-        if (nowMs - item.atMs <= limitMs) this.#send(item.batches)
-        else if (item.batches.length > 0) (late ??= []).push(...item.batches)
-      }
-      if (late !== undefined) this.#writtenLate(late, nowMs - items[0]!.atMs)
-      const next = this.#pending.splice(0)
-      if (next.length > 0) this.#write(ledger, next)
-      else this.#settled()
-    }
-    let written: Promise<void> | void
-    try {
-      written = changes.length === 0 ? undefined : ledger.write(changes)
-    } catch (error) {
-      this.#writeFailed(error)
-      return
-    }
-    if (written === undefined) return done()
-    this.#writing = true
-    const startedMs = this.#clock.now()
-    this.metrics.ledgerWrites.inc()
-    written.then(
-      () => {
-        this.metrics.ledgerWriteSeconds.observe((this.#clock.now() - startedMs) / 1000)
-        done()
-      },
-      (error: unknown) => {
-        this.#writing = false
-        for (const item of items) this.#pool.unsent(item.batches)
-        this.#writeFailed(error)
-        const next = this.#pending.splice(0)
-        if (next.length > 0) this.#write(ledger, next)
-        else this.#settled()
-      },
-    )
+    if (this.#writeAhead === undefined) return this.#send(batches)
+    this.#writeAhead.dispatch(batches)
   }
 
   /** Resolves once no ledger write is in flight or queued (tests and orderly shutdown). */
   ledgerIdle(): Promise<void> {
-    if (!this.#writing && this.#pending.length === 0) return Promise.resolve()
-    return new Promise((resolve) => this.#idleWaiters.push(resolve))
+    return this.#writeAhead?.idle() ?? Promise.resolve()
   }
 
-  #settled(): void {
-    if (this.#writing || this.#pending.length > 0) return
-    for (const resolve of this.#idleWaiters.splice(0)) resolve()
-  }
-
-  /**
-   * The write went through, but too late for these batches: their leases were
-   * counted from `ledgerMaxWriteMs` after they were made, so sending them now
-   * could let a client hold one past what is counted. They stay counted and
-   * lapse; each client's next report renews at once. Not a failed write: a
-   * leader stays leader (an overloaded event loop, a mass reconnect, makes
-   * writes late, and stepping down would move the load to the next replica).
-   */
-  #writtenLate(batches: readonly LeaseBatch[], tookMs: number): void {
-    this.#pool.unsent(batches)
-    this.metrics.errors.inc({ code: 'SLUICE_ERR_LEDGER_WRITE' }, batches.length)
-    this.#log.warn(
-      { tookMs: Math.round(tookMs), batches: batches.length },
-      `ledger write took longer than server.ledgerMaxWriteMs (${this.config.server.ledgerMaxWriteMs} ms): these lease batches were not sent; their clients are renewed at their next report`,
-    )
-  }
-
-  #writeFailed(error: unknown): void {
-    this.metrics.errors.inc({ code: 'SLUICE_ERR_LEDGER_WRITE' })
-    this.#log.error({ err: error }, 'ledger write failed; the leases it covers were not sent')
+  /** What the write-ahead queue calls back. */
+  readonly #writeAheadHost: WriteAheadHost = ((self: Coordinator) => ({
+    takeChanges: () => self.#pool.takeChanges((monoMs) => self.#toWallMs(monoMs)),
+    send: (batches) => self.#send(batches),
+    unsent: (batches) => self.#pool.unsent(batches),
     // A replica that cannot write what it grants (fenced, or etcd gone) may not lead.
-    if (this.#elected && this.#role === 'leader') this.stepDown(undefined, 'ledger write failed')
-  }
+    failed: () => {
+      if (self.#elected && self.#role === 'leader') self.stepDown(undefined, 'ledger write failed')
+    },
+    maxWriteMs: () => self.config.server.ledgerMaxWriteMs,
+    get metrics() {
+      return self.metrics
+    },
+    get log() {
+      return self.#log
+    },
+  }))(this)
 
   #send(batches: readonly LeaseBatch[]): void {
     if (batches.length === 0) return
-    const keys = this.#keys
-    if (keys !== undefined) {
-      const wallMs = this.#clock.wallNow()
-      for (const batch of batches) {
-        const session = this.#sessions.get(batch.clientKey)
-        if (session === undefined) continue
-        for (const lease of batch.leases) {
-          const graceMs = this.#pool.settings(lease.resource)?.graceMs ?? 0
-          const binding = {
-            tenant: session.tenant,
-            clientId: session.clientId!,
-            resource: lease.resource,
-          }
-          lease.proof = signLease(keys, binding, lease, wallMs, graceMs)
-        }
-      }
-    }
+    if (this.#keys !== undefined)
+      signBatches(
+        this.#keys,
+        batches,
+        (key) => this.#sessions.get(key),
+        (resource) => this.#pool.settings(resource)?.graceMs ?? 0,
+        this.#clock.wallNow(),
+      )
     this.metrics.pushes.inc(this.#sessions.dispatch(batches))
   }
 

@@ -1,5 +1,3 @@
 export { Coordinator } from './coordinator.js'
 export type { Role } from './coordinator.js'
-export { CoordinatorMetrics } from './metrics.js'
-export type { SessionPort } from './session.js'
-export type { ResourceFigures } from './view.js'
+export type { SessionPort } from './session-port.js'

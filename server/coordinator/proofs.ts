@@ -1,5 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import type { LeaseGrant, LeaseProof } from '../../shared/index.js'
+import type { LeaseBatch } from '../pool/index.js'
 
 /** The holdings key: the current one signs; earlier ones still verify (rotation). */
 export interface HoldingsKeys {
@@ -74,4 +75,59 @@ export function provenCapacity(
   if (wallMs < proof.untilMs) return { capacity: proof.capacity, reason: 'proven' }
   if (wallMs < proof.fallbackUntilMs) return { capacity: proof.fallback, reason: 'proven' }
   return { capacity: 0, reason: 'expired' }
+}
+
+/** Who a batch's client is, for the binding of its proofs; undefined when it is gone. */
+export type BatchHolder = (
+  clientKey: string,
+) => { readonly tenant: string | undefined; readonly clientId: string | undefined } | undefined
+
+/**
+ * Signs every lease of `batches` at `wallMs`, in place (`lease.proof`), for
+ * the client each batch goes to; `graceMsOf` gives a resource's grace.
+ */
+export function signBatches(
+  keys: HoldingsKeys,
+  batches: readonly LeaseBatch[],
+  holderOf: BatchHolder,
+  graceMsOf: (resource: string) => number,
+  wallMs: number,
+): void {
+  for (const batch of batches) {
+    const holder = holderOf(batch.clientKey)
+    const clientId = holder?.clientId
+    if (clientId === undefined) continue
+    for (const lease of batch.leases) {
+      const binding = { tenant: holder!.tenant, clientId, resource: lease.resource }
+      lease.proof = signLease(keys, binding, lease, wallMs, graceMsOf(lease.resource))
+    }
+  }
+}
+
+/** A holding as a hello claims it. */
+export interface ClaimedHolding {
+  readonly resource: string
+  readonly capacity: number
+  readonly inFlight?: number | undefined
+  readonly proof?: LeaseProof | undefined
+}
+
+/**
+ * How much of a claimed holding counts: what its proof backs (never more
+ * than claimed, slots in flight included), or 0 without a verifying proof,
+ * or without a key to verify it with. `reason` says why a claim was cut to
+ * nothing, for the log.
+ */
+export function provenHolding(
+  keys: HoldingsKeys | undefined,
+  holder: { readonly tenant: string | undefined; readonly clientId: string },
+  h: ClaimedHolding,
+  wallMs: number,
+): { capacity: number; claimed: number; suspect: boolean } {
+  const claimed = Math.max(h.capacity, h.inFlight ?? 0)
+  if (keys === undefined) return { capacity: 0, claimed, suspect: false }
+  const binding = { tenant: holder.tenant, clientId: holder.clientId, resource: h.resource }
+  const { capacity, reason } = provenCapacity(keys, binding, h.proof, wallMs)
+  const suspect = reason === 'forged' || (reason === 'missing' && claimed > 0)
+  return { capacity: Math.min(claimed, capacity), claimed, suspect }
 }

@@ -1,6 +1,7 @@
-import type { ResourceKind } from '../../shared/index.js'
+import { kindTraits, type ResourceKind } from '../../shared/index.js'
 import { isGlob } from '../config/index.js'
-import type { Coordinator, ResourceFigures } from '../coordinator/index.js'
+import type { Coordinator } from '../coordinator/index.js'
+import type { ResourceFigures } from '../observe/index.js'
 
 /** One resource as `GET /v1/resources` lists it. */
 export interface ResourceSummary {
@@ -74,7 +75,9 @@ function summary(coordinator: Coordinator, r: ResourceFigures): ResourceSummary 
     admittedPerSec: u.admittedPerSec,
     refusedPerSec: u.refusedPerSec,
     utilisation:
-      r.capacity > 0 ? (r.kind === 'rate' ? u.admittedPerSec : u.inFlight) / r.capacity : 0,
+      r.capacity > 0
+        ? (kindTraits[r.kind].refills ? u.admittedPerSec : u.inFlight) / r.capacity
+        : 0,
     waiting: u.waiting,
     inFlight: u.inFlight,
     refusing: u.refusing,

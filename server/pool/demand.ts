@@ -1,3 +1,5 @@
+import type { DemandEstimator } from '../../shared/index.js'
+
 /**
  * How much of a peak the `fast` estimator still counts one report later: a
  * drop of up to 8× is followed at the next report, a collapse beyond that
@@ -20,7 +22,7 @@ export const peakDecayPerReport = 0.125
  */
 export class DemandHistory {
   readonly #samples: Float64Array
-  readonly #estimator: 'fast' | 'max' | 'ewma'
+  readonly #estimator: DemandEstimator
   #next = 0
   #count = 0
   #ewma = 0
@@ -28,7 +30,7 @@ export class DemandHistory {
   /** The most recent report. */
   last = 0
 
-  constructor(estimator: 'fast' | 'max' | 'ewma', window: number) {
+  constructor(estimator: DemandEstimator, window: number) {
     this.#estimator = estimator
     this.#samples = new Float64Array(Math.max(1, window))
   }

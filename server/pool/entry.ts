@@ -1,3 +1,4 @@
+import { kindTraits } from '../../shared/index.js'
 import type { ResourceSettings } from '../config/index.js'
 import { DemandHistory } from './demand.js'
 
@@ -161,7 +162,7 @@ export class Entry {
   }
 
   get #pinned(): boolean {
-    return this.client.connected && this.resource.settings.kind === 'concurrency'
+    return this.client.connected && kindTraits[this.resource.settings.kind].holdsInFlight
   }
 
   /** What this entry commits at `nowMs`, lapses counted, without changing anything. */
@@ -242,7 +243,7 @@ export class Entry {
    * held while connected lapses no sooner than a lease life from now.
    */
   disconnected(nowMs: number): void {
-    if (this.resource.settings.kind !== 'concurrency') return
+    if (!kindTraits[this.resource.settings.kind].holdsInFlight) return
     const s = this.resource.settings
     for (const l of this.leases) {
       const holdUntilMs = Math.max(l.holdUntilMs, nowMs + l.ttlMs + s.graceMs)

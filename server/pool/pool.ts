@@ -1,12 +1,12 @@
 import { allocate, wholeUnits, type ClientDemand } from '../allocation/index.js'
-import type { ResourceSettings } from '../config/index.js'
-import type { LeaseGrant } from '../../shared/index.js'
+import { leaseTtlMsAt, type ResourceSettings } from '../config/index.js'
+import { inKindUnits, kindTraits, type LeaseGrant } from '../../shared/index.js'
 import type { LedgerChange, LedgerEntry } from '../ledger/index.js'
 import { ClientState, Entry, ResourceState, type LeaseRecord } from './entry.js'
 import type { ClientSnapshot, ResourceSnapshot } from './snapshot.js'
 
 /** Where the pool reads a resource's settings; undefined when no template matches the id. */
-export type SettingsSource = (resourceId: string) => ResourceSettings | undefined
+export type SettingsLookup = (resourceId: string) => ResourceSettings | undefined
 
 /** A batch of leases for one client, to send as one `lease` message. */
 export interface LeaseBatch {
@@ -68,7 +68,7 @@ export function clientKey(tenant: string | undefined, clientId: string): string 
  * decreases are acknowledged or lapse; no increase is granted until it is
  * back under, and what silent clients hold is kept out of what is shared.
  *
- * Settings come in one way, from the `SettingsSource` given at construction
+ * Settings come in one way, from the `SettingsLookup` given at construction
  * (`refreshSettings` re-reads them); state goes out as frozen snapshots,
  * never as the pool's own records.
  */
@@ -76,7 +76,7 @@ export class Pool {
   readonly #clients = new Map<string, ClientState>()
   readonly #resources = new Map<string, ResourceState>()
   readonly #startMs: number
-  readonly #settingsFor: SettingsSource
+  readonly #settingsFor: SettingsLookup
   #batches = new Map<ClientState, LeaseBatch>()
   readonly #waiting = new Set<string>()
   // One sequence for all batches of this pool: a client id that is forgotten and comes back
@@ -96,7 +96,7 @@ export class Pool {
 
   constructor(
     startMs: number,
-    settingsFor: SettingsSource,
+    settingsFor: SettingsLookup,
     options: { learn?: boolean; track?: boolean; sendDelayMs?: number } = {},
   ) {
     this.#startMs = startMs
@@ -173,7 +173,7 @@ export class Pool {
       const records: LeaseRecord[] = le.commitments.map((c) => ({
         seq: 0,
         capacity: c.capacity,
-        ttlMs: settings.leaseTtlMs,
+        ttlMs: leaseTtlMsAt(settings, nowMs),
         sentMs: nowMs,
         holdUntilMs: toMonoMs(c.untilMs),
         fallback: c.fallback,
@@ -368,7 +368,7 @@ export class Pool {
       const accepted = Math.min(claimed, free)
       entry.target = accepted
       // Slots are whole: a claim is confirmed in whole slots, never above what is free.
-      this.#send(entry, r.settings.kind === 'concurrency' ? Math.floor(accepted) : accepted, nowMs)
+      this.#send(entry, inKindUnits(r.settings.kind, accepted), nowMs)
     }
     return this.#flush()
   }
@@ -605,14 +605,16 @@ export class Pool {
     // Slots are whole: what is left beside the reserved slots is shared in whole slots.
     const left = Math.max(0, r.settings.capacity - reserved)
     const result = allocate({
-      capacity: r.settings.kind === 'concurrency' ? Math.floor(left + 1e-9) : left,
+      capacity: inKindUnits(r.settings.kind, left),
       algorithm: r.settings.algorithm,
       surplus: r.settings.surplus,
       tenants: r.settings.tenants,
       clients,
     })
     // Slots are whole: a semaphore cannot use half of one.
-    const grants = r.settings.kind === 'concurrency' ? wholeUnits(result.grants) : result.grants
+    const grants = kindTraits[r.settings.kind].wholeUnits
+      ? wholeUnits(result.grants)
+      : result.grants
     for (let i = 0; i < sharing.length; i++) sharing[i]!.target = grants[i]!
     const tolerance = r.settings.headroomTolerance ?? 0
     if (tolerance > 0) this.#keepClose(r, sharing, clients, tolerance, left)
@@ -802,17 +804,10 @@ export class Pool {
       this.#batches.set(client, batch)
     }
     const s = entry.resource.settings
-    // Under a parent's lease, nothing granted here may outlive it.
-    const ttlMs =
-      s.leaseDeadlineMs === undefined
-        ? s.leaseTtlMs
-        : Math.max(0, Math.min(s.leaseTtlMs, Math.floor(s.leaseDeadlineMs - nowMs)))
+    const ttlMs = leaseTtlMsAt(s, nowMs)
     // The fallback never exceeds the lease: what a silent client may enforce is what it was leased.
     const safeShare = s.safeCapacity ?? s.capacity / Math.max(1, entry.resource.entries.size)
-    const safeCapacity = Math.min(
-      capacity,
-      s.kind === 'concurrency' ? Math.floor(safeShare + 1e-9) : safeShare,
-    )
+    const safeCapacity = Math.min(capacity, inKindUnits(s.kind, safeShare))
     entry.record(batch.seq, capacity, safeCapacity, ttlMs, nowMs, this.#sendDelayMs)
     this.#touch(entry)
     const share = s.capacity > 0 ? capacity / s.capacity : 0
@@ -820,7 +815,7 @@ export class Pool {
       resource: s.id,
       kind: s.kind,
       capacity,
-      burst: s.kind === 'rate' ? s.burst * share : capacity,
+      burst: kindTraits[s.kind].refills ? s.burst * share : capacity,
       ttlMs,
       refreshMs: s.refreshMs,
       safeCapacity,

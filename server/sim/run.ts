@@ -1,6 +1,12 @@
 import { pino } from 'pino'
 import { createClient } from '../../client/index.js'
-import { ManualClock, SluiceError, seededRandom, systemClock } from '../../shared/index.js'
+import {
+  ManualClock,
+  SluiceError,
+  kindTraits,
+  seededRandom,
+  systemClock,
+} from '../../shared/index.js'
 import { allocate } from '../allocation/index.js'
 import { parseConfig, templateLearningMs, type Config } from '../config/index.js'
 import { DemandCurve } from './demand.js'
@@ -126,7 +132,7 @@ export class SimRun {
       id,
       kind: s.kind,
       // Slots have no burst: Σ in flight must stay within capacity at every tick.
-      burst: s.kind === 'rate' ? s.burst : 0,
+      burst: kindTraits[s.kind].refills ? s.burst : 0,
       refreshMs: s.refreshMs,
       surplus: s.surplus,
       algorithm: s.algorithm,
@@ -335,7 +341,7 @@ export class SimRun {
       this.#version++
     }
     const track = this.#tracks.get(c.resource)!
-    if (track.kind === 'concurrency') {
+    if (kindTraits[track.kind].holdsInFlight) {
       // Work lasts one tick: last tick's slots come back, then as many as wanted are taken.
       if (c.held > 0) r.releaseSlots(c.held)
       const asked = Math.round(demand)
@@ -380,7 +386,7 @@ export class SimRun {
       // Slots are whole: a grant within one slot of a fractional ideal is as close as it gets.
       const gap = Math.abs(c.handle.capacity - ideal)
       const off =
-        (track.kind === 'concurrency' ? Math.max(0, gap - (1 - 1e-9)) : gap) /
+        (kindTraits[track.kind].wholeUnits ? Math.max(0, gap - (1 - 1e-9)) : gap) /
         Math.max(ideal, equalShare, 1e-9)
       deviation = Math.max(deviation, off)
     }
@@ -390,7 +396,7 @@ export class SimRun {
     track.demandPerTick.push(track.sampleDemand)
     // Rate: tokens per tick; concurrency: slots (admitted counts slots held during the tick).
     track.capacityPerTick.push(
-      track.kind === 'rate' ? (track.capacity * this.#tickMs) / 1000 : track.capacity,
+      kindTraits[track.kind].refills ? (track.capacity * this.#tickMs) / 1000 : track.capacity,
     )
     track.sampleAdmitted = 0
     track.sampleDemand = 0
@@ -411,7 +417,7 @@ export class SimRun {
         demand += track.demandPerTick[i]!
       }
       // Rate: per second; concurrency: mean slots in flight over the sample.
-      const seconds = track.kind === 'rate' ? (ticks * this.#tickMs) / 1000 : ticks
+      const seconds = kindTraits[track.kind].refills ? (ticks * this.#tickMs) / 1000 : ticks
       const enforced = track.sampleEnforced
       track.sampleEnforced = 0
       let count = 0

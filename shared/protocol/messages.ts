@@ -1,6 +1,16 @@
 import { z } from 'zod'
 import { domainLimits, resourceKinds } from '../domain.js'
 import { errorCodes } from '../errors.js'
+import {
+  clientIdSchema,
+  printableString,
+  prioritySchema,
+  quantitySchema,
+  resourceId,
+  weightSchema,
+} from './fields.js'
+
+export { resourceId } from './fields.js'
 
 /** Protocol version spoken by this build. */
 export const protocolVersion = 1
@@ -11,18 +21,7 @@ export const connectPath = '/v1/connect'
 /** Hard bounds of the protocol itself; coordinators configure tighter ones (docs/protocol.md). */
 const L = domainLimits
 
-// Control characters (C0, DEL, C1) are what "printable" excludes.
-// eslint-disable-next-line no-control-regex
-const printable = /^[^\u0000-\u001f\u007f-\u009f]+$/u
-
-/** A resource id: 1–1024 printable characters, `/` included; no control characters. */
-export const resourceId = z
-  .string()
-  .min(1)
-  .max(L.maxIdLength)
-  .regex(printable, 'must hold printable characters only')
-
-const quantity = z.number().min(0).max(L.maxQuantity)
+const quantity = quantitySchema
 
 /**
  * A lease's proof: what the coordinator signed (HMAC-SHA256 under the
@@ -39,19 +38,15 @@ export const leaseProof = z.strictObject({
   fallbackUntilMs: z.number().int().min(0),
   mac: z.string().min(1).max(128),
 })
-const weight = z.number().min(L.minWeight).max(L.maxWeight)
-const priority = z.number().int().min(-L.maxPriority).max(L.maxPriority)
+const weight = weightSchema
+const priority = prioritySchema
 
 // ---- client → coordinator ----
 
 export const helloMessage = z.strictObject({
   type: z.literal('hello'),
   v: z.number().int(),
-  clientId: z
-    .string()
-    .min(1)
-    .max(L.maxClientIdLength)
-    .regex(printable, 'must hold printable characters only'),
+  clientId: clientIdSchema,
   token: z.string().max(L.maxTokenLength).optional(),
   /**
    * A random value the process picks once: a hello with the same client id and instance is the
@@ -69,19 +64,9 @@ export const helloMessage = z.strictObject({
    * concurrency, the slots in flight, so a coordinator in learning mode can rebuild its state.
    */
   /** Who the client is, for operators: default host name and pid. */
-  name: z
-    .string()
-    .min(1)
-    .max(128)
-    .regex(printable, 'must hold printable characters only')
-    .optional(),
+  name: printableString(128).optional(),
   /** The client library and its version, e.g. `sluice/0.1.0`. */
-  library: z
-    .string()
-    .min(1)
-    .max(64)
-    .regex(printable, 'must hold printable characters only')
-    .optional(),
+  library: printableString(64).optional(),
   holdings: z
     .array(
       z.strictObject({

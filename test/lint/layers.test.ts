@@ -40,6 +40,16 @@ describe('layers (lint)', () => {
     expect(lint('client/http/a.ts', '../resource.js')).toEqual([])
   })
 
+  it('keeps the limiters standing alone, and observability off the coordinator', () => {
+    expect(lint('shared/limiters/a.ts', '../clock.js')).toEqual([])
+    expect(lint('shared/limiters/a.ts', '../errors.js')).toEqual([])
+    expect(lint('shared/limiters/a.ts', '../protocol/index.js')).toHaveLength(1)
+    expect(lint('shared/limiters/a.ts', '../index.js')).toHaveLength(1)
+    expect(lint('shared/limiters/a.ts', '../../client/index.js')).not.toEqual([])
+    expect(lint('server/observe/a.ts', '../coordinator/index.js')).toHaveLength(1)
+    expect(lint('server/observe/a.ts', '../pool/index.js')).toEqual([])
+  })
+
   it('keeps tests, benchmarks and examples out of the library', () => {
     expect(lint('server/pool/a.ts', '../../test/helpers/wait.js')).toContainEqual(
       expect.stringContaining('no benchmark, example or test'),

@@ -1,5 +1,5 @@
 import { systemClock } from '../../../shared/index.js'
-import { parseCommandArgs } from '../args.js'
+import { coordinatorUrl, parseFlags } from '../flags.js'
 import { exitCodes, type CommandIo } from '../io.js'
 import { TopFeed } from './feed.js'
 import { parseKeys, type TopAction } from './keys.js'
@@ -31,6 +31,9 @@ export function applyAction(ui: TopUi, action: TopAction, resources: number): vo
   }
 }
 
+/** The flags `sluice top` takes. */
+export const topFlags = ['url', 'token', 'interval-ms', 'once'] as const
+
 /**
  * `sluice top`: the dashboard's live view in a terminal. Every interval it
  * reads the status API (the same one the dashboard reads) and redraws:
@@ -38,18 +41,8 @@ export function applyAction(ui: TopUi, action: TopAction, resources: number): vo
  * clients. Without a terminal (or with --once) it prints one plain frame.
  */
 export async function topCommand(args: readonly string[], io: CommandIo): Promise<number> {
-  const { values } = parseCommandArgs(
-    'top',
-    args,
-    {
-      url: { type: 'string', short: 'u' },
-      token: { type: 'string' },
-      'interval-ms': { type: 'string' },
-      once: { type: 'boolean' },
-    },
-    { min: 0, max: 0 },
-  )
-  const base = (values.url ?? 'http://127.0.0.1:7070').replace(/\/+$/, '')
+  const { values } = parseFlags('top', args, topFlags, { min: 0, max: 0 })
+  const base = coordinatorUrl(values.url, process.env)
   const token = values.token ?? process.env.SLUICE_TOKEN
   const intervalMs = Math.max(minIntervalMs, Number(values['interval-ms'] ?? 1000) || 1000)
   const feed = new TopFeed(base, token)

@@ -1,4 +1,4 @@
-export { applyAction, topCommand } from './command.js'
+export { applyAction, topCommand, topFlags } from './command.js'
 export { TopFeed, type TopData } from './feed.js'
 export { parseKeys, type TopAction } from './keys.js'
 export { num, renderTop, sortClients, type Screen, type TopUi } from './render.js'

@@ -1,3 +1,4 @@
+import { kindTraits, type ResourceKind } from '../../../shared/index.js'
 import type { ClientDetail, ResourceSummary } from '../../http/index.js'
 import type { Samples, TopData } from './feed.js'
 import { sparkline } from './sparkline.js'
@@ -133,11 +134,11 @@ class Frame {
   }
 }
 
-function usedSeries(kind: string, s: Samples | undefined): number[] {
+function usedSeries(kind: ResourceKind, s: Samples | undefined): number[] {
   if (s === undefined) return []
   return s.t.map((_, i) => {
     const cap = s.capacity[i] ?? 0
-    const used = kind === 'rate' ? (s.admitted[i] ?? 0) : (s.inFlight[i] ?? 0)
+    const used = kindTraits[kind].refills ? (s.admitted[i] ?? 0) : (s.inFlight[i] ?? 0)
     return cap > 0 ? used / cap : 0
   })
 }
@@ -154,7 +155,7 @@ function stateText(r: ResourceSummary): string {
 }
 
 function unitOf(r: ResourceSummary): string {
-  return r.kind === 'rate' ? '/s' : ' slots'
+  return kindTraits[r.kind].unitSuffix
 }
 
 function resourceColumns(data: TopData): Column<ResourceSummary>[] {
@@ -166,7 +167,7 @@ function resourceColumns(data: TopData): Column<ResourceSummary>[] {
       width: 5,
       align: 'left',
       drop: 6,
-      text: (r) => (r.kind === 'rate' ? 'rate' : 'slots'),
+      text: (r) => kindTraits[r.kind].label,
     },
     {
       title: 'STATE',
@@ -280,7 +281,7 @@ function clientColumns(
       style: (c) => (c.usage?.refusingForMs !== null && c.usage !== null ? 'red' : undefined),
     },
   )
-  if (detail.kind === 'concurrency')
+  if (kindTraits[detail.kind].holdsInFlight)
     cols.push({
       title: 'INFLIGHT',
       width: 8,
@@ -372,7 +373,9 @@ export function renderTop(data: TopData, ui: TopUi, screen: Screen): string[] {
     f.line(
       ui.view === 'clients'
         ? `esc back · s sort (by ${ui.sort}) · q quit`
-        : '↑↓ select · enter clients · q quit',
+        : data.resources.some((r) => r.refusing > 0)
+          ? '↑↓ select · enter clients · q quit · a!b: a of b clients refused'
+          : '↑↓ select · enter clients · q quit',
       'dim',
     )
   return f.lines.slice(0, screen.rows)

@@ -8,7 +8,7 @@ import {
   policyHeader,
   rateLimitHeader,
 } from '../../../client/http/index.js'
-import { TokenBucketLimiter } from '../../../client/limiters/index.js'
+import { TokenBucketLimiter } from '../../../shared/limiters/index.js'
 import { ManualClock } from '../../../shared/index.js'
 import { Cluster } from '../../helpers/cluster.js'
 

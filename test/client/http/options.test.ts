@@ -11,7 +11,7 @@ import {
   type LimitContext,
   type RateLimitOptions,
 } from '../../../client/http/index.js'
-import { FixedWindow, TokenBucketLimiter } from '../../../client/limiters/index.js'
+import { FixedWindow, TokenBucketLimiter } from '../../../shared/limiters/index.js'
 import { ManualClock } from '../../../shared/index.js'
 import { Cluster } from '../../helpers/cluster.js'
 

@@ -2,7 +2,7 @@ import fastifyRateLimitReference from '@fastify/rate-limit'
 import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify'
 import { afterEach, describe, expect, it } from 'vitest'
 import { fastifyRateLimit } from '../../../client/http/index.js'
-import { FixedWindow } from '../../../client/limiters/index.js'
+import { FixedWindow } from '../../../shared/limiters/index.js'
 import { ManualClock } from '../../../shared/index.js'
 
 // The same scenarios against @fastify/rate-limit (the reference a fastify user

@@ -1,4 +1,4 @@
-import { systemClock, type Clock } from '../../shared/index.js'
+import { systemClock, type Clock } from '../clock.js'
 import { BaseLimiter, positiveOption, type LimiterShape } from './base.js'
 import { TokenBucket } from './token-bucket.js'
 

@@ -10,7 +10,7 @@ import {
   SlidingWindowCounter,
   TokenBucketLimiter,
   type Limiter,
-} from '../../../client/limiters/index.js'
+} from '../../../shared/limiters/index.js'
 import { ManualClock, SluiceError } from '../../../shared/index.js'
 
 /** A sequence of (wait, cost) steps: integer milliseconds and whole tokens. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { CoordinatorMetrics } from '../../../server/coordinator/metrics.js'
+import { CoordinatorMetrics } from '../../../server/observe/metrics.js'
 
 const usage = (admitted: number, refused: number) => ({
   windowMs: 1000,

@@ -6,7 +6,7 @@ import {
   LeakyQueue,
   Semaphore,
   WarmUpLimiter,
-} from '../../../client/limiters/index.js'
+} from '../../../shared/limiters/index.js'
 import { ManualClock } from '../../../shared/index.js'
 
 describe('LeakyQueue', () => {

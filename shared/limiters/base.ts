@@ -1,5 +1,6 @@
-import { SluiceError, describeValue, type Clock, type Timer } from '../../shared/index.js'
-import { WaitQueue } from '../wait-queue.js'
+import type { Clock, Timer } from '../clock.js'
+import { SluiceError, describeValue } from '../errors.js'
+import { WaitQueue } from './wait-queue.js'
 
 export interface LimiterAcquireOptions {
   readonly signal?: AbortSignal | undefined

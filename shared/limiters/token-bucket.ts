@@ -1,4 +1,5 @@
-import { CoarseClock, type Clock } from '../../shared/index.js'
+import type { Clock } from '../clock.js'
+import { CoarseClock } from '../coarse-clock.js'
 
 /**
  * A token bucket on an injected clock: refills at `ratePerSec`, holds at most

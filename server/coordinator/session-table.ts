@@ -1,6 +1,6 @@
 import type { ServerMessage } from '../../shared/index.js'
 import { clientKey, type LeaseBatch } from '../pool/index.js'
-import type { SessionPort } from './session.js'
+import type { SessionPort } from './session-port.js'
 
 /** The live session of each client (by its pool key: the id scoped by tenant): where lease batches and replies go. */
 export class SessionTable {

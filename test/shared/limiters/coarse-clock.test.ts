@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { TokenBucket } from '../../../client/limiters/index.js'
+import { TokenBucket } from '../../../shared/limiters/index.js'
 import { CoarseClock, ManualClock } from '../../../shared/index.js'
 
 // The hot path's coarse clock: a cached reading refreshed by a timer that may run late by any

@@ -1,4 +1,4 @@
-import { systemClock, type Clock } from '../../shared/index.js'
+import { systemClock, type Clock } from '../clock.js'
 import { positiveOption, type Limiter, type LimiterAcquireOptions } from './base.js'
 
 export interface KeyedOptions {

@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { AdaptiveThrottle, WarmUpLimiter } from '../../../client/limiters/index.js'
+import { AdaptiveThrottle, WarmUpLimiter } from '../../../shared/limiters/index.js'
 import { ManualClock } from '../../../shared/index.js'
 
 describe('WarmUpLimiter, as properties', () => {

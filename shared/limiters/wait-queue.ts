@@ -1,4 +1,5 @@
-import { SluiceError, type Clock, type Timer } from '../shared/index.js'
+import type { Clock, Timer } from '../clock.js'
+import { SluiceError } from '../errors.js'
 import { Fifo } from './fifo.js'
 
 export interface WaitOptions {

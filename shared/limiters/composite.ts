@@ -1,4 +1,5 @@
-import { systemClock, SluiceError, type Clock } from '../../shared/index.js'
+import { systemClock, type Clock } from '../clock.js'
+import { SluiceError } from '../errors.js'
 import { BaseLimiter, type Limiter } from './base.js'
 
 /**

@@ -1,5 +1,6 @@
-import { SluiceError, systemClock, type Clock } from '../../shared/index.js'
-import { WaitQueue } from '../wait-queue.js'
+import { systemClock, type Clock } from '../clock.js'
+import { SluiceError } from '../errors.js'
+import { WaitQueue } from './wait-queue.js'
 import { positiveOption, type LimiterAcquireOptions } from './base.js'
 
 /** What `acquire` hands out: call `release()` once the work is done (idempotent). */

@@ -5,8 +5,8 @@ import {
   ResourceHistory,
   historyBytesPerResource,
   historyFields,
-} from '../../../server/coordinator/history.js'
-import { UsageBook, usageTauMs } from '../../../server/coordinator/usage.js'
+} from '../../../server/observe/history.js'
+import { UsageBook, usageTauMs } from '../../../server/observe/usage.js'
 import { TestClient } from '../../helpers/ws-client.js'
 import { Cluster } from '../../helpers/cluster.js'
 import { simpleConfig, startCoordinator } from '../../helpers/coordinator.js'

@@ -1,4 +1,5 @@
-import { SluiceError, systemClock, type Clock } from '../../shared/index.js'
+import { systemClock, type Clock } from '../clock.js'
+import { SluiceError } from '../errors.js'
 import { positiveOption } from './base.js'
 
 export interface AdaptiveThrottleOptions {

@@ -1,0 +1,144 @@
+import type { Logger } from 'pino'
+import type { Clock } from '../../shared/index.js'
+import type { Ledger, LedgerChange } from '../ledger/index.js'
+import type { CoordinatorMetrics } from '../observe/index.js'
+import type { LeaseBatch } from '../pool/index.js'
+
+/** What the write-ahead queue needs of the coordinator around it. */
+export interface WriteAheadHost {
+  /** The pool's changes since the last call, with wall-clock times. */
+  takeChanges(): LedgerChange[]
+  /** Sends batches whose changes are durable. */
+  send(batches: readonly LeaseBatch[]): void
+  /** These batches were not sent (their write failed or came too late): renew at the next report. */
+  unsent(batches: readonly LeaseBatch[]): void
+  /** A write failed (after `unsent`): an elected leader steps down. */
+  failed(): void
+  /** How long a batch may wait for its write and still be sent (`server.ledgerMaxWriteMs`). */
+  maxWriteMs(): number
+  readonly metrics: CoordinatorMetrics
+  readonly log: Logger
+}
+
+interface Item {
+  readonly changes: LedgerChange[]
+  readonly batches: LeaseBatch[]
+  readonly atMs: number
+}
+
+/**
+ * Write-ahead: lease batches go out only once the ledger holds the changes
+ * that cover them. Writes run one at a time, in order; what comes while one
+ * is in flight is written next, as one (group commit). A synchronous ledger
+ * (memory) sends at once. A batch that waited longer than its leases were
+ * counted for is not sent: they lapse and the client is renewed at its next
+ * report.
+ */
+export class WriteAhead {
+  readonly #ledger: Ledger
+  readonly #clock: Clock
+  readonly #host: WriteAheadHost
+  /** Batches waiting for the ledger write that covers them, in order. */
+  #pending: Item[] = []
+  #writing = false
+  readonly #idleWaiters: (() => void)[] = []
+
+  constructor(ledger: Ledger, clock: Clock, host: WriteAheadHost) {
+    this.#ledger = ledger
+    this.#clock = clock
+    this.#host = host
+  }
+
+  get ledger(): Ledger {
+    return this.#ledger
+  }
+
+  /** Writes what the pool changed, then sends `batches`. */
+  dispatch(batches: readonly LeaseBatch[]): void {
+    const changes = this.#host.takeChanges()
+    if (changes.length === 0 && batches.length === 0) return
+    const item = { changes, batches: [...batches], atMs: this.#clock.now() }
+    if (this.#writing || this.#pending.length > 0) {
+      this.#pending.push(item)
+      return
+    }
+    this.#write([item])
+  }
+
+  /** Resolves once no write is in flight or queued (tests and orderly shutdown). */
+  idle(): Promise<void> {
+    if (!this.#writing && this.#pending.length === 0) return Promise.resolve()
+    return new Promise((resolve) => this.#idleWaiters.push(resolve))
+  }
+
+  /** Writes the items' changes as one, then sends their batches (those still in time). */
+  #write(items: Item[]): void {
+    const changes = items.flatMap((i) => i.changes)
+    let written: Promise<void> | void
+    try {
+      written = changes.length === 0 ? undefined : this.#ledger.write(changes)
+    } catch (error) {
+      this.#writeFailed(items, error)
+      return this.#next()
+    }
+    if (written === undefined) return this.#done(items)
+    this.#writing = true
+    const startedMs = this.#clock.now()
+    this.#host.metrics.ledgerWrites.inc()
+    written.then(
+      () => {
+        this.#host.metrics.ledgerWriteSeconds.observe((this.#clock.now() - startedMs) / 1000)
+        this.#done(items)
+      },
+      (error: unknown) => {
+        this.#writing = false
+        this.#writeFailed(items, error)
+        this.#next()
+      },
+    )
+  }
+
+  #done(items: readonly Item[]): void {
+    this.#writing = false
+    const limitMs = this.#host.maxWriteMs()
+    const nowMs = this.#clock.now()
+    let late: LeaseBatch[] | undefined
+    for (const item of items) {
+      if (nowMs - item.atMs <= limitMs) this.#host.send(item.batches)
+      else if (item.batches.length > 0) (late ??= []).push(...item.batches)
+    }
+    if (late !== undefined) this.#writtenLate(late, nowMs - items[0]!.atMs)
+    this.#next()
+  }
+
+  /**
+   * The write went through, but too late for these batches: their leases were
+   * counted from `ledgerMaxWriteMs` after they were made, so sending them now
+   * could let a client hold one past what is counted. They stay counted and
+   * lapse; each client's next report renews at once. Not a failed write: a
+   * leader stays leader (an overloaded event loop, a mass reconnect, makes
+   * writes late, and stepping down would move the load to the next replica).
+   */
+  #writtenLate(batches: readonly LeaseBatch[], tookMs: number): void {
+    this.#host.unsent(batches)
+    this.#host.metrics.errors.inc({ code: 'SLUICE_ERR_LEDGER_WRITE' }, batches.length)
+    this.#host.log.warn(
+      { tookMs: Math.round(tookMs), batches: batches.length },
+      `ledger write took longer than server.ledgerMaxWriteMs (${this.#host.maxWriteMs()} ms): these lease batches were not sent; their clients are renewed at their next report`,
+    )
+  }
+
+  /** A failed write sends nothing: its leases stay counted and lapse. */
+  #writeFailed(items: readonly Item[], error: unknown): void {
+    this.#host.unsent(items.flatMap((i) => i.batches))
+    this.#host.metrics.errors.inc({ code: 'SLUICE_ERR_LEDGER_WRITE' })
+    this.#host.log.error({ err: error }, 'ledger write failed; the leases it covers were not sent')
+    this.#host.failed()
+  }
+
+  #next(): void {
+    const next = this.#pending.splice(0)
+    if (next.length > 0) return this.#write(next)
+    for (const resolve of this.#idleWaiters.splice(0)) resolve()
+  }
+}

@@ -1,0 +1,3 @@
+export { adminRoutes } from './admin.js'
+export { healthRoutes } from './health.js'
+export { statusRoutes } from './status.js'

@@ -1,0 +1,7 @@
+export { watchConfigFile } from './config-watch.js'
+export { makeElection, startElection } from './election.js'
+export type { CoordinatorEventEmitter, CoordinatorEvents } from './events.js'
+export { holdingsKeys } from './holdings-keys.js'
+export { openFileLedger } from './ledger.js'
+export { reloadPolicy } from './reload.js'
+export type { Reload } from './reload.js'
