@@ -87,6 +87,10 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
   #clientId: string
   /** This process's nonce: a reconnect under the same id and instance keeps its leases. */
   readonly #instance = randomBytes(12).toString('base64url')
+  /** The ledger the connected coordinator names in its welcome. */
+  #welcomeLedger: string | undefined = undefined
+  /** The ledger of the coordinator whose leases this process holds: told in the next hello. */
+  #heldLedger: string | undefined = undefined
   #heartbeatTimer: Timer | undefined
   #lastHeardMs = 0
   /** Why this client stopped for good (a close no retry can fix), if it did. */
@@ -311,7 +315,9 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
         name: this.options.name,
         library: `sluice/${libraryVersion}`,
         ...(this.options.token === undefined ? {} : { token: this.options.token }),
-        ...(holdings.length === 0 ? {} : { holdings }),
+        ...(holdings.length === 0
+          ? {}
+          : { holdings, ...(this.#heldLedger === undefined ? {} : { ledger: this.#heldLedger }) }),
       })
     })
     ws.on('message', (data: Buffer | string) => {
@@ -408,6 +414,7 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
     switch (msg.type) {
       case 'welcome':
         this.#connected = true
+        this.#welcomeLedger = msg.ledger
         this.#attempt = 0
         this.#redirects = 0
         // 1.5 periods of silence: with the coordinator's ping every period, a live link is never
@@ -449,6 +456,7 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
   }
 
   #onLease(msg: LeaseMessage): void {
+    this.#heldLedger = this.#welcomeLedger
     // Each lease is acknowledged on its own: at once when in force, or (a concurrency decrease)
     // once in-flight work fits it. A held-back ack never holds back, nor is implied by, another.
     let held = 0

@@ -115,6 +115,12 @@ export const serverSchema = z.strictObject({
    */
   dataDir: z.string().min(1).optional(),
   /**
+   * A data directory that holds no ledger yet (a first start): `serve` at once (nothing can be
+   * outstanding; a client that holds a lease of another ledger makes it learn), or `learn` as
+   * without a ledger. Read at start.
+   */
+  freshLedger: z.enum(['serve', 'learn']).default('serve'),
+  /**
    * Longest a ledger write may take, ms: every lease counts this much longer, and a batch whose
    * write took longer is not sent (its leases lapse).
    */

@@ -11,7 +11,7 @@ import {
   type ReleaseMessage,
 } from '../../shared/index.js'
 import { CompiledConfig, type Config, type Limits, type ResourceSettings } from '../config/index.js'
-import type { Ledger, LedgerEntry } from '../ledger/index.js'
+import { restoredUntilMs, type Ledger, type LedgerEntry } from '../ledger/index.js'
 import { Pool, clientKey, type LeaseBatch } from '../pool/index.js'
 import type { Upstream } from '../tree/index.js'
 import {
@@ -167,7 +167,7 @@ export class Coordinator {
     this.metrics.leaderChanges.inc({ to: 'leader' })
     if (restored === undefined) this.#log.info('elected leader; learning what clients hold')
     else {
-      const n = this.#pool.restore(restored, (wallMs) => this.#toMonoMs(wallMs), this.#clock.now())
+      const n = this.#pool.restore(restored, this.#restoredUntil, this.#clock.now())
       for (const id of this.#pool.resourceIds()) this.#ensureSchedule(id)
       this.#log.info({ entries: n }, 'elected leader; resumed from the ledger, no learning')
     }
@@ -226,7 +226,7 @@ export class Coordinator {
     this.#restored = restored !== undefined
     this.#pool = this.#newPool()
     if (restored !== undefined) {
-      const n = this.#pool.restore(restored, (wallMs) => this.#toMonoMs(wallMs), this.#clock.now())
+      const n = this.#pool.restore(restored, this.#restoredUntil, this.#clock.now())
       for (const id of this.#pool.resourceIds()) this.#ensureSchedule(id)
       this.#log.info({ ledger: ledger.kind, entries: n }, 'resumed from the ledger; no learning')
     }
@@ -244,9 +244,9 @@ export class Coordinator {
     return monoMs - this.#clock.now() + this.#clock.wallNow()
   }
 
-  #toMonoMs(wallMs: number): number {
-    return wallMs - this.#clock.wallNow() + this.#clock.now()
-  }
+  /** A restored commitment's end on this process's clock (`restoredUntilMs`: clock steps cannot shorten it). */
+  readonly #restoredUntil = (wallMs: number, writtenMs: number | undefined): number =>
+    restoredUntilMs(wallMs, writtenMs, this.#clock.wallNow(), this.#clock.now())
 
   /** Whether this replica may grant now; a leader past its deadline steps down here. */
   #mayGrant(): boolean {
@@ -353,6 +353,7 @@ export class Coordinator {
       ...(tenant === undefined ? {} : { tenant }),
       learningMs: Math.round(learningLeftMs),
       heartbeatMs: this.limits.heartbeatMs,
+      ...(this.#ledgerId === undefined ? {} : { ledger: this.#ledgerId }),
     })
     // Holdings of resources the client may not use are dropped quietly but for real refusals:
     // an unknown resource in a hello is what a config change leaves behind, not a mistake.
@@ -365,12 +366,45 @@ export class Coordinator {
       this.#refuser(session, true),
     )
     if (holdings.length === 0) return
+    this.#witness(key, msg.ledger, holdings)
     const proven = holdings.map((h) => ({
       resource: h.resource,
       capacity: this.#proven(msg.clientId, tenant, h),
     }))
     this.#dispatch(this.#pool.learnHoldings(key, proven, this.#clock.now()))
     for (const h of holdings) this.#ensureSchedule(h.resource)
+  }
+
+  /** The id of the ledger this coordinator resumed from or started (a welcome names it). */
+  get #ledgerId(): string | undefined {
+    const id = this.#writeAhead?.ledger.id
+    return id === undefined || id === '' ? undefined : id
+  }
+
+  /**
+   * A client as witness of the ledger: it holds more than this coordinator's
+   * ledger records for it, leased under another ledger (or none). A data
+   * directory that was lost or replaced can only be told from a new one this
+   * way, so a coordinator that resumed without learning starts learning now,
+   * as it would have from its start: nothing more is granted until what the
+   * unknown ledger sent has lapsed.
+   */
+  #witness(key: string, ledger: string | undefined, holdings: readonly ClaimedHolding[]): void {
+    if (!this.#restored || ledger === this.#ledgerId) return
+    const nowMs = this.#clock.now()
+    const unknown = holdings.find(
+      (h) =>
+        Math.max(h.capacity, h.inFlight ?? 0) >
+        this.#pool.committedBy(key, h.resource, nowMs) + 1e-9,
+    )
+    if (unknown === undefined) return
+    this.#restored = false
+    this.#pool.learnFromStart()
+    this.metrics.errors.inc({ code: 'SLUICE_ERR_LEDGER_CORRUPT' })
+    this.#log.error(
+      { ledger: this.#ledgerId, claimedFrom: ledger ?? null, resource: unknown.resource },
+      'a client holds a lease this ledger does not know (a lost or replaced data directory?): learning now, as from the start',
+    )
   }
 
   /** How much of a claimed holding counts (`provenHolding`); a claim that does not verify is logged. */
@@ -587,7 +621,11 @@ export class Coordinator {
 
   /** What the write-ahead queue calls back. */
   readonly #writeAheadHost: WriteAheadHost = ((self: Coordinator) => ({
-    takeChanges: () => self.#pool.takeChanges((monoMs) => self.#toWallMs(monoMs)),
+    takeChanges: () => {
+      const changes = self.#pool.takeChanges((monoMs) => self.#toWallMs(monoMs))
+      const writtenMs = self.#clock.wallNow()
+      return changes.map((c) => ('put' in c ? { put: { ...c.put, writtenMs } } : c))
+    },
     send: (batches) => self.#send(batches),
     unsent: (batches) => self.#pool.unsent(batches),
     // A replica that cannot write what it grants (fenced, or etcd gone) may not lead.

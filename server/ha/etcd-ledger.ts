@@ -22,6 +22,8 @@ const maxOpsPerTxn = 100
 export class EtcdLedger implements Ledger {
   readonly kind = 'etcd'
   readonly synchronous = false
+  readonly fresh = false
+  readonly id: string
   readonly #client: Etcd3
   readonly #prefix: string
   readonly #fence: () => Fence | undefined
@@ -30,6 +32,7 @@ export class EtcdLedger implements Ledger {
   constructor(client: Etcd3, name: string, fence: () => Fence | undefined) {
     this.#client = client
     this.#prefix = `ledger/${name}/`
+    this.id = `etcd:${name}`
     this.#fence = fence
   }
 

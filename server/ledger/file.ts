@@ -1,93 +1,95 @@
-import { createHash } from 'node:crypto'
-import { mkdir, open, readFile, rename, rm, type FileHandle } from 'node:fs/promises'
+import { randomBytes } from 'node:crypto'
+import { mkdir, open, readFile, readdir, rename, rm, type FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
-import { SluiceError } from '../../shared/index.js'
+import { SluiceError, systemClock } from '../../shared/index.js'
+import { LedgerDamage, encodeHeader, encodeLine, parseLedger } from './file-format.js'
+import { lockDirectory, type DirectoryLock } from './file-lock.js'
 import { applyChanges, type Ledger, type LedgerChange, type LedgerEntry } from './types.js'
 
 const fileName = 'ledger.log'
 const lockName = 'ledger.lock'
 
-/** Whether a process with this pid is running (signal 0 tests without sending). */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM'
+/** Writes all of `text` at `position`, looping on short writes; a write that makes no progress fails. */
+async function writeWhole(handle: FileHandle, text: string, position: number): Promise<void> {
+  const buffer = Buffer.from(text)
+  let done = 0
+  while (done < buffer.length) {
+    const { bytesWritten } = await handle.write(buffer, done, buffer.length - done, position + done)
+    if (bytesWritten <= 0)
+      throw Object.assign(new Error(`no space: wrote ${done} of ${buffer.length} bytes`), {
+        code: 'ENOSPC',
+      })
+    done += bytesWritten
   }
 }
 
-function checksum(text: string): string {
-  return createHash('sha256').update(text).digest('hex').slice(0, 16)
-}
-
-/** One line of the log: a checksum, a space, the JSON of a batch of changes. */
-function line(changes: readonly LedgerChange[]): string {
-  const json = JSON.stringify(changes)
-  return `${checksum(json)} ${json}\n`
-}
+/** The time `write` stamps its lines with; injectable for tests. */
+export type WallClock = () => number
 
 /**
- * The ledger as a local file: an append-only log, one line per batch of
- * changes (each with a checksum), fsynced before `write` resolves, and
- * compacted into a snapshot (written beside it, fsynced, renamed over it)
- * once it holds four times more lines than live entries. A torn last line
- * (a crash during a write, which then was never acknowledged) is dropped; a
- * bad line anywhere else makes the whole ledger untrusted.
+ * The ledger as a local file (format in file-format.ts): a header that
+ * names the ledger and promises how many lines follow, then one checksummed
+ * line per write, fdatasynced before `write` resolves, and compacted into a
+ * snapshot (written beside it, fdatasynced, read back and checked, renamed
+ * over it) once it holds four times more lines than live entries.
+ *
+ * Every write is whole or it fails: a short write (a full disk, a file-size
+ * limit) is continued until done or failed, and a failed one is cut off
+ * again, so the file never holds a partial line before a later one. A file
+ * that cannot be read whole is corrupt: it is moved aside
+ * (`ledger.log.corrupt-<ms>`), a new ledger starts beside it, and `load`
+ * throws SLUICE_ERR_LEDGER_CORRUPT, so the coordinator learns.
  */
 export class FileLedger implements Ledger {
   readonly kind = 'file'
   readonly synchronous = false
   readonly #dir: string
   readonly #path: string
+  readonly #wallNow: WallClock
   #handle: FileHandle | undefined
   #state = new Map<string, LedgerEntry>()
+  #id = ''
+  #fresh = false
   #lines = 0
+  /** Bytes of the file that hold whole lines: where the next write goes. */
+  #bytes = 0
+  /** A failed write could not be cut off: the next write rewrites the file whole first. */
+  #broken = false
   #queue: Promise<void> = Promise.resolve()
   #closed = false
-  #locked = false
+  #lock: DirectoryLock | undefined
   writes = 0
 
-  constructor(dir: string) {
+  constructor(dir: string, wallNow: WallClock = () => systemClock.wallNow()) {
     this.#dir = dir
     this.#path = join(dir, fileName)
+    this.#wallNow = wallNow
   }
 
   get path(): string {
     return this.#path
   }
 
-  /**
-   * Takes the data directory: one coordinator at a time may write a ledger.
-   * A lock left by a process that is gone is taken over; one held by a live
-   * process is refused (SLUICE_ERR_LEDGER_LOCKED).
-   */
-  async #lock(): Promise<void> {
-    const path = join(this.#dir, lockName)
-    for (let attempt = 0; attempt < 2; attempt++) {
-      try {
-        const handle = await open(path, 'wx')
-        await handle.write(String(process.pid))
-        await handle.close()
-        this.#locked = true
-        return
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
-        const pid = Number(await readFile(path, 'utf8').catch(() => ''))
-        if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && alive(pid))
-          throw new SluiceError(
-            'SLUICE_ERR_LEDGER_LOCKED',
-            `${this.#dir} is in use by process ${pid}; give each coordinator its own data directory`,
-          )
-        await rm(path, { force: true })
-      }
-    }
+  /** The ledger's identity (32 hex digits), once loaded. */
+  get id(): string {
+    return this.#id
   }
 
-  async load(): Promise<LedgerEntry[] | undefined> {
+  /** Whether `load` made this ledger: the data directory held none before. */
+  get fresh(): boolean {
+    return this.#fresh
+  }
+
+  async #takeDirectory(): Promise<boolean> {
+    let existed: boolean
     try {
+      const before = await readdir(this.#dir).catch((error: NodeJS.ErrnoException) => {
+        if (error.code === 'ENOENT') return undefined
+        throw error
+      })
+      existed = before !== undefined && before.some((name) => name !== lockName)
       await mkdir(this.#dir, { recursive: true })
-      await this.#lock()
+      this.#lock = await lockDirectory(join(this.#dir, lockName))
     } catch (error) {
       if (error instanceof SluiceError) throw error
       throw new SluiceError(
@@ -96,15 +98,23 @@ export class FileLedger implements Ledger {
         { cause: error },
       )
     }
-    let text = ''
-    let fresh = false
+    return existed
+  }
+
+  /**
+   * What the ledger holds. A data directory that held nothing (no ledger,
+   * nothing else) is a first start: a new ledger, nothing outstanding ([]),
+   * `fresh`. A directory that holds other files but no ledger lost it:
+   * undefined (learn). A damaged file: SLUICE_ERR_LEDGER_CORRUPT, after it
+   * was moved aside and a new ledger started.
+   */
+  async load(): Promise<LedgerEntry[] | undefined> {
+    const existed = await this.#takeDirectory()
+    let text: string | undefined
     try {
       text = await readFile(this.#path, 'utf8')
     } catch (error) {
-      // No ledger yet: a first start here, or a data directory that was lost or never copied.
-      // Either way nothing says what clients hold: the caller learns.
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') fresh = true
-      else
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT')
         throw new SluiceError(
           'SLUICE_ERR_LEDGER_CORRUPT',
           `${this.#path}: ${(error as Error).message}`,
@@ -113,36 +123,36 @@ export class FileLedger implements Ledger {
           },
         )
     }
-    const state = new Map<string, LedgerEntry>()
-    const lines = text.split('\n')
-    // The text after the last newline is a line whose write did not finish.
-    const complete = lines.slice(0, -1)
-    let good = 0
-    for (const [i, raw] of complete.entries()) {
-      const space = raw.indexOf(' ')
-      const json = raw.slice(space + 1)
-      if (space !== 16 || checksum(json) !== raw.slice(0, 16)) {
-        if (i === complete.length - 1 && lines.at(-1) === '') break // torn last line
-        throw new SluiceError(
-          'SLUICE_ERR_LEDGER_CORRUPT',
-          `${this.#path}: line ${i + 1} fails its checksum`,
-        )
-      }
-      try {
-        applyChanges(state, JSON.parse(json) as LedgerChange[])
-      } catch (error) {
-        throw new SluiceError(
-          'SLUICE_ERR_LEDGER_CORRUPT',
-          `${this.#path}: line ${i + 1}: ${(error as Error).message}`,
-        )
-      }
-      good++
+    if (text === undefined) {
+      await this.#start(new Map())
+      this.#fresh = !existed
+      return existed ? undefined : []
     }
-    this.#state = state
+    let parsed
+    try {
+      parsed = parseLedger(text)
+    } catch (error) {
+      if (!(error instanceof LedgerDamage)) throw error
+      const aside = `${this.#path}.corrupt-${Math.round(this.#wallNow())}`
+      await rename(this.#path, aside)
+      await this.#start(new Map())
+      throw new SluiceError(
+        'SLUICE_ERR_LEDGER_CORRUPT',
+        `${this.#path}: ${error.detail}; moved aside to ${aside}, a new ledger started`,
+      )
+    }
     // Start from a clean file: the state as one snapshot, whatever tail there was.
+    this.#id = parsed.id
+    this.#state = parsed.entries
     await this.#compact()
-    this.#lines = good > 0 ? 1 : 0
-    return fresh ? undefined : [...state.values()]
+    return [...parsed.entries.values()]
+  }
+
+  /** A new ledger (a new identity) holding `state`. */
+  async #start(state: Map<string, LedgerEntry>): Promise<void> {
+    this.#id = randomBytes(16).toString('hex')
+    this.#state = state
+    await this.#compact()
   }
 
   write(changes: readonly LedgerChange[]): Promise<void> {
@@ -156,19 +166,36 @@ export class FileLedger implements Ledger {
   async close(): Promise<void> {
     this.#closed = true
     await this.#queue
+    // The header written after the last write's sync is made durable now.
+    await this.#handle?.datasync().catch(() => undefined)
     await this.#handle?.close()
     this.#handle = undefined
-    if (this.#locked) await rm(join(this.#dir, lockName), { force: true })
-    this.#locked = false
+    await this.#lock?.release()
+    this.#lock = undefined
   }
 
   async #append(changes: readonly LedgerChange[]): Promise<void> {
     if (changes.length === 0) return
     applyChanges(this.#state, changes)
-    const handle = this.#handle ?? (this.#handle = await open(this.#path, 'a'))
     try {
-      await handle.write(line(changes))
-      await handle.datasync()
+      // A write that failed and could not be cut off: write the whole state anew (what this
+      // write adds included), or fail again.
+      if (this.#broken) return await this.#compact()
+      const handle = this.#handle ?? (this.#handle = await open(this.#path, 'r+'))
+      const n = this.#lines + 1
+      const line = encodeLine(n, this.#wallNow(), changes)
+      try {
+        await writeWhole(handle, line, this.#bytes)
+        await handle.datasync()
+      } catch (error) {
+        await this.#cutBack(handle)
+        throw error
+      }
+      this.#bytes += Buffer.byteLength(line)
+      this.#lines = n
+      // The header's promise follows the data (made durable by the next sync): a file cut short
+      // below it is refused at load.
+      await writeWhole(handle, encodeHeader(this.#id, n), 0)
     } catch (error) {
       throw new SluiceError(
         'SLUICE_ERR_LEDGER_WRITE',
@@ -179,31 +206,66 @@ export class FileLedger implements Ledger {
       )
     }
     this.writes++
-    this.#lines++
-    if (this.#lines > Math.max(64, 4 * this.#state.size)) await this.#compact()
+    if (this.#lines > Math.max(64, 4 * this.#state.size))
+      // A compaction that fails (no space for the copy) leaves the log as it was.
+      await this.#compact().catch(() => undefined)
   }
 
-  /** Writes the state as one line beside the log, fsyncs it, and renames it over the log. */
+  /** After a failed write: cut the file back to its whole lines, or mark it broken. */
+  async #cutBack(handle: FileHandle): Promise<void> {
+    try {
+      await handle.truncate(this.#bytes)
+      await handle.datasync()
+    } catch {
+      this.#broken = true
+    }
+  }
+
+  /**
+   * Writes the state as one snapshot beside the log, syncs it, reads it back
+   * whole, and renames it over the log (then syncs the directory, which makes
+   * the rename durable). Any failure leaves the log as it was.
+   */
   async #compact(): Promise<void> {
-    await this.#handle?.close()
-    this.#handle = undefined
     const temp = `${this.#path}.tmp`
-    const snapshot = await open(temp, 'w')
+    const puts = [...this.#state.values()].map((put) => ({ put }))
+    const lines = puts.length > 0 ? 1 : 0
+    const text =
+      encodeHeader(this.#id, lines) + (lines > 0 ? encodeLine(1, this.#wallNow(), puts) : '')
     try {
-      const puts = [...this.#state.values()].map((put) => ({ put }))
-      if (puts.length > 0) await snapshot.write(line(puts))
-      await snapshot.datasync()
-    } finally {
-      await snapshot.close()
+      const snapshot = await open(temp, 'w')
+      try {
+        await writeWhole(snapshot, text, 0)
+        await snapshot.datasync()
+      } finally {
+        await snapshot.close()
+      }
+      const back = parseLedger(await readFile(temp, 'utf8'))
+      if (back.lines !== lines || back.entries.size !== this.#state.size || back.tornBytes > 0)
+        throw new Error('the snapshot read back differs from what was written')
+      await this.#handle?.close()
+      this.#handle = undefined
+      await rename(temp, this.#path)
+      const dir = await open(this.#dir, 'r')
+      try {
+        await dir.sync()
+      } finally {
+        await dir.close()
+      }
+    } catch (error) {
+      await rm(temp, { force: true }).catch(() => undefined)
+      throw error instanceof SluiceError
+        ? error
+        : new SluiceError(
+            'SLUICE_ERR_LEDGER_WRITE',
+            `${this.#path}: compaction: ${(error as Error).message}`,
+            {
+              cause: error,
+            },
+          )
     }
-    await rename(temp, this.#path)
-    // The rename is durable once the directory is.
-    const dir = await open(this.#dir, 'r')
-    try {
-      await dir.sync()
-    } finally {
-      await dir.close()
-    }
-    this.#lines = this.#state.size > 0 ? 1 : 0
+    this.#lines = lines
+    this.#bytes = Buffer.byteLength(text)
+    this.#broken = false
   }
 }

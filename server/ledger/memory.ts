@@ -8,6 +8,8 @@ import { applyChanges, type Ledger, type LedgerChange, type LedgerEntry } from '
 export class MemoryLedger implements Ledger {
   readonly kind = 'memory'
   readonly synchronous = true
+  readonly id = 'memory'
+  readonly fresh = false
   readonly #entries = new Map<string, LedgerEntry>()
   writes = 0
 

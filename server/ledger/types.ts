@@ -22,6 +22,12 @@ export interface LedgerEntry {
   /** Concurrency: the slots counted while the client was connected never lapse by time. */
   readonly pinned: boolean
   readonly commitments: readonly LedgerCommitment[]
+  /**
+   * The wall time this entry was written. A restore holds each commitment at
+   * least `untilMs − writtenMs` from the restart, so a wall clock stepped
+   * ahead between write and restart cannot shorten it.
+   */
+  readonly writtenMs?: number | undefined
 }
 
 /** A change to the ledger: an entry's new state, or its removal. */
@@ -53,6 +59,31 @@ export interface Ledger {
   readonly kind: string
   /** `write` returns at once, done (nothing waits on I/O): batches go out in the same turn. */
   readonly synchronous: boolean
+  /**
+   * The ledger's identity, once loaded: a welcome names it, so a client
+   * holding a lease from another ledger (a lost data directory) is noticed.
+   */
+  readonly id: string
+  /** `load` found no earlier ledger and made this one: nothing can be outstanding. */
+  readonly fresh: boolean
+}
+
+/**
+ * The monotonic time until which a restored commitment holds: at least its
+ * whole remaining life as of the write (`untilMs − writtenMs`) counted from
+ * the restart, and longer when the wall clock says so. The wall clock alone
+ * is not trusted: stepped ahead across a restart, it would end leases that
+ * clients still enforce.
+ */
+export function restoredUntilMs(
+  untilWallMs: number,
+  writtenWallMs: number | undefined,
+  nowWallMs: number,
+  nowMonoMs: number,
+): number {
+  const byWall = untilWallMs - nowWallMs
+  const byWrite = writtenWallMs === undefined ? byWall : untilWallMs - writtenWallMs
+  return nowMonoMs + Math.max(byWall, byWrite)
 }
 
 /** Applies changes to a map of entries (the reference every ledger must agree with). */

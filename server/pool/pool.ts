@@ -84,7 +84,7 @@ export class Pool {
   #lastSeq = 0
   #replaced = 0
   /** Whether resources re-learn for learningMs when they first appear (no trusted ledger). */
-  readonly #learn: boolean
+  #learn: boolean
   /** Entries whose leases changed since the last `takeChanges`, and entries gone. */
   readonly #dirty = new Set<Entry>()
   readonly #removed: { clientKey: string; resource: string }[] = []
@@ -104,6 +104,18 @@ export class Pool {
     this.#learn = options.learn ?? true
     this.#track = options.track ?? false
     this.#sendDelayMs = options.sendDelayMs ?? 0
+  }
+
+  /**
+   * Starts learning now, as a pool without a trusted ledger would have from
+   * its start: every resource (and any that appears later) grants nothing
+   * new until its learning period from the start ends. What the ledger
+   * restored stays counted.
+   */
+  learnFromStart(): void {
+    this.#learn = true
+    for (const r of this.#resources.values())
+      r.learningUntilMs = Math.max(r.learningUntilMs, this.#startMs + r.settings.learningMs)
   }
 
   #touch(entry: Entry): void {
@@ -156,7 +168,7 @@ export class Pool {
    */
   restore(
     entries: readonly LedgerEntry[],
-    toMonoMs: (wallMs: number) => number,
+    toMonoMs: (wallMs: number, writtenMs: number | undefined) => number,
     nowMs: number,
   ): number {
     let restored = 0
@@ -175,9 +187,9 @@ export class Pool {
         capacity: c.capacity,
         ttlMs: leaseTtlMsAt(settings, nowMs),
         sentMs: nowMs,
-        holdUntilMs: toMonoMs(c.untilMs),
+        holdUntilMs: toMonoMs(c.untilMs, le.writtenMs),
         fallback: c.fallback,
-        fallbackUntilMs: toMonoMs(c.fallbackUntilMs),
+        fallbackUntilMs: toMonoMs(c.fallbackUntilMs, le.writtenMs),
         acked: true,
         lapsed: false,
       }))
@@ -256,6 +268,11 @@ export class Pool {
     let sum = 0
     for (const e of r.entries.values()) sum += e.committedAt(nowMs)
     return sum
+  }
+
+  /** What one client is committed of one resource at `nowMs` (0 when it holds nothing). */
+  committedBy(key: string, resourceId: string, nowMs: number): number {
+    return this.#clients.get(key)?.entries.get(resourceId)?.committedAt(nowMs) ?? 0
   }
 
   isLearning(resourceId: string, nowMs: number): boolean {

@@ -18,6 +18,20 @@ export async function openFileLedger(
   let restored: LedgerEntry[] | undefined
   try {
     restored = await ledger.load()
+    if (ledger.fresh) {
+      const learn = coordinator.config.server.freshLedger === 'learn'
+      if (learn) restored = undefined
+      logger.info(
+        { dataDir, ledger: ledger.id },
+        learn
+          ? 'a new ledger (server.freshLedger: learn): learning once'
+          : 'a new ledger: nothing can be outstanding, serving at once',
+      )
+    } else if (restored === undefined)
+      logger.warn(
+        { dataDir },
+        'the data directory holds files but no ledger (lost?): learning as without one',
+      )
   } catch (error) {
     if (
       error instanceof SluiceError &&

@@ -67,6 +67,12 @@ export const helloMessage = z.strictObject({
   name: printableString(128).optional(),
   /** The client library and its version, e.g. `sluice/0.1.0`. */
   library: printableString(64).optional(),
+  /**
+   * The ledger (the welcome's `ledger`) of the coordinator that leased what `holdings` claim:
+   * a coordinator that resumed from another ledger, or a new one, then knows its own cannot
+   * hold everything that is out.
+   */
+  ledger: z.string().min(1).max(64).optional(),
   holdings: z
     .array(
       z.strictObject({
@@ -167,6 +173,8 @@ export const welcomeMessage = z.strictObject({
   tenant: z.string().optional(),
   /** Time left in learning mode; 0 when not learning. */
   learningMs: z.number().int().min(0),
+  /** The identity of the coordinator's ledger, when it keeps one: a later hello names it. */
+  ledger: z.string().min(1).max(64).optional(),
   heartbeatMs: z.number().int().min(1),
 })
 

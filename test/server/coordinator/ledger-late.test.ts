@@ -18,6 +18,8 @@ import { TestClient } from '../../helpers/ws-client.js'
 /** A ledger whose writes wait, while `hold` is set, until the test releases them. */
 class GatedLedger implements Ledger {
   readonly kind = 'gated'
+  readonly id = 'gated'
+  readonly fresh = false
   readonly synchronous = false
   hold = false
   readonly held: (() => void)[] = []

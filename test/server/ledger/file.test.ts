@@ -10,7 +10,10 @@ import {
 } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
 import { afterEach, describe, expect, it } from 'vitest'
+import { encodeLine } from '../../../server/ledger/file-format.js'
 import {
   FileLedger,
   MemoryLedger,
@@ -81,8 +84,26 @@ describe('file ledger', () => {
     )
   })
 
-  it('has nothing to say in a data directory that never had a ledger (a first start, or a lost one)', async () => {
-    expect(await new FileLedger(join(dir(), 'fresh')).load()).toBeUndefined()
+  it('starts a new ledger, with nothing outstanding, in a data directory that held nothing', async () => {
+    const ledger = new FileLedger(join(dir(), 'fresh'))
+    expect(await ledger.load()).toEqual([])
+    expect(ledger.fresh).toBe(true)
+    expect(ledger.id).toMatch(/^[0-9a-f]{32}$/)
+    await ledger.close()
+    const again = new FileLedger(ledger.path.replace(/ledger\.log$/, ''))
+    expect(await again.load()).toEqual([])
+    expect(again.fresh, 'the second start is a restart').toBe(false)
+    expect(again.id).toBe(ledger.id)
+    await again.close()
+  })
+
+  it('has nothing to say in a data directory that holds files but no ledger (a lost one)', async () => {
+    const path = dir()
+    writeFileSync(join(path, 'something-else'), 'x')
+    const ledger = new FileLedger(path)
+    expect(await ledger.load()).toBeUndefined()
+    expect(ledger.fresh).toBe(false)
+    await ledger.close()
   })
 
   it('refuses a data directory it cannot make or write, with SLUICE_ERR_LEDGER_DIR', async () => {
@@ -96,16 +117,31 @@ describe('file ledger', () => {
 
   it('takes its data directory for one coordinator at a time: a live holder is refused, a dead one is taken over', async () => {
     const path = dir()
-    writeFileSync(join(path, 'ledger.lock'), String(process.ppid))
+    // Another process holds the kernel lock (flock), whatever pid it has.
+    const holder = spawn('flock', [join(path, 'ledger.lock'), 'sh', '-c', 'echo held; exec cat'], {
+      stdio: ['pipe', 'pipe', 'ignore'],
+    })
+    await once(holder.stdout, 'data')
     await expect(new FileLedger(path).load()).rejects.toMatchObject({
       code: 'SLUICE_ERR_LEDGER_LOCKED',
     })
-    writeFileSync(join(path, 'ledger.lock'), '2147483646')
+    holder.stdin.end()
+    await once(holder, 'exit')
+    // A lock file left by a process that is gone (its content is only a note) is taken over.
+    writeFileSync(join(path, 'ledger.lock'), String(process.pid))
     const ledger = new FileLedger(path)
-    expect(await ledger.load()).toBeUndefined()
-    expect(readFileSync(join(path, 'ledger.lock'), 'utf8')).toBe(String(process.pid))
+    await ledger.load()
+    expect(readFileSync(join(path, 'ledger.lock'), 'utf8')).toContain(`pid ${process.pid}`)
+    await expect(
+      new FileLedger(path).load(),
+      'a second holder in this process',
+    ).rejects.toMatchObject({
+      code: 'SLUICE_ERR_LEDGER_LOCKED',
+    })
     await ledger.close()
-    expect(() => readFileSync(join(path, 'ledger.lock'))).toThrow()
+    const next = new FileLedger(path)
+    await next.load()
+    await next.close()
   })
 
   it('keeps its file bounded: compaction leaves a few lines per live entry', async () => {
@@ -146,11 +182,14 @@ describe('file ledger', () => {
     await ledger.write([{ put: a }])
     await ledger.close()
     const whole = readFileSync(ledger.path)
-    const torn = `abcdef0123456789 ${JSON.stringify([{ put: { ...a, resource: 'db' } }])}\n`
+    // The next line as it would have been written, cut at every byte but its newline.
+    const torn = encodeLine(2, 0, [{ put: { ...a, resource: 'db' } }])
     for (let cut = 0; cut < torn.length - 1; cut += 7) {
       writeFileSync(ledger.path, whole)
       appendFileSync(ledger.path, torn.slice(0, cut))
-      const loaded = await new FileLedger(path).load()
+      const reopened = new FileLedger(path)
+      const loaded = await reopened.load()
+      await reopened.close()
       expect(loaded).toEqual([a])
     }
   })

@@ -67,8 +67,8 @@ describe('the embedded ledger', () => {
     closers.push(async () => rmSync(dataDir, { recursive: true, force: true }))
     let server = await start(dataDir)
     const port = server.port
-    // The first start in a data directory learns: nothing says what clients may hold.
-    expect(server.coordinator.ledgerState).toEqual({ kind: 'file', started: 'learning' })
+    // The first start in an empty data directory serves at once: nothing can be outstanding.
+    expect(server.coordinator.ledgerState).toEqual({ kind: 'file', started: 'restored' })
     const a = client(server.wsUrl, 'a')
     const ra = a.resource('api', { wants: 200, failureMode: 'pessimistic' })
     for (let t = 0; t < 2000; t += 50) await step(server, [a], 50)
@@ -102,5 +102,33 @@ describe('the embedded ledger', () => {
     expect(ready.ledger).toEqual({ kind: 'file', started: 'learning' })
     const errors = await server.coordinator.metrics.errors.get()
     expect(errors.values.find((v) => v.labels.code === 'SLUICE_ERR_LEDGER_CORRUPT')?.value).toBe(1)
+  })
+
+  it('serves at once in a new data directory, and learns once a client holds a lease of another ledger', async () => {
+    const first = mkdtempSync(join(tmpdir(), 'sluice-data-'))
+    const second = mkdtempSync(join(tmpdir(), 'sluice-data-'))
+    closers.push(async () => rmSync(first, { recursive: true, force: true }))
+    closers.push(async () => rmSync(second, { recursive: true, force: true }))
+    let server = await start(first)
+    const port = server.port
+    const a = client(server.wsUrl, 'a')
+    const ra = a.resource('api', { wants: 200, failureMode: 'pessimistic' })
+    for (let t = 0; t < 1000; t += 50) await step(server, [a], 50)
+    expect(ra.capacity).toBe(200)
+
+    // The data directory is lost: the coordinator comes back on the same port with an empty one.
+    await server.close()
+    server = await start(second, port)
+    expect(server.coordinator.ledgerState.started, 'a new ledger serves at once').toBe('restored')
+    for (let t = 0; t < 300; t += 50) await step(server, [a], 50)
+    // a's hello named the first ledger and claimed what this one does not know of: learn.
+    expect(server.coordinator.ledgerState.started).toBe('learning')
+    const b = client(server.wsUrl, 'b')
+    const rb = b.resource('api', { wants: 300, failureMode: 'pessimistic' })
+    for (let t = 0; t < 600; t += 50) {
+      await step(server, [a, b], 50)
+      expect(ra.capacity + rb.capacity, 'never beyond capacity').toBeLessThanOrEqual(300)
+    }
+    expect(rb.capacity, 'b waits for the learning period').toBe(0)
   })
 })
