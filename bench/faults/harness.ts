@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
@@ -29,6 +29,8 @@ export interface FaultResource {
   readonly graceMs: number
   readonly safeHoldMs: number
   readonly learningMs?: number | undefined
+  /** Rate: the whole resource's burst, tokens; default one second of capacity. */
+  readonly burst?: number | undefined
 }
 
 export interface FaultClientGroup {
@@ -55,8 +57,17 @@ export type FaultAction =
     }
   /** SIGKILL of the coordinator process. */
   | { readonly atMs: number; readonly type: 'kill' }
-  /** A new coordinator process on the same port and config. */
-  | { readonly atMs: number; readonly type: 'restart' }
+  /**
+   * A new coordinator process on the same port, config and data directory; its wall clock
+   * `wallOffsetSec` off the host's (libfaketime; its monotonic clock stays true).
+   */
+  | {
+      readonly atMs: number
+      readonly type: 'restart'
+      readonly wallOffsetSec?: number | undefined
+    }
+  /** While the coordinator is down: its ledger file damaged as an unlucky operator would. */
+  | { readonly atMs: number; readonly type: 'damage'; readonly how: LedgerDamage }
   /** SIGSTOP of the coordinator for `forMs` (a long GC pause, a stalled VM), then SIGCONT. */
   | { readonly atMs: number; readonly type: 'pause'; readonly forMs: number }
   /** The config file gets a new capacity for `resource`, then SIGHUP. */
@@ -68,6 +79,21 @@ export type FaultAction =
     }
   /** A second process starts with the id of client `client`, through its own link. */
   | { readonly atMs: number; readonly type: 'duplicate'; readonly client: string }
+
+/** How `damage` leaves the ledger file. */
+export type LedgerDamage = 'first-line' | 'half' | 'empty'
+
+/** The ledger file's text after `how`. */
+export function damaged(text: string, how: LedgerDamage): string {
+  switch (how) {
+    case 'first-line':
+      return text.slice(0, text.indexOf('\n') + 1)
+    case 'half':
+      return text.slice(0, Math.floor(text.length / 2))
+    case 'empty':
+      return ''
+  }
+}
 
 export interface FaultScenario {
   readonly name: string
@@ -82,6 +108,8 @@ export interface FaultScenario {
   readonly templateExtra?: Readonly<Record<string, unknown>> | undefined
   /** The test suite's check that leases are kept, not resent: fewer leases than this in all. */
   readonly maxLeases?: number | undefined
+  /** The first coordinator runs under `ulimit -f` of this many KiB (a disk that fills up). */
+  readonly fileLimitKiB?: number | undefined
 }
 
 export interface FaultResult {
@@ -120,6 +148,9 @@ async function freePort(): Promise<number> {
   return port
 }
 
+/** Debian's libfaketime (package faketime), preloaded to step one process's wall clock. */
+export const libfaketime = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1'
+
 const sleep = (ms: number): Promise<void> =>
   new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)))
 
@@ -135,22 +166,39 @@ class CoordinatorProcess {
     this.port = port
   }
 
-  async start(): Promise<void> {
-    const child = spawn(
+  /** The ledger beside the config: a restart resumes from it. */
+  get dataDir(): string {
+    return join(dirname(this.#configPath), 'data')
+  }
+
+  /**
+   * Starts `sluice serve`: with its wall clock `wallOffsetSec` off (libfaketime, preloaded into
+   * this very process so a SIGKILL reaches it), under a file-size limit (`sh -c 'ulimit -f …;
+   * exec …'`, the same process after the exec).
+   */
+  async start(options: { wallOffsetSec?: number; fileLimitKiB?: number } = {}): Promise<void> {
+    const argv = [
       process.execPath,
-      [
-        join(root, 'dist/server/cli/bin.js'),
-        'serve',
-        '--config',
-        this.#configPath,
-        '--port',
-        String(this.port),
-        // The ledger beside the config: a restart resumes from it.
-        '--data-dir',
-        join(dirname(this.#configPath), 'data'),
-      ],
-      { env: { ...process.env, SLUICE_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] },
-    )
+      join(root, 'dist/server/cli/bin.js'),
+      'serve',
+      '--config',
+      this.#configPath,
+      '--port',
+      String(this.port),
+      '--data-dir',
+      this.dataDir,
+    ]
+    const env: NodeJS.ProcessEnv = { ...process.env, SLUICE_LOG_LEVEL: 'warn' }
+    if (options.wallOffsetSec !== undefined) {
+      env.LD_PRELOAD = libfaketime
+      env.FAKETIME = `${options.wallOffsetSec >= 0 ? '+' : ''}${options.wallOffsetSec}s`
+      env.FAKETIME_DONT_FAKE_MONOTONIC = '1'
+    }
+    const [command, ...args] =
+      options.fileLimitKiB === undefined
+        ? argv
+        : ['sh', '-c', `ulimit -f ${options.fileLimitKiB}; exec "$@"`, 'sh', ...argv]
+    const child = spawn(command!, args, { env, stdio: ['ignore', 'pipe', 'pipe'] })
     this.child = child
     child.stdout.on('data', (d: Buffer) => (this.log += d.toString()))
     child.stderr.on('data', (d: Buffer) => (this.log += d.toString()))
@@ -198,6 +246,7 @@ function configText(scenario: FaultScenario, capacities: ReadonlyMap<string, num
       surplus: 'spread',
       demand: { window: 1 },
       ...(r.learningMs === undefined ? {} : { learningMs: r.learningMs }),
+      ...(r.burst === undefined ? {} : { burst: r.burst }),
       ...scenario.templateExtra,
     })),
   }
@@ -228,7 +277,9 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
   const workers: Worker[] = []
   const steps = new Map<string, { fromMs: number; capacity: number }[]>()
   try {
-    await coordinator.start()
+    await coordinator.start(
+      scenario.fileLimitKiB === undefined ? {} : { fileLimitKiB: scenario.fileLimitKiB },
+    )
     const spawnWorker = async (
       id: string,
       group: FaultClientGroup,
@@ -279,8 +330,15 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
           await coordinator.stop()
           break
         case 'restart':
-          await coordinator.start()
+          await coordinator.start(
+            action.wallOffsetSec === undefined ? {} : { wallOffsetSec: action.wallOffsetSec },
+          )
           break
+        case 'damage': {
+          const path = join(coordinator.dataDir, 'ledger.log')
+          await writeFile(path, damaged(await readFile(path, 'utf8'), action.how))
+          break
+        }
         case 'pause':
           coordinator.signal('SIGSTOP')
           await sleep(action.forMs)
@@ -359,8 +417,8 @@ function measure(
     const optimistic = modes.includes('optimistic')
     if (r.kind === 'rate') {
       const a = admissions.get(r.id) ?? []
-      // A rate resource's burst is one second of its capacity (the default).
-      const excess = excessOverBound(a, capacitySteps, r.capacity)
+      // A rate resource's burst is one second of its capacity unless the scenario says.
+      const excess = excessOverBound(a, capacitySteps, r.burst ?? r.capacity)
       return {
         scenario: scenario.name,
         resource: r.id,

@@ -1,11 +1,24 @@
 import type { FailureMode } from '../../shared/index.js'
-import type { FaultClientGroup, FaultResource, FaultScenario } from './harness.js'
+import type { FaultAction, FaultClientGroup, FaultResource, FaultScenario } from './harness.js'
 
 // Short lease times, so a scenario shows every phase (lease, lapse, fallback, hold, recovery)
 // in seconds: a commitment lives 2 + 0.5 + 1 = 3.5 s.
 const times = { leaseTtlMs: 2000, refreshMs: 250, graceMs: 500, safeHoldMs: 1000 } as const
 const api: FaultResource = { id: 'api', kind: 'rate', capacity: 1000, ...times }
 const db: FaultResource = { id: 'db', kind: 'concurrency', capacity: 20, ...times }
+// Longer leases and a small burst, for restarts: what cut-off clients still enforce after a
+// restart that forgot them (4 s of lease, then 2 s of fallback) is thousands of tokens beyond
+// the bound, not hidden in a second of burst.
+const longApi: FaultResource = {
+  id: 'api',
+  kind: 'rate',
+  capacity: 1000,
+  burst: 200,
+  leaseTtlMs: 4000,
+  refreshMs: 250,
+  graceMs: 500,
+  safeHoldMs: 2000,
+}
 
 const rateClients = (count: number, failureMode: FailureMode = 'safe'): FaultClientGroup => ({
   prefix: 'c',
@@ -46,6 +59,35 @@ const partition = (mode: FailureMode): FaultScenario => ({
     { atMs: 5000, type: 'link', clients: 'c-1', mode: 'cut' },
     { atMs: 5000, type: 'link', clients: 'c-2', mode: 'cut' },
     { atMs: 10_000, type: 'link', clients: 'c', mode: 'open' },
+  ],
+})
+
+/**
+ * A restart that must not forget what two cut-off clients still enforce: 4 rate clients, 2 of
+ * them cut at 7.5 s (they keep their leases, then their safe fallback), the coordinator
+ * SIGKILLed at 7.8 s and back at 8.3 s, after `between` (its ledger damaged, say), and with
+ * `wallOffsetSec` its wall clock stepped; the links heal at 15 s. The cut comes after a
+ * commitment life (6.5 s), so a build that learns at its first start has leased by then too.
+ */
+const ledgerRestart = (
+  name: string,
+  description: string,
+  between: readonly FaultAction[],
+  wallOffsetSec?: number,
+): FaultScenario => ({
+  name,
+  description,
+  durationMs: 17_000,
+  heartbeatMs: 1000,
+  resources: [longApi],
+  clients: [rateClients(4)],
+  actions: [
+    { atMs: 7500, type: 'link', clients: 'c-0', mode: 'cut' },
+    { atMs: 7500, type: 'link', clients: 'c-1', mode: 'cut' },
+    { atMs: 7800, type: 'kill' },
+    ...between,
+    { atMs: 8300, type: 'restart', wallOffsetSec },
+    { atMs: 15_000, type: 'link', clients: 'c', mode: 'open' },
   ],
 })
 
@@ -104,6 +146,49 @@ export const faultScenarios: readonly (FaultScenario & { readonly ci?: boolean }
     ],
     // 106 with the default headroomTolerance, 304 with 0 (docs/operations.md).
     maxLeases: 200,
+    ci: true,
+  },
+  ...(['first-line', 'half', 'empty'] as const).map((how) => ({
+    ...ledgerRestart(
+      `damaged ledger (${how})`,
+      `2 of 4 clients cut at 7.5 s; SIGKILL at 7.8 s; the ledger file ${how === 'empty' ? 'emptied' : `truncated to ${how === 'half' ? 'half' : 'its first line'}`}; restart at 8.3 s: corrupt, so it learns`,
+      [{ atMs: 8000, type: 'damage', how }],
+    ),
+    ci: how !== 'half',
+  })),
+  {
+    ...ledgerRestart(
+      'wall clock stepped ahead across a restart',
+      '2 of 4 clients cut at 7.5 s; SIGKILL at 7.8 s; restart at 8.3 s with the wall clock 30 s ahead: restored leases keep their whole remaining life',
+      [],
+      30,
+    ),
+    ci: true,
+  },
+  {
+    ...ledgerRestart(
+      'wall clock stepped back across a restart',
+      '2 of 4 clients cut at 7.5 s; SIGKILL at 7.8 s; restart at 8.3 s with the wall clock 30 s behind',
+      [],
+      -30,
+    ),
+  },
+  {
+    name: 'full disk, then a restart',
+    description:
+      'the coordinator under a 12 KiB file-size limit: its ledger fills up mid-run (writes fail, leases lapse to safe); SIGKILL at 9 s, restart without the limit at 9.5 s, 2 clients cut across it',
+    durationMs: 16_000,
+    heartbeatMs: 1000,
+    resources: [longApi],
+    clients: [rateClients(4)],
+    fileLimitKiB: 12,
+    actions: [
+      { atMs: 8800, type: 'link', clients: 'c-0', mode: 'cut' },
+      { atMs: 8800, type: 'link', clients: 'c-1', mode: 'cut' },
+      { atMs: 9000, type: 'kill' },
+      { atMs: 9500, type: 'restart' },
+      { atMs: 14_000, type: 'link', clients: 'c', mode: 'open' },
+    ],
     ci: true,
   },
   partition('pessimistic'),
