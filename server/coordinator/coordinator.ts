@@ -12,7 +12,7 @@ import {
 } from '../../shared/index.js'
 import { CompiledConfig, type Config, type Limits, type ResourceSettings } from '../config/index.js'
 import { restoredUntilMs, type Ledger, type LedgerEntry } from '../ledger/index.js'
-import { Pool, clientKey, type LeaseBatch } from '../pool/index.js'
+import { Pool, clientKey, type Holding, type LeaseBatch } from '../pool/index.js'
 import type { Upstream } from '../tree/index.js'
 import {
   admitClient,
@@ -367,10 +367,7 @@ export class Coordinator {
     )
     if (holdings.length === 0) return
     this.#witness(key, msg.ledger, holdings)
-    const proven = holdings.map((h) => ({
-      resource: h.resource,
-      capacity: this.#proven(msg.clientId, tenant, h),
-    }))
+    const proven = holdings.map((h) => this.#proven(msg.clientId, tenant, h))
     this.#dispatch(this.#pool.learnHoldings(key, proven, this.#clock.now()))
     for (const h of holdings) this.#ensureSchedule(h.resource)
   }
@@ -408,9 +405,9 @@ export class Coordinator {
   }
 
   /** How much of a claimed holding counts (`provenHolding`); a claim that does not verify is logged. */
-  #proven(clientId: string, tenant: string | undefined, h: ClaimedHolding): number {
+  #proven(clientId: string, tenant: string | undefined, h: ClaimedHolding): Holding {
     const holder = { tenant, clientId }
-    const { capacity, claimed, suspect } = provenHolding(
+    const { capacity, claimed, suspect, issued } = provenHolding(
       this.#keys,
       holder,
       h,
@@ -421,7 +418,7 @@ export class Coordinator {
         { clientId, tenant, resource: h.resource, claimed },
         'holding not restored: its proof does not verify',
       )
-    return capacity
+    return { resource: h.resource, capacity, issued }
   }
 
   #demand(session: SessionPort, msg: DemandMessage): void {

@@ -18,7 +18,7 @@ interface Binding {
 function mac(key: string, b: Binding, p: Omit<LeaseProof, 'mac'>): Buffer {
   // Length-prefixed fields: no two different inputs read the same.
   const fields = [
-    'sluice-lease-proof-v1',
+    'sluice-lease-proof-v2',
     b.tenant ?? '',
     b.clientId,
     b.resource,
@@ -26,6 +26,8 @@ function mac(key: string, b: Binding, p: Omit<LeaseProof, 'mac'>): Buffer {
     String(p.fallback),
     String(p.untilMs),
     String(p.fallbackUntilMs),
+    String(p.issuedMs),
+    String(p.gen),
   ]
   const h = createHmac('sha256', key)
   for (const f of fields) h.update(`${f.length}:${f}`)
@@ -43,6 +45,7 @@ export function signLease(
   lease: LeaseGrant,
   wallMs: number,
   graceMs: number,
+  gen = 0,
 ): LeaseProof {
   const untilMs = Math.ceil(wallMs + lease.ttlMs + graceMs)
   const body = {
@@ -50,6 +53,8 @@ export function signLease(
     fallback: Math.min(lease.safeCapacity, lease.capacity),
     untilMs,
     fallbackUntilMs: untilMs + lease.safeHoldMs,
+    issuedMs: Math.floor(wallMs),
+    gen,
   }
   return { ...body, mac: mac(keys.current, binding, body).toString('base64url') }
 }
@@ -99,7 +104,7 @@ export function signBatches(
     if (clientId === undefined) continue
     for (const lease of batch.leases) {
       const binding = { tenant: holder!.tenant, clientId, resource: lease.resource }
-      lease.proof = signLease(keys, binding, lease, wallMs, graceMsOf(lease.resource))
+      lease.proof = signLease(keys, binding, lease, wallMs, graceMsOf(lease.resource), batch.seq)
     }
   }
 }
@@ -123,11 +128,20 @@ export function provenHolding(
   holder: { readonly tenant: string | undefined; readonly clientId: string },
   h: ClaimedHolding,
   wallMs: number,
-): { capacity: number; claimed: number; suspect: boolean } {
+): {
+  capacity: number
+  claimed: number
+  suspect: boolean
+  issued: readonly [number, number] | undefined
+} {
   const claimed = Math.max(h.capacity, h.inFlight ?? 0)
-  if (keys === undefined) return { capacity: 0, claimed, suspect: false }
+  if (keys === undefined) return { capacity: 0, claimed, suspect: false, issued: undefined }
   const binding = { tenant: holder.tenant, clientId: holder.clientId, resource: h.resource }
   const { capacity, reason } = provenCapacity(keys, binding, h.proof, wallMs)
   const suspect = reason === 'forged' || (reason === 'missing' && claimed > 0)
-  return { capacity: Math.min(claimed, capacity), claimed, suspect }
+  const issued =
+    reason === 'proven' && h.proof !== undefined
+      ? ([h.proof.issuedMs, h.proof.gen] as const)
+      : undefined
+  return { capacity: Math.min(claimed, capacity), claimed, suspect, issued }
 }

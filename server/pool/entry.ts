@@ -69,6 +69,15 @@ export class ResourceState {
   readonly starved = new Set<Entry>()
   learningUntilMs: number
   rounds = 0
+  /** While learning: what each client's hello claimed, and what of it was confirmed. */
+  readonly claims = new Map<
+    Entry,
+    {
+      readonly capacity: number
+      readonly issued: readonly [number, number] | undefined
+      accepted: number
+    }
+  >()
 
   constructor(settings: ResourceSettings, learningUntilMs: number) {
     this.settings = settings

@@ -29,6 +29,22 @@ export interface Holding {
   readonly capacity: number
   /** Concurrency: slots in flight (they count even above the lease until they drain). */
   readonly inFlight?: number | undefined
+  /**
+   * How new the lease behind the claim is (its proof's issue time and generation, compared in
+   * that order): a newer claim is served first, so an older proof replayed cannot push out
+   * what a newer one proves. Without it, the oldest.
+   */
+  readonly issued?: readonly [issuedMs: number, gen: number] | undefined
+}
+
+/** Newer first: by issue time, then generation; claims without one last. */
+function newerFirst(
+  a: { issued?: readonly [number, number] | undefined },
+  b: { issued?: readonly [number, number] | undefined },
+): number {
+  const [ta, ga] = a.issued ?? [-Infinity, -Infinity]
+  const [tb, gb] = b.issued ?? [-Infinity, -Infinity]
+  return tb - ta || gb - ga
 }
 
 /** How the connection of a hello relates to what the pool knew of its client id. */
@@ -368,26 +384,53 @@ export class Pool {
 
   /**
    * Holdings a client reports in its hello. A resource in learning mode
-   * accepts them (never beyond its free capacity) and confirms them with a
-   * lease; otherwise they are ignored, since the pool's own records rule.
+   * accepts them and confirms them with a lease; otherwise they are ignored,
+   * since the pool's own records rule.
+   *
+   * Claims are served newest first (`Holding.issued`): each gets what it
+   * claims, up to what capacity leaves beside the newer claims and what the
+   * pool holds otherwise. When the claims of a resource sum beyond capacity,
+   * some proof is stale (a client replaying an older, larger lease): a newer
+   * claim is never cut for it, and an older one that no longer fits is cut
+   * back by a decrease (pushed at once, freed on ack or lapse), so what a
+   * replayed proof wins lasts no longer than the lease it was.
    */
   learnHoldings(key: string, holdings: readonly Holding[], nowMs: number): readonly LeaseBatch[] {
     const client = this.#clients.get(key)
     if (client === undefined) return []
+    const touched = new Set<ResourceState>()
     for (const h of holdings) {
       const settings = this.#settingsFor(h.resource)
       if (settings === undefined) continue
       const entry = this.#subscribe(client, h.resource, settings)
       const r = entry.resource
       if (nowMs >= r.learningUntilMs || entry.leases.length > 0) continue
-      const free = Math.max(0, r.settings.capacity - r.committedSum)
-      const claimed = Math.max(h.capacity, h.inFlight ?? 0)
-      const accepted = Math.min(claimed, free)
-      entry.target = accepted
-      // Slots are whole: a claim is confirmed in whole slots, never above what is free.
-      this.#send(entry, inKindUnits(r.settings.kind, accepted), nowMs)
+      r.claims.set(entry, {
+        capacity: Math.max(h.capacity, h.inFlight ?? 0),
+        issued: h.issued,
+        accepted: 0,
+      })
+      touched.add(r)
     }
+    for (const r of touched) this.#settleClaims(r, nowMs)
     return this.#flush()
+  }
+
+  /** Shares a learning resource's capacity among its claims, newest first (see learnHoldings). */
+  #settleClaims(r: ResourceState, nowMs: number): void {
+    let others = 0
+    for (const e of r.entries.values()) if (!r.claims.has(e)) others += e.committedAt(nowMs)
+    let left = Math.max(0, r.settings.capacity - others)
+    const claims = [...r.claims].sort(([, a], [, b]) => newerFirst(a, b))
+    for (const [entry, claim] of claims) {
+      // Slots are whole: a claim is confirmed in whole slots.
+      const accepted = inKindUnits(r.settings.kind, Math.min(claim.capacity, left))
+      left = Math.max(0, left - accepted)
+      const first = entry.leases.length === 0
+      claim.accepted = accepted
+      entry.target = accepted
+      if (first || accepted < entry.newest - r.epsilon) this.#send(entry, accepted, nowMs)
+    }
   }
 
   /**
@@ -595,6 +638,7 @@ export class Pool {
     }
     r.rounds++
     if (nowMs < r.learningUntilMs) return this.#flush()
+    if (r.claims.size > 0) r.claims.clear()
 
     const silentSinceMs = nowMs - r.settings.refreshMs
     const sharing: Entry[] = []
@@ -770,6 +814,7 @@ export class Pool {
 
   #unsubscribe(entry: Entry): void {
     const { client, resource } = entry
+    resource.claims.delete(entry)
     this.#dirty.delete(entry)
     this.#gone({ clientKey: client.key, resource: resource.settings.id })
     client.entries.delete(resource.settings.id)

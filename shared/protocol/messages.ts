@@ -36,6 +36,12 @@ export const leaseProof = z.strictObject({
   fallback: quantity,
   untilMs: z.number().int().min(0),
   fallbackUntilMs: z.number().int().min(0),
+  /**
+   * The generation: when the lease was signed (wall ms) and its batch's number at the signing
+   * coordinator. Of two proofs, the later one counts first when claims conflict.
+   */
+  issuedMs: z.number().int().min(0),
+  gen: z.number().int().min(0),
   mac: z.string().min(1).max(128),
 })
 const weight = weightSchema
