@@ -14,7 +14,7 @@ export default defineConfig({
         test: {
           name: 'suite',
           include: ['test/**/*.test.ts'],
-          exclude: ['test/faults/faults.test.ts'],
+          exclude: ['test/faults/faults.test.ts', 'test/faults/hostile.test.ts'],
           sequence: { groupOrder: 0 },
         },
       },
@@ -24,7 +24,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'faults',
-          include: ['test/faults/faults.test.ts'],
+          include: ['test/faults/faults.test.ts', 'test/faults/hostile.test.ts'],
           fileParallelism: false,
           sequence: { groupOrder: 1 },
         },

@@ -437,7 +437,12 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
         const error = SluiceError.fromWire(msg.code, msg.message, msg.resource)
         // A resource the coordinator refuses for good is not asked for again on this connection.
         if (msg.resource !== undefined && refusesResource.has(msg.code))
-          this.#resources.get(msg.resource)?.refuse(error)
+          for (const id of msg.resources ?? [msg.resource])
+            this.#resources
+              .get(id)
+              ?.refuse(
+                id === msg.resource ? error : SluiceError.fromWire(msg.code, msg.message, id),
+              )
         // A close follows the errors that end the connection: #onClose surfaces those.
         if (
           isErrorCode(msg.code) &&

@@ -95,7 +95,7 @@ export const errorCatalogue = Object.freeze({
     closeCode: 4413,
   },
   SLUICE_ERR_PROTO_RATE_LIMITED: {
-    message: 'connection sent messages faster than allowed',
+    message: 'connection (or its tenant) sent messages or entries faster than allowed',
     retryable: true,
     closeCode: 4429,
   },
@@ -118,6 +118,11 @@ export const errorCatalogue = Object.freeze({
     message: 'peer missed its heartbeat',
     retryable: true,
     closeCode: 4410,
+  },
+  SLUICE_ERR_SESSION_SLOW_READER: {
+    message: 'the peer stopped reading: what waits to be sent to it passed the bound',
+    retryable: true,
+    closeCode: 4411,
   },
   SLUICE_ERR_LIMIT_CLIENTS: {
     message: 'too many clients, in total or for this tenant',

@@ -28,6 +28,24 @@ export const limitsSchema = z.strictObject({
   maxResourcesPerClient: z.number().int().min(1).max(100_000).default(256),
   /** Most messages one connection may send per second (sustained; bursts of twice that). */
   maxMessagesPerSec: z.number().min(1).max(1_000_000).default(50),
+  /**
+   * Most entries (resources in reports, acks, releases and holdings) one connection may send
+   * per second (sustained; bursts of twice that): the admission work one peer can cause.
+   */
+  maxEntriesPerSec: z.number().min(1).max(10_000_000).default(5_000),
+  /** The same, for all the connections of one tenant together. */
+  maxEntriesPerSecPerTenant: z.number().min(1).max(100_000_000).default(50_000),
+  /**
+   * Bytes waiting to be sent to one connection before it is closed as a reader that stopped
+   * reading (SLUICE_ERR_SESSION_SLOW_READER): what a peer that never reads can make this
+   * process hold.
+   */
+  maxSendBufferBytes: z
+    .number()
+    .int()
+    .min(64 * 1024)
+    .max(1024 * 1024 * 1024)
+    .default(1024 * 1024),
   /** Most clients connected or holding leases at once. */
   maxClients: z.number().int().min(1).max(10_000_000).default(100_000),
   /** Most distinct resources with clients at once. */

@@ -1,8 +1,10 @@
 import {
+  formatError,
   protocolVersion,
   type DemandEntry,
   type ErrorCode,
   type HelloMessage,
+  type ServerMessage,
 } from '../../shared/index.js'
 import type { CompiledConfig, Limits, ResourceSettings } from '../config/index.js'
 import { clientKey, type Pool } from '../pool/index.js'
@@ -89,7 +91,7 @@ export function admitResource(
   if (!ctx.config.allows(tenant, resourceId))
     return {
       code: 'SLUICE_ERR_RESOURCE_FORBIDDEN',
-      detail: `tenant ${tenant} may not use this resource`,
+      detail: `tenant ${tenant} may not use ${JSON.stringify(resourceId)}`,
     }
   if (pool.subscriptionCount(key) + alreadyAdded >= limits.maxResourcesPerClient)
     return {
@@ -187,4 +189,48 @@ export function admitPriorities(
     else banded.push({ ...entry, priority: verdict })
   }
   return banded ?? entries
+}
+
+/**
+ * The refusals of one frame, answered with one error message per code (the
+ * first resource in `resource`, all of them in `resources`), never one per
+ * entry: what a frame full of refused ids earns back is bounded by the frame
+ * itself (ids it sent, once each, plus a line), not multiplied by its
+ * entries. Lazy: a frame with no refusal allocates nothing.
+ */
+export class FrameRefusals {
+  #byCode: Map<ErrorCode, { detail: string; resources: string[] }> | undefined = undefined
+  readonly #quietUnknown: boolean
+
+  /** `quietUnknown`: unknown resources are counted, not answered (a hello's holdings after a config change). */
+  constructor(quietUnknown: boolean) {
+    this.#quietUnknown = quietUnknown
+  }
+
+  readonly add: RefuseEntry = (resource, refusal) => {
+    const byCode = (this.#byCode ??= new Map())
+    const held = byCode.get(refusal.code)
+    if (held === undefined)
+      byCode.set(refusal.code, { detail: refusal.detail, resources: [resource] })
+    else held.resources.push(resource)
+  }
+
+  /** Counts each refusal with `count` and sends what is to be answered, one message per code. */
+  flush(send: (message: ServerMessage) => void, count: (code: ErrorCode, n: number) => void): void {
+    const byCode = this.#byCode
+    if (byCode === undefined) return
+    this.#byCode = undefined
+    for (const [code, { detail, resources }] of byCode) {
+      count(code, resources.length)
+      if (this.#quietUnknown && code === 'SLUICE_ERR_RESOURCE_UNKNOWN') continue
+      const more = resources.length > 1 ? ` (and ${resources.length - 1} more)` : ''
+      send({
+        type: 'error',
+        code,
+        message: formatError(code, `${detail}${more}`),
+        resource: resources[0]!,
+        ...(resources.length > 1 ? { resources } : {}),
+      })
+    }
+  }
 }

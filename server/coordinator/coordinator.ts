@@ -1,6 +1,7 @@
 import type { Logger } from 'pino'
 import {
   formatError,
+  entriesOf,
   protocolVersion,
   type AckMessage,
   type ClientMessage,
@@ -10,6 +11,7 @@ import {
   type HelloMessage,
   type ReleaseMessage,
 } from '../../shared/index.js'
+import { TokenBucket } from '../../shared/limiters/index.js'
 import { CompiledConfig, type Config, type Limits, type ResourceSettings } from '../config/index.js'
 import { restoredUntilMs, type Ledger, type LedgerEntry } from '../ledger/index.js'
 import { Pool, clientKey, type Holding, type LeaseBatch } from '../pool/index.js'
@@ -18,8 +20,8 @@ import {
   admitClient,
   admitEntries,
   admitPriorities,
+  FrameRefusals,
   type AdmissionContext,
-  type RefuseEntry,
 } from './admission.js'
 import { AuthGuard } from './auth-guard.js'
 import { CoordinatorMetrics, Observer, ResourceView } from '../observe/index.js'
@@ -54,6 +56,7 @@ export class Coordinator {
   readonly #settings: SettingsSource
   readonly #rounds: RoundScheduler
   readonly #sessions = new SessionTable()
+  readonly #tenantBudgets = new Map<string, TokenBucket>()
   #startedMs: number
   #role: Role
   #leaderUrl: string | undefined
@@ -290,6 +293,12 @@ export class Coordinator {
   receive(session: SessionPort, msg: ClientMessage): void {
     // Fencing: a replica that may have lost leadership answers nothing but a redirect.
     if (!this.#mayGrant()) return this.#sendAway(session)
+    if (session.tenant !== undefined && !this.#tenantBudget(session.tenant).tryTake(entriesOf(msg)))
+      return this.#fail(
+        session,
+        'SLUICE_ERR_PROTO_RATE_LIMITED',
+        `tenant ${session.tenant}: limits.maxEntriesPerSecPerTenant is ${this.limits.maxEntriesPerSecPerTenant}`,
+      )
     if (msg.type === 'hello') {
       if (session.clientId !== undefined)
         return this.#fail(session, 'SLUICE_ERR_PROTO_UNEXPECTED', 'second hello')
@@ -305,6 +314,21 @@ export class Coordinator {
       case 'release':
         return this.#release(session, msg)
     }
+  }
+
+  /**
+   * The entries a tenant's connections may still send together: the work one
+   * tenant can cause per second, whatever number of connections it opens.
+   * One bucket per configured tenant (a bounded set).
+   */
+  #tenantBudget(tenant: string): TokenBucket {
+    let budget = this.#tenantBudgets.get(tenant)
+    const rate = this.limits.maxEntriesPerSecPerTenant
+    if (budget === undefined || budget.ratePerSec !== rate) {
+      budget = new TokenBucket(this.#clock, rate, 2 * rate)
+      this.#tenantBudgets.set(tenant, budget)
+    }
+    return budget
   }
 
   /** The connection ended. Leases stay committed until they lapse. */
@@ -357,14 +381,16 @@ export class Coordinator {
     })
     // Holdings of resources the client may not use are dropped quietly but for real refusals:
     // an unknown resource in a hello is what a config change leaves behind, not a mistake.
+    const refusals = new FrameRefusals(true)
     const holdings = admitEntries(
       this.#admissionContext,
       key,
       tenant,
       msg.holdings ?? [],
       (r) => r.resource,
-      this.#refuser(session, true),
+      refusals.add,
     )
+    this.#answer(session, refusals)
     if (holdings.length === 0) return
     this.#witness(key, msg.ledger, holdings)
     const proven = holdings.map((h) => this.#proven(msg.clientId, tenant, h))
@@ -424,9 +450,10 @@ export class Coordinator {
   #demand(session: SessionPort, msg: DemandMessage): void {
     const ctx = this.#admissionContext
     const key = this.#key(session)
-    const refuse = this.#refuser(session, false)
-    const banded = admitPriorities(ctx, session.tenant, msg.resources, refuse)
-    const reports = admitEntries(ctx, key, session.tenant, banded, (e) => e.resource, refuse)
+    const refusals = new FrameRefusals(false)
+    const banded = admitPriorities(ctx, session.tenant, msg.resources, refusals.add)
+    const reports = admitEntries(ctx, key, session.tenant, banded, (e) => e.resource, refusals.add)
+    this.#answer(session, refusals)
     for (const r of reports)
       if (r.usage !== undefined) this.observer.record(r.resource, key, session.tenant, r.usage)
     const { batches, newResources } = this.#pool.reportDemand(key, reports, this.#clock.now())
@@ -468,21 +495,12 @@ export class Coordinator {
     this.#dispatch(this.#pool.grantWaiting(resourceId, this.#clock.now()))
   }
 
-  /**
-   * Answers each refused entry with an error message (unknown resources in a
-   * hello excepted, when `quietUnknown`: that is what a config change leaves behind).
-   */
-  #refuser(session: SessionPort, quietUnknown: boolean): RefuseEntry {
-    return (resource, refusal) => {
-      this.metrics.errors.inc({ code: refusal.code })
-      if (quietUnknown && refusal.code === 'SLUICE_ERR_RESOURCE_UNKNOWN') return
-      session.send({
-        type: 'error',
-        code: refusal.code,
-        message: formatError(refusal.code, refusal.detail),
-        resource,
-      })
-    }
+  /** Answers a frame's refusals: one error message per code (FrameRefusals). */
+  #answer(session: SessionPort, refusals: FrameRefusals): void {
+    refusals.flush(
+      (message) => session.send(message),
+      (code, n) => this.metrics.errors.inc({ code }, n),
+    )
   }
 
   /** The pool's key of a session's client. */

@@ -15,15 +15,15 @@ export class MessageBudget {
     this.#lastMs = nowMs
   }
 
-  /** Spends one message; false when the budget is exhausted. */
-  take(nowMs: number): boolean {
+  /** Spends `cost` (one message by default); false when the budget is exhausted. */
+  take(nowMs: number, cost = 1): boolean {
     const elapsed = nowMs - this.#lastMs
     if (elapsed > 0) {
       this.#tokens = Math.min(this.#burst, this.#tokens + elapsed * this.#ratePerMs)
       this.#lastMs = nowMs
     }
-    if (this.#tokens < 1) return false
-    this.#tokens -= 1
+    if (this.#tokens < cost) return false
+    this.#tokens -= cost
     return true
   }
 }

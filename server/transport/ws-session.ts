@@ -5,6 +5,7 @@ import {
   bearerToken,
   decodeClientMessage,
   encodeMessage,
+  entriesOf,
   closeCodeOf,
   formatError,
   type Clock,
@@ -33,6 +34,7 @@ export class WsSession implements SessionPort {
   readonly #clock: Clock
   readonly #log: Logger
   readonly #budget: MessageBudget
+  readonly #entries: MessageBudget
   #helloTimer: Timer | undefined
   #closing = false
 
@@ -55,6 +57,11 @@ export class WsSession implements SessionPort {
       limits.maxMessagesPerSec * 2,
       clock.now(),
     )
+    this.#entries = new MessageBudget(
+      limits.maxEntriesPerSec,
+      limits.maxEntriesPerSec * 2,
+      clock.now(),
+    )
     this.#helloTimer = clock.setTimeout(() => {
       this.#helloTimer = undefined
       if (this.clientId === undefined)
@@ -70,7 +77,18 @@ export class WsSession implements SessionPort {
   }
 
   send(message: ServerMessage): void {
-    if (this.#ws.readyState === WebSocket.OPEN) this.#ws.send(encodeMessage(message))
+    const ws = this.#ws
+    if (ws.readyState !== WebSocket.OPEN) return
+    ws.send(encodeMessage(message))
+    // A peer that stopped reading: close and drop it now rather than hold what it will not read.
+    const bound = this.#coordinator.limits.maxSendBufferBytes
+    if (ws.bufferedAmount > bound && !this.#closing) {
+      this.fail(
+        'SLUICE_ERR_SESSION_SLOW_READER',
+        `${ws.bufferedAmount} bytes wait to be sent; limits.maxSendBufferBytes is ${bound}`,
+      )
+      ws.terminate()
+    }
   }
 
   fail(code: ErrorCode, detail: string): void {
@@ -115,6 +133,11 @@ export class WsSession implements SessionPort {
     const decoded = decodeClientMessage(data.toString('utf8'))
     if (!decoded.ok) return this.fail(decoded.code, decoded.detail)
     const msg = decoded.message
+    if (!this.#entries.take(this.#clock.now(), entriesOf(msg)))
+      return this.fail(
+        'SLUICE_ERR_PROTO_RATE_LIMITED',
+        `limits.maxEntriesPerSec is ${limits.maxEntriesPerSec}`,
+      )
     try {
       if (msg.type === 'hello') {
         this.#helloTimer?.cancel()

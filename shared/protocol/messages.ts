@@ -196,6 +196,8 @@ export const errorMessage = z.strictObject({
   code: z.enum(errorCodes),
   message: z.string(),
   resource: z.string().optional(),
+  /** Every resource of the frame refused for this code, when more than one (`resource` is the first). */
+  resources: z.array(z.string()).max(L.maxEntries).optional(),
 })
 
 export const redirectMessage = z.strictObject({
@@ -209,6 +211,19 @@ export const serverMessage = z.discriminatedUnion('type', [
   errorMessage,
   redirectMessage,
 ])
+
+/** How many entries a message carries: the admission work it asks for (at least 1). */
+export function entriesOf(msg: ClientMessage): number {
+  switch (msg.type) {
+    case 'hello':
+      return Math.max(1, msg.holdings?.length ?? 0)
+    case 'demand':
+    case 'release':
+      return Math.max(1, msg.resources.length)
+    case 'ack':
+      return msg.resources?.length ?? 1
+  }
+}
 
 export type HelloMessage = z.output<typeof helloMessage>
 export type DemandEntry = z.output<typeof demandEntry>
