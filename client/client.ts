@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { EventEmitter } from 'node:events'
+import { redirectRefusal } from './redirect.js'
 import { socketStates, type ClientSocket } from './socket.js'
 import {
   SluiceError,
@@ -71,6 +72,8 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
   #ws: ClientSocket | undefined
   #urlIndex = 0
   #redirectUrl: string | undefined
+  /** The URL of the connection in hand (a redirect is judged against it). */
+  #url = ''
   /** Redirects followed since the last welcome; past a few, they wait a backoff like any retry. */
   #redirects = 0
   #attempt = 0
@@ -294,6 +297,7 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
     if (this.#closed) return
     const url = this.#redirectUrl ?? this.options.urls[this.#urlIndex % this.options.urls.length]!
     this.#redirectUrl = undefined
+    this.#url = url
     this.#lastSocketError = undefined
     const headers: Record<string, string> = {}
     if (this.options.token !== undefined) headers.authorization = bearerHeader(this.options.token)
@@ -453,10 +457,14 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
         this.#surface(error)
         return
       }
-      case 'redirect':
-        this.#redirectUrl = msg.url
+      case 'redirect': {
+        const refusal = redirectRefusal(this.#url, msg.url, this.options.redirectTo)
+        if (refusal !== undefined)
+          this.#surface(new SluiceError('SLUICE_ERR_CLIENT_REDIRECT', refusal))
+        else this.#redirectUrl = msg.url
         this.#ws?.close(1000)
         return
+      }
     }
   }
 

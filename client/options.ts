@@ -14,6 +14,7 @@ import {
   weightSchema,
   type Clock,
 } from '../shared/index.js'
+import { redirectHosts } from './redirect.js'
 import { webSocketFactory, type SocketFactory } from './socket.js'
 
 const wsUrl = z
@@ -43,6 +44,11 @@ const optionsSchema = z.strictObject({
         : 'must be a ws:// or wss:// URL, e.g. ws://127.0.0.1:7070/v1/connect, or a list of them',
   }),
   tls: tlsSchema.optional(),
+  /**
+   * Hosts a coordinator's redirect (a follower naming its leader) may send this client to,
+   * besides the hosts of `url`; `'any'` for any. A redirect never changes the scheme.
+   */
+  redirectHosts: z.union([z.literal('any'), z.array(z.string().min(1)).max(64)]).optional(),
   clientId: clientIdSchema.optional(),
   /** Who this process is, as operators see it (dashboard, `sluice top`); default host name and pid. */
   name: z
@@ -81,6 +87,8 @@ export interface ClientOptions extends z.input<typeof optionsSchema> {
 export interface ResolvedClientOptions extends z.output<typeof optionsSchema> {
   readonly hotPathClock: 'coarse' | 'precise'
   readonly urls: readonly string[]
+  /** Where a redirect may lead (the hosts of `urls` and `redirectHosts`), or anywhere. */
+  readonly redirectTo: ReadonlySet<string> | 'any'
   readonly clientId: string
   readonly clock: Clock
   readonly logger: Logger | undefined
@@ -111,6 +119,10 @@ export function resolveClientOptions(options: ClientOptions): ResolvedClientOpti
   return Object.freeze({
     ...parsed,
     urls: Object.freeze(Array.isArray(parsed.url) ? [...parsed.url] : [parsed.url]),
+    redirectTo: redirectHosts(
+      Array.isArray(parsed.url) ? parsed.url : [parsed.url],
+      parsed.redirectHosts,
+    ),
     clientId: parsed.clientId ?? `sluice-${randomUUID()}`,
     clock: clock ?? systemClock,
     hotPathClock: parsed.hotPathClock ?? (clock === undefined ? 'coarse' : 'precise'),

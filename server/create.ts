@@ -96,6 +96,11 @@ function withOverrides(config: Config, options: CoordinatorOptions): Config {
   return parseConfig({ ...config, server }, 'command line')
 }
 
+/** Whether `host` is a loopback interface (tokens sent to it never cross a network). */
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || host.startsWith('127.')
+}
+
 /** Listens, or fails with a message that says what to do. */
 async function listen(app: FastifyInstance, host: string, port: number): Promise<number> {
   try {
@@ -187,6 +192,13 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
   const scheme = tls === undefined ? { http: 'http', ws: 'ws' } : { http: 'https', ws: 'wss' }
   const advertise = options.advertise ?? ha?.advertise
   const advertiseUrl = advertise ?? `${scheme.ws}://${urlHost}:${port}${connectPath}`
+  if (tls !== undefined && advertiseUrl.startsWith('ws://')) {
+    await app.close()
+    throw new SluiceError(
+      'SLUICE_ERR_CONFIG_INVALID',
+      `--advertise ${advertiseUrl}: must be a wss:// URL when server.tls is set (followers send clients there)`,
+    )
+  }
   if (elected && advertise === undefined && (host === '0.0.0.0' || host === '::')) {
     await app.close()
     throw new SluiceError(
@@ -194,6 +206,11 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
       `server.ha.advertise: needed when listening on ${host}; followers redirect clients there`,
     )
   }
+  if (Object.keys(config.tenants).length > 0 && tls === undefined && !isLoopback(host))
+    logger.warn(
+      { host },
+      'tenants authenticate with bearer tokens over plain ws:// on a non-loopback interface: anyone on the path can read them; set server.tls',
+    )
   const upstream = linkParent(config, coordinator, port, clock, logger)
   const ctx = { coordinator, clock, logger, events, advertiseUrl }
   const { election, ledger: haLedger } = makeElection(ctx, ha, options.election, dataDir !== false)

@@ -208,6 +208,10 @@ export const errorCatalogue = Object.freeze({
     message: 'no Sluice coordinator at this URL',
     retryable: false,
   },
+  SLUICE_ERR_CLIENT_REDIRECT: {
+    message: 'a redirect was not followed: it changed the scheme or left the configured hosts',
+    retryable: true,
+  },
   SLUICE_ERR_CLIENT_ABORTED: {
     message: 'acquire was aborted by its signal',
     retryable: false,

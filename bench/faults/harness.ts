@@ -108,6 +108,11 @@ export interface FaultScenario {
   readonly templateExtra?: Readonly<Record<string, unknown>> | undefined
   /** The test suite's check that leases are kept, not resent: fewer leases than this in all. */
   readonly maxLeases?: number | undefined
+  /**
+   * The test suite's check that something was admitted (a run that admits nothing passes the
+   * bound vacuously): utilisation after learning above this; default 0.5.
+   */
+  readonly minUtilisation?: number | undefined
   /** The first coordinator runs under `ulimit -f` of this many KiB (a disk that fills up). */
   readonly fileLimitKiB?: number | undefined
 }

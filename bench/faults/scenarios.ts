@@ -182,6 +182,8 @@ export const faultScenarios: readonly (FaultScenario & { readonly ci?: boolean }
     resources: [longApi],
     clients: [rateClients(4)],
     fileLimitKiB: 12,
+    // Once the disk is full nothing is leased until the restart: little is admitted by design.
+    minUtilisation: 0.1,
     actions: [
       { atMs: 8800, type: 'link', clients: 'c-0', mode: 'cut' },
       { atMs: 8800, type: 'link', clients: 'c-1', mode: 'cut' },

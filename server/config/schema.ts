@@ -50,6 +50,17 @@ export const limitsSchema = z.strictObject({
   maxClients: z.number().int().min(1).max(10_000_000).default(100_000),
   /** Most distinct resources with clients at once. */
   maxResources: z.number().int().min(1).max(10_000_000).default(100_000),
+  /**
+   * Most distinct resources the clients of one tenant may use at once. Default: half of
+   * maxResources when two or more tenants are configured (so no one tenant can take them all),
+   * else maxResources.
+   */
+  maxResourcesPerTenant: z.number().int().min(1).max(10_000_000).optional(),
+  /**
+   * Most clients of one tenant connected at once, unless the tenant sets its own maxClients.
+   * Default: half of maxClients when two or more tenants are configured, else maxClients.
+   */
+  maxClientsPerTenant: z.number().int().min(1).max(10_000_000).optional(),
   /** Resources whose history (15 min by the second, 24 h by the minute, ~94 KiB each) is kept. */
   maxHistoryResources: z.number().int().min(0).max(100_000).default(500),
   /** Label sets of the per-resource, per-tenant usage counters (past it: resource="_other"). */
@@ -243,6 +254,16 @@ export const configSchema = z
     resources: z.array(resourceTemplateSchema).min(1),
   })
   .superRefine((config, ctx) => {
+    // Followers send clients to the advertised URL: under TLS, never in clear.
+    if (
+      config.server.tls !== undefined &&
+      config.server.ha?.advertise?.startsWith('ws://') === true
+    )
+      ctx.addIssue({
+        code: 'custom',
+        path: ['server', 'ha', 'advertise'],
+        message: 'must be a wss:// URL when server.tls is set: followers send clients there',
+      })
     const seen = new Map<string, string>()
     for (const [name, tenant] of Object.entries(config.tenants)) {
       const other = seen.get(tenant.token)

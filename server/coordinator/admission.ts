@@ -24,6 +24,18 @@ export interface AdmissionContext {
 }
 
 /**
+ * A per-tenant bound: as configured, else half of the global one when two
+ * or more tenants share the coordinator (no one tenant can lock the others
+ * out), else the global one.
+ */
+function perTenant(ctx: AdmissionContext, configured: number | undefined, global: number): number {
+  if (configured !== undefined) return configured
+  return Object.keys(ctx.config.config.tenants).length >= 2
+    ? Math.max(1, Math.floor(global / 2))
+    : global
+}
+
+/**
  * Whether a hello may start a session: protocol version, tenant token, and
  * the client bounds (in total and per tenant). Returns the tenant, or a refusal.
  */
@@ -59,7 +71,11 @@ export function admitClient(
       code: 'SLUICE_ERR_LIMIT_CLIENTS',
       detail: `${pool.clientCount} clients hold leases; limits.maxClients is ${limits.maxClients}`,
     }
-  const tenantMax = tenant === undefined ? undefined : ctx.config.tenant(tenant)?.maxClients
+  const tenantMax =
+    tenant === undefined
+      ? undefined
+      : (ctx.config.tenant(tenant)?.maxClients ??
+        perTenant(ctx, limits.maxClientsPerTenant, limits.maxClients))
   if (tenant !== undefined && tenantMax !== undefined && adds)
     if (pool.connectedCount(tenant) >= tenantMax)
       return {
@@ -98,6 +114,14 @@ export function admitResource(
       code: 'SLUICE_ERR_LIMIT_RESOURCES',
       detail: `limits.maxResourcesPerClient is ${limits.maxResourcesPerClient}`,
     }
+  if (tenant !== undefined && !pool.tenantUses(tenant, resourceId)) {
+    const max = perTenant(ctx, limits.maxResourcesPerTenant, limits.maxResources)
+    if (pool.tenantResourceCount(tenant) + alreadyAdded >= max)
+      return {
+        code: 'SLUICE_ERR_LIMIT_RESOURCES',
+        detail: `tenant ${tenant} uses ${max} resources, its most (limits.maxResourcesPerTenant)`,
+      }
+  }
   if (!pool.hasResource(resourceId) && pool.resourceCount + alreadyAdded >= limits.maxResources)
     return {
       code: 'SLUICE_ERR_LIMIT_RESOURCES',
@@ -208,7 +232,7 @@ export class FrameRefusals {
   }
 
   readonly add: RefuseEntry = (resource, refusal) => {
-    const byCode = (this.#byCode ??= new Map())
+    const byCode = (this.#byCode ??= new Map<ErrorCode, { detail: string; resources: string[] }>())
     const held = byCode.get(refusal.code)
     if (held === undefined)
       byCode.set(refusal.code, { detail: refusal.detail, resources: [resource] })

@@ -49,8 +49,8 @@ export class Coordinator {
   readonly view: ResourceView
   /** Clients' usage, each resource's history: what operators see (never read by the allocation). */
   readonly observer: Observer
-  /** Slows token guessing, on the WebSocket and HTTP surfaces alike. */
-  guard: AuthGuard
+  /** Slows token guessing, on the WebSocket and HTTP surfaces alike; kept across reloads. */
+  readonly guard: AuthGuard
   readonly #clock: Clock
   readonly #log: Logger
   readonly #settings: SettingsSource
@@ -104,12 +104,22 @@ export class Coordinator {
     })
     this.observer.start()
     this.metrics.isLeader.set(role === 'leader' ? 1 : 0)
-    this.guard = new AuthGuard(this.limits, clock, logger, this.metrics)
-    this.#warnOptimistic(config)
+    this.guard = new AuthGuard(() => this.limits, clock, logger, this.metrics)
+    this.#warnConfig(config)
   }
 
-  /** Optimistic is the one failure mode that may exceed capacity: say so whenever it is configured. */
-  #warnOptimistic(config: Config): void {
+  /**
+   * Says what a config leaves open, whenever one is applied: optimistic is
+   * the one failure mode that may exceed capacity; a tenant without a
+   * `resources` list may use every resource.
+   */
+  #warnConfig(config: Config): void {
+    for (const [name, tenant] of Object.entries(config.tenants))
+      if (tenant.resources === undefined)
+        this.#log.warn(
+          { tenant: name },
+          "tenant without a resources list: it may use every resource (set resources: ['*'] to say so)",
+        )
     for (const t of config.resources)
       if (t.failureMode === 'optimistic')
         this.#log.warn(
@@ -528,13 +538,7 @@ export class Coordinator {
 
   /** Applies a new config (already validated). Leases follow through the normal safe path. */
   applyConfig(config: Config): void {
-    const old = this.limits
     this.#settings.setConfig(new CompiledConfig(config))
-    if (
-      old.authFailuresPerSec !== this.limits.authFailuresPerSec ||
-      old.authFailureBurst !== this.limits.authFailureBurst
-    )
-      this.guard = new AuthGuard(this.limits, this.#clock, this.#log, this.metrics)
     for (const id of this.#pool.resourceIds()) {
       if (!this.#pool.refreshSettings(id)) {
         // No template matches any more: the pool drains it to 0; say so to its clients.
@@ -553,7 +557,7 @@ export class Coordinator {
       this.#rounds.reschedule(id, this.#pool.settings(id)!.refreshMs)
       this.#rounds.prompt(id)
     }
-    this.#warnOptimistic(config)
+    this.#warnConfig(config)
     this.metrics.reloads.inc({ outcome: 'applied' })
     this.#log.info(
       { resources: config.resources.length, tenants: Object.keys(config.tenants).length },

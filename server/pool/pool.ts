@@ -90,6 +90,8 @@ export function clientKey(tenant: string | undefined, clientId: string): string 
  */
 export class Pool {
   readonly #clients = new Map<string, ClientState>()
+  /** Per tenant, the resources its clients use and how many of them use each. */
+  readonly #tenantResources = new Map<string, Map<string, number>>()
   readonly #resources = new Map<string, ResourceState>()
   readonly #startMs: number
   readonly #settingsFor: SettingsLookup
@@ -255,6 +257,16 @@ export class Pool {
   /** Whether a known client is connected now. */
   isConnected(key: string): boolean {
     return this.#clients.get(key)?.connected === true
+  }
+
+  /** How many distinct resources the clients of `tenant` use. */
+  tenantResourceCount(tenant: string): number {
+    return this.#tenantResources.get(tenant)?.size ?? 0
+  }
+
+  /** Whether a client of `tenant` uses `resourceId`. */
+  tenantUses(tenant: string, resourceId: string): boolean {
+    return this.#tenantResources.get(tenant)?.has(resourceId) === true
   }
 
   /** How many resources a client uses. */
@@ -809,12 +821,25 @@ export class Pool {
     entry = new Entry(client, r)
     client.entries.set(resourceId, entry)
     r.entries.set(client.key, entry)
+    if (client.tenant !== undefined) {
+      let used = this.#tenantResources.get(client.tenant)
+      if (used === undefined)
+        this.#tenantResources.set(client.tenant, (used = new Map<string, number>()))
+      used.set(resourceId, (used.get(resourceId) ?? 0) + 1)
+    }
     return entry
   }
 
   #unsubscribe(entry: Entry): void {
     const { client, resource } = entry
     resource.claims.delete(entry)
+    const used = client.tenant === undefined ? undefined : this.#tenantResources.get(client.tenant)
+    if (used !== undefined) {
+      const n = (used.get(resource.settings.id) ?? 1) - 1
+      if (n > 0) used.set(resource.settings.id, n)
+      else used.delete(resource.settings.id)
+      if (used.size === 0) this.#tenantResources.delete(client.tenant!)
+    }
     this.#dirty.delete(entry)
     this.#gone({ clientKey: client.key, resource: resource.settings.id })
     client.entries.delete(resource.settings.id)

@@ -23,7 +23,9 @@ describe('fault suite (real processes)', () => {
               0,
             )
             // Something was admitted: a run that admits nothing would pass the bound vacuously.
-            expect(r.utilisation, `${r.resource}: utilisation`).toBeGreaterThan(0.5)
+            expect(r.utilisation, `${r.resource}: utilisation`).toBeGreaterThan(
+              scenario.minUtilisation ?? 0.5,
+            )
           } else {
             expect(r.inFlightMax, `${r.resource}: slots in flight`).toBeLessThanOrEqual(r.capacity)
             expect(r.inFlightMax, `${r.resource}: slots in flight`).toBeGreaterThan(r.capacity / 2)

@@ -29,7 +29,7 @@ function run(script: string, spec: unknown): { child: ChildProcess; output: () =
     },
   )
   let out = ''
-  child.stdout!.on('data', (d: Buffer) => (out += d.toString()))
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()))
   cleanup.push(() => {
     if (child.exitCode === null) child.kill('SIGKILL')
   })

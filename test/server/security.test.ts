@@ -122,6 +122,10 @@ describe('security against a hostile tenant', () => {
     // Health and readiness stay open for load balancers.
     expect((await get('/healthz')).statusCode).toBe(200)
     expect((await get('/readyz')).statusCode).toBe(200)
+    // ... but say how many resources learn, not which: names are for readers with a token.
+    const ready = (await get('/readyz')).json()
+    expect(ready).not.toHaveProperty('learning')
+    expect(ready.learningCount).toEqual(expect.any(Number))
   })
 
   it('slows token guessing to the configured rate per address, on WebSocket and HTTP alike', async () => {
@@ -164,5 +168,53 @@ describe('security against a hostile tenant', () => {
     ).body
     expect(metrics).toMatch(/^sluice_auth_failures_total\{surface="websocket"\} 3$/m)
     expect(metrics).toMatch(/^sluice_auth_throttled_total\{surface="websocket"\} 2$/m)
+  })
+
+  it('keeps throttling a guesser across a reload', async () => {
+    const { server } = await startCoordinator(
+      config({ limits: { roundDebounceMs: 0, authFailuresPerSec: 0.01, authFailureBurst: 2 } }),
+    )
+    running.push(server)
+    const attempt = async (token: string): Promise<number> => {
+      const c = await TestClient.connect(server.wsUrl)
+      clients.push(c)
+      c.send({ type: 'hello', v: 1, clientId: 'guesser', token })
+      return c.closed
+    }
+    expect([await attempt('guess-0001'), await attempt('guess-0002')]).toEqual([4401, 4401])
+    expect(await attempt('guess-0003')).toBe(4430)
+    // A reload (even one that changes the guard's own limits) does not hand out new attempts.
+    await server.reload(
+      config({ limits: { roundDebounceMs: 0, authFailuresPerSec: 0.02, authFailureBurst: 3 } }),
+    )
+    expect(await attempt('guess-0004')).toBe(4430)
+  })
+
+  it('bounds the resources one tenant may use, so it cannot lock the others out', async () => {
+    const { server, clock } = await startCoordinator({
+      ...config({ limits: { roundDebounceMs: 0, maxResources: 4 } }),
+      resources: [
+        { match: 'r/*', kind: 'rate', capacity: 10, learningMs: 0, unsafeLearning: true },
+      ],
+    })
+    running.push(server)
+    const a = await join(server.wsUrl, 'a1', 'tenant-a-token')
+    // Two tenants: each may use half of maxResources.
+    a.send({
+      type: 'demand',
+      resources: ['r/1', 'r/2', 'r/3', 'r/4'].map((resource) => ({ resource, wants: 1 })),
+    })
+    const refused = await a.nextOfType('error')
+    expect(refused).toMatchObject({
+      code: 'SLUICE_ERR_LIMIT_RESOURCES',
+      resource: 'r/3',
+      resources: ['r/3', 'r/4'],
+    })
+    const b = await join(server.wsUrl, 'b1', 'tenant-b-token')
+    b.send({ type: 'demand', resources: [{ resource: 'r/9', wants: 1 }] })
+    await b.flush()
+    clock.advance(0)
+    // Spread surplus: b alone on r/9 is leased all of it.
+    expect((await b.nextLease('r/9')).leases[0]!.capacity).toBe(10)
   })
 })

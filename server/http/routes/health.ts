@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import type { Coordinator } from '../../coordinator/index.js'
+import { readsOpen } from '../auth.js'
 import { resourceSummaries } from '../status.js'
 
 /**
@@ -14,6 +15,8 @@ export function healthRoutes(
 ): void {
   app.get('/healthz', async () => ({ status: 'ok' }))
 
+  // Open to anyone (load balancers): it names the learning resources only while reads are
+  // open too; behind a read token it says how many.
   app.get('/readyz', async (_req, reply) => {
     const role = coordinator.role
     const isReady = ready() && role === 'leader'
@@ -24,7 +27,8 @@ export function healthRoutes(
       ready: isReady,
       role,
       ...(role === 'follower' ? { leader: coordinator.leaderUrl ?? null } : {}),
-      learning,
+      ...(readsOpen(coordinator) ? { learning } : {}),
+      learningCount: learning.length,
       ledger: coordinator.ledgerState,
     })
   })

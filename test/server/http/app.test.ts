@@ -36,7 +36,7 @@ describe('HTTP API', () => {
     expect((await server.http.inject('/healthz')).json()).toEqual({ status: 'ok' })
     const ready = await server.http.inject('/readyz')
     expect(ready.statusCode).toBe(200)
-    expect(ready.json()).toMatchObject({ ready: true, learning: [] })
+    expect(ready.json()).toMatchObject({ ready: true, learning: [], learningCount: 0 })
   })
 
   it('lists every resource with capacity, committed, free, demand, clients and learning', async () => {

@@ -713,9 +713,18 @@ function roleLine(ready) {
   const line = document.getElementById('role')
   if (ready.role === 'leader') {
     const parts = ['leader']
-    if (ready.learning.length > 0) parts.push('learning: ' + ready.learning.join(', '))
+    // Names only while reads are open; behind a token, /readyz says how many.
+    const learning = ready.learning ?? []
+    const count = ready.learningCount ?? learning.length
+    if (count > 0)
+      parts.push(
+        'learning: ' + (learning.length > 0 ? learning.join(', ') : count + ' resource(s)'),
+      )
+    // How it started is history; whether it learns now is the line above.
     if (ready.ledger && ready.ledger.kind !== 'none')
-      parts.push(ready.ledger.kind + ' ledger (' + ready.ledger.started + ')')
+      parts.push(
+        ready.ledger.kind + ' ledger' + (ready.ledger.started === 'restored' ? ' (resumed)' : ''),
+      )
     line.replaceChildren(parts.join(' · '))
   } else if (ready.role === 'follower') {
     const leader = ready.leader
