@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { EventEmitter } from 'node:events'
+import { KeyedFamily, type KeyedOptions } from './keyed.js'
 import { redirectRefusal } from './redirect.js'
 import { socketStates, type ClientSocket } from './socket.js'
 import {
@@ -19,6 +20,7 @@ import {
   errorCatalogue,
   isErrorCode,
   type ClientMessage,
+  type LeaseGrant,
   type LeaseMessage,
   type Clock,
   type Timer,
@@ -28,6 +30,7 @@ import {
   libraryVersion,
 } from '../shared/index.js'
 import {
+  checkKeyedOptions,
   checkResourceOptions,
   resolveClientOptions,
   type ClientOptions,
@@ -69,6 +72,8 @@ export interface ClientEvents {
 export class SluiceClient extends EventEmitter<ClientEvents> implements ResourceOwner {
   readonly options: ResolvedClientOptions
   readonly #resources = new Map<string, Resource>()
+  /** Keyed families, by their own resource id (`<prefix>/*`). */
+  readonly #families = new Map<string, KeyedFamily>()
   #ws: ClientSocket | undefined
   #urlIndex = 0
   #redirectUrl: string | undefined
@@ -155,7 +160,10 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
     })
     const all = (async () => {
       await waitConnected
-      await Promise.all([...this.#resources.values()].map((r) => r.ready()))
+      await Promise.all([
+        ...[...this.#resources.values()].map((r) => r.ready()),
+        ...[...this.#families.values()].map((f) => f.ready()),
+      ])
     })()
     if (options.timeoutMs === undefined) return all
     let timer: Timer | undefined
@@ -205,6 +213,38 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
     return r
   }
 
+  /**
+   * The handle of a keyed family (`prefix` is its template's match without
+   * `/*`: `client.keyed('apikey')` for `apikey/*`); the same one for the same
+   * prefix. Every key is a limit of its own, across every process.
+   */
+  keyed(prefix: string, options: KeyedOptions = {}): KeyedFamily {
+    const familyId = `${prefix}/*`
+    let f = this.#families.get(familyId)
+    if (f === undefined) {
+      const valid = resourceId.safeParse(familyId)
+      if (!valid.success || prefix === '' || /[*?[]/.test(prefix))
+        throw new SluiceError(
+          'SLUICE_ERR_RESOURCE_INVALID',
+          `client.keyed(${describeValue(prefix)}): a family's prefix, e.g. 'apikey' for the template apikey/*${valid.success ? ', without *, ? or [' : `: ${describeIssues(valid.error)}`}`,
+        )
+      checkKeyedOptions(prefix, options)
+      f = new KeyedFamily(prefix, options, this.options.clock, this.#hotClock, this)
+      this.#families.set(familyId, f)
+      this.#scheduleReports()
+      if (this.#connected) this.#report(false)
+    }
+    return f
+  }
+
+  /** The family whose key `id` is (`<prefix>/<key>`), with the key. */
+  #familyOfKey(id: string): { family: KeyedFamily; key: string } | undefined {
+    for (const family of this.#families.values())
+      if (id.startsWith(family.prefix) && id.charAt(family.prefix.length) === '/')
+        return { family, key: id.slice(family.prefix.length + 1) }
+    return undefined
+  }
+
   /** Resolves once the coordinator has answered a ping: all it sent before has arrived. For tests and diagnostics. */
   roundTrip(): Promise<void> {
     const ws = this.#ws
@@ -231,9 +271,16 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
     this.#heartbeatTimer?.cancel()
     const ws = this.#ws
     if (ws !== undefined && ws.readyState === socketStates.open && this.#connected) {
-      this.#send({ type: 'release', resources: [...this.#resources.keys()] })
+      this.#send({
+        type: 'release',
+        resources: [
+          ...this.#resources.keys(),
+          ...[...this.#families.values()].flatMap((f) => f.leasedIds()),
+        ],
+      })
     }
     for (const r of this.#resources.values()) r.close()
+    for (const f of this.#families.values()) f.close()
     if (this.#hotClock instanceof CoarseClock && this.options.clock !== systemClock)
       this.#hotClock.close()
     for (const w of this.#readyWaiters.splice(0))
@@ -272,14 +319,23 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
     // Each resource's ack goes as soon as that resource fits its lease; never one for another.
     const ready = new Map<number, string[]>()
     for (const [id, seq] of this.#pendingAcks) {
-      const r = this.#resources.get(id)
-      if (r !== undefined && !r.drainedToLimit) continue
+      if (!this.#fits(id)) continue
       this.#pendingAcks.delete(id)
       const list = ready.get(seq)
       if (list === undefined) ready.set(seq, [id])
       else list.push(id)
     }
     for (const [seq, resources] of ready) this.#send({ type: 'ack', seq, resources })
+  }
+
+  /** Whether what is in use of `id` fits its lease now (a held-back ack may go). */
+  #fits(id: string): boolean {
+    const r = this.#resources.get(id)
+    if (r !== undefined) return r.drainedToLimit
+    const family = this.#families.get(id)
+    if (family !== undefined) return family.fits()
+    const keyed = this.#familyOfKey(id)
+    return keyed === undefined || keyed.family.keyFits(keyed.key)
   }
 
   releaseResource(id: string): void {
@@ -311,6 +367,7 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
         const h = r.holding()
         if (h !== undefined) holdings.push(h)
       }
+      for (const f of this.#families.values()) holdings.push(...f.holdings())
       this.#send({
         type: 'hello',
         v: protocolVersion,
@@ -441,12 +498,23 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
         const error = SluiceError.fromWire(msg.code, msg.message, msg.resource)
         // A resource the coordinator refuses for good is not asked for again on this connection.
         if (msg.resource !== undefined && refusesResource.has(msg.code))
-          for (const id of msg.resources ?? [msg.resource])
-            this.#resources
-              .get(id)
-              ?.refuse(
-                id === msg.resource ? error : SluiceError.fromWire(msg.code, msg.message, id),
-              )
+          for (const id of msg.resources ?? [msg.resource]) {
+            const e = id === msg.resource ? error : SluiceError.fromWire(msg.code, msg.message, id)
+            this.#resources.get(id)?.refuse(e)
+            this.#families.get(id)?.refuse(e)
+          }
+        // A key the coordinator will not lease on its own now stays at the default share: quiet.
+        if (msg.code === 'SLUICE_ERR_LIMIT_RESOURCES') {
+          let keys = 0
+          const ids = msg.resources ?? (msg.resource === undefined ? [] : [msg.resource])
+          for (const id of ids) {
+            const keyed = this.#familyOfKey(id)
+            if (keyed === undefined) continue
+            keyed.family.quietKey(keyed.key)
+            keys++
+          }
+          if (keys > 0 && keys === ids.length) return
+        }
         // A close follows the errors that end the connection: #onClose surfaces those.
         if (
           isErrorCode(msg.code) &&
@@ -479,7 +547,12 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
       const r = this.#resources.get(grant.resource)
       period = Math.min(period, grant.refreshMs)
       if (r === undefined) {
-        ready.push(grant.resource)
+        const inForce = this.#applyKeyed(grant)
+        if (inForce) ready.push(grant.resource)
+        else {
+          this.#pendingAcks.set(grant.resource, msg.seq)
+          held++
+        }
         continue
       }
       const inForce = r.applyLease(grant)
@@ -502,6 +575,14 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
     else if (ready.length > 0) this.#send({ type: 'ack', seq: msg.seq, resources: ready })
   }
 
+  /** A lease of a keyed family or of one of its keys; true when it is in force (may be acknowledged). */
+  #applyKeyed(grant: LeaseGrant): boolean {
+    const family = this.#families.get(grant.resource)
+    if (family !== undefined) return family.applyFamilyLease(grant)
+    const keyed = this.#familyOfKey(grant.resource)
+    return keyed === undefined ? true : keyed.family.applyKeyLease(keyed.key, grant)
+  }
+
   /**
    * Another process took our client id over (4409). Whatever this process
    * was leased may now be counted as that one's: stop enforcing it at once
@@ -509,6 +590,7 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
    */
   #replaced(): void {
     for (const r of this.#resources.values()) r.revoke()
+    for (const f of this.#families.values()) f.revoke()
     const previous = this.#clientId
     this.#clientId = `${this.options.clientId.slice(0, 200)}-${randomBytes(6).toString('base64url')}`
     const error = new SluiceError(
@@ -530,7 +612,7 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
   }
 
   #report(early: boolean): void {
-    if (!this.#connected || this.#resources.size === 0) return
+    if (!this.#connected || (this.#resources.size === 0 && this.#families.size === 0)) return
     const resources = []
     for (const r of this.#resources.values()) {
       if (r.refused !== undefined) continue
@@ -542,6 +624,8 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
         usage: r.takeUsage(),
       })
     }
+    for (const f of this.#families.values())
+      if (f.refused === undefined) for (const entry of f.takeReport()) resources.push(entry)
     if (resources.length === 0) return
     this.#send({ type: 'demand', resources, ...(early ? { early: true } : {}) })
   }
@@ -578,6 +662,7 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
     this.#reportTimer?.cancel()
     for (const w of this.#readyWaiters.splice(0)) w.reject(error)
     for (const r of this.#resources.values()) r.refuse(error)
+    for (const f of this.#families.values()) f.refuse(error)
     this.#surface(error)
   }
 

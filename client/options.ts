@@ -167,3 +167,22 @@ export function checkResourceOptions(id: string, options: unknown): void {
       })}`,
     )
 }
+
+/** `client.keyed(prefix, options)`: checked once, strictly. */
+export const keyedOptionsSchema = z.strictObject({
+  maxKeys: z.number().int().min(1).max(10_000_000).optional(),
+  maxKeysPerReport: z.number().int().min(1).max(10_000).optional(),
+  weight: weightSchema.optional(),
+})
+
+/** Checks `client.keyed` options; throws SLUICE_ERR_OPTION_INVALID naming the option. */
+export function checkKeyedOptions(prefix: string, options: unknown): void {
+  const result = keyedOptionsSchema.safeParse(options, { reportInput: true })
+  if (!result.success)
+    throw new SluiceError(
+      'SLUICE_ERR_OPTION_INVALID',
+      `client.keyed(${JSON.stringify(prefix)}): ${describeIssues(result.error, {
+        knownKeys: Object.keys(keyedOptionsSchema.shape),
+      })}`,
+    )
+}

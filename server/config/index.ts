@@ -6,8 +6,8 @@ export {
   readYamlFile,
   resolveConfig,
 } from './load.js'
-export { CompiledConfig, leaseTtlMsAt, templateLearningMs } from './resolve.js'
-export type { ResourceSettings } from './resolve.js'
+export { CompiledConfig, keyShape, leaseTtlMsAt, templateLearningMs } from './resolve.js'
+export type { FamilySettings, ResourceSettings } from './resolve.js'
 export { configSchema, holdingsKeySchema, resourceTemplateSchema } from './schema.js'
 export type {
   Config,

@@ -44,6 +44,54 @@ export interface ResourceSettings {
    * demand may stay from its target while no client needs capacity. Undefined or 0: exact.
    */
   readonly headroomTolerance?: number | undefined
+  /**
+   * Keyed families: set on the family's own resource (`role: 'family'`, id `<prefix>/*`,
+   * capacity 1: the whole of every key, shared out as default shares) and on each key's
+   * resource (`role: 'key'`, id `<prefix>/<key>`, the key's capacity).
+   */
+  readonly family?: FamilySettings | undefined
+}
+
+/** What a keyed family is, for its own resource and each of its keys. */
+export interface FamilySettings {
+  readonly role: 'family' | 'key'
+  /** `apikey` for `apikey/*`. */
+  readonly prefix: string
+  /** The family's own resource id: its template's match, `<prefix>/*`. */
+  readonly familyId: string
+  /** The kind of every key (the family's own resource is a share, always fractional). */
+  readonly keyKind: ResourceKind
+  /** A key's capacity and burst unless the plan names it. */
+  readonly keyCapacity: number
+  readonly keyBurst: number
+  /** Keys whose limits differ: key → { capacity, burst }. */
+  readonly plan: Readonly<Record<string, { readonly capacity: number; readonly burst: number }>>
+  readonly maxHotKeys: number
+  /** Most processes that hold a default share at once (see the template's maxDefaultHolders). */
+  readonly maxDefaultHolders: number
+}
+
+/** The family of a keyed template (undefined for others). */
+function familyOf(t: ResourceTemplate, role: 'family' | 'key'): FamilySettings | undefined {
+  if (!t.keyed) return undefined
+  const keyBurst = defaultBurst(t.kind, t.capacity, t.burst)
+  const plan: Record<string, { capacity: number; burst: number }> = {}
+  for (const [key, p] of Object.entries(t.keys))
+    plan[key] = { capacity: p.capacity, burst: defaultBurst(t.kind, p.capacity, p.burst) }
+  // Each default holder keeps at least one whole token (or slot) of the smallest burst.
+  let smallest = keyBurst
+  for (const p of Object.values(plan)) smallest = Math.min(smallest, p.burst)
+  return Object.freeze({
+    role,
+    prefix: t.match.slice(0, -2),
+    familyId: t.match,
+    keyKind: t.kind,
+    keyCapacity: t.capacity,
+    keyBurst,
+    plan: Object.freeze(plan),
+    maxHotKeys: t.maxHotKeys,
+    maxDefaultHolders: t.maxDefaultHolders ?? Math.max(1, Math.floor(smallest + 1e-9)),
+  })
 }
 
 /**
@@ -58,6 +106,19 @@ export function leaseTtlMsAt(s: ResourceSettings, nowMs: number): number {
 
 function tokenDigest(token: string): string {
   return createHash('sha256').update(token).digest('base64')
+}
+
+/** One key's kind, capacity and burst: the plan's, else the family's. */
+export function keyShape(
+  f: FamilySettings,
+  key: string,
+): { kind: ResourceKind; capacity: number; burst: number } {
+  const p = Object.hasOwn(f.plan, key) ? f.plan[key] : undefined
+  return {
+    kind: f.keyKind,
+    capacity: p?.capacity ?? f.keyCapacity,
+    burst: p?.burst ?? f.keyBurst,
+  }
 }
 
 /** A template's learning period, defaults applied. */
@@ -131,11 +192,17 @@ export class CompiledConfig {
       tenants[name] = cap === undefined ? { weight: tenant.weight } : { weight: tenant.weight, cap }
     }
     const safeHoldMs = safeHoldMsOf(t)
+    const family = familyOf(t, id === t.match ? 'family' : 'key')
+    // A keyed family's own resource is a share of every key: capacity 1, fractional, held.
+    const shape =
+      family === undefined
+        ? { kind: t.kind, capacity: t.capacity, burst: defaultBurst(t.kind, t.capacity, t.burst) }
+        : family.role === 'family'
+          ? { kind: 'rate' as const, capacity: 1, burst: 1 }
+          : keyShape(family, id.slice(family.prefix.length + 1))
     return Object.freeze({
       id,
-      kind: t.kind,
-      capacity: t.capacity,
-      burst: defaultBurst(t.kind, t.capacity, t.burst),
+      ...shape,
       algorithm: t.algorithm,
       surplus: t.surplus,
       leaseTtlMs: t.leaseTtlMs,
@@ -148,7 +215,21 @@ export class CompiledConfig {
       window: t.demand.window,
       tenants: Object.freeze(tenants),
       failureMode: t.failureMode,
-      headroomTolerance: t.surplus === 'spread' ? t.headroomTolerance : 0,
+      headroomTolerance:
+        family?.role === 'family' ? 0 : t.surplus === 'spread' ? t.headroomTolerance : 0,
+      ...(family === undefined
+        ? {}
+        : { family, ...(family.role === 'family' ? { surplus: 'hold' as const } : {}) }),
     })
+  }
+
+  /** The keyed families the config declares, by prefix. */
+  families(): FamilySettings[] {
+    const out: FamilySettings[] = []
+    for (const t of this.config.resources) {
+      const f = familyOf(t, 'family')
+      if (f !== undefined) out.push(f)
+    }
+    return out
   }
 }

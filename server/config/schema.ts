@@ -15,6 +15,9 @@ const quantity = quantitySchema
 const weight = weightSchema
 const ms = (min: number, max: number): z.ZodNumber => z.number().int().min(min).max(max)
 
+/** Most keys a keyed family's plan may list (the plan travels with every family lease). */
+export const maxPlanKeys = 100
+
 /** Per-connection and per-process bounds. Every one has a default; see docs/configuration.md. */
 export const limitsSchema = z.strictObject({
   /** Largest WebSocket frame accepted, bytes. */
@@ -231,6 +234,52 @@ export const resourceTemplateSchema = z
     demand: demandEstimatorSchema.prefault({}),
     /** Downstream coordinators (server.parent): capacity when the parent's lease lapses. */
     failureMode: z.enum(failureModes).default('safe'),
+    /**
+     * A keyed family: `match` is `<prefix>/*` and every id under it (`<prefix>/<key>`) is a
+     * limit of its own of `capacity` (and `burst`), shared by the processes that use the key.
+     */
+    keyed: z.boolean().default(false),
+    /** Keyed: a plan of per-key limits, key → { capacity, burst }, for keys that differ. */
+    keys: z
+      .record(
+        z.string().min(1).max(256),
+        z.strictObject({ capacity: quantity, burst: quantity.optional() }),
+      )
+      .refine((k) => Object.keys(k).length <= maxPlanKeys, {
+        message: `at most ${maxPlanKeys} keys`,
+      })
+      .default({}),
+    /** Keyed: most keys of the family leased one by one (hot keys) at once; past it, keys stay at the default split. */
+    maxHotKeys: z.number().int().min(1).max(1_000_000).default(1000),
+    /**
+     * Keyed: most processes holding a default share of every key; past it, the processes that
+     * use the family most hold one, the rest ask for the keys they use. Default: as many as
+     * leave each of them at least one token (or slot) of every key's burst.
+     */
+    maxDefaultHolders: z.number().int().min(1).max(1_000_000).optional(),
+  })
+  .superRefine((t, ctx) => {
+    if (!t.keyed) {
+      if (Object.keys(t.keys).length > 0)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['keys'],
+          message: 'a plan of keys needs keyed: true',
+        })
+      return
+    }
+    if (!/^[^*?[]+\/\*$/.test(t.match))
+      ctx.addIssue({
+        code: 'custom',
+        path: ['match'],
+        message: `a keyed family is matched as <prefix>/*, e.g. apikey/*; received ${JSON.stringify(t.match)}`,
+      })
+    if (t.algorithm !== 'fair-share')
+      ctx.addIssue({
+        code: 'custom',
+        path: ['algorithm'],
+        message: 'a keyed family shares each key by fair-share',
+      })
   })
   .refine((t) => t.refreshMs < t.leaseTtlMs, {
     message: 'refreshMs must be below leaseTtlMs, or leases lapse between renewals',

@@ -99,7 +99,8 @@ export function admitResource(
   alreadyAdded: number,
 ): Refusal | undefined {
   const { pool, limits } = ctx
-  if (ctx.settingsFor(resourceId) === undefined)
+  const settings = ctx.settingsFor(resourceId)
+  if (settings === undefined)
     return {
       code: 'SLUICE_ERR_RESOURCE_UNKNOWN',
       detail: `no resource template matches ${JSON.stringify(resourceId)}`,
@@ -109,6 +110,19 @@ export function admitResource(
       code: 'SLUICE_ERR_RESOURCE_FORBIDDEN',
       detail: `tenant ${tenant} may not use ${JSON.stringify(resourceId)}`,
     }
+  // A key of a family: bounded by the family's hot keys, not by the client's resources.
+  const family = settings.family
+  if (family?.role === 'key') {
+    if (
+      !pool.hasResource(resourceId) &&
+      pool.hotKeyCount(family.familyId) + alreadyAdded >= family.maxHotKeys
+    )
+      return {
+        code: 'SLUICE_ERR_LIMIT_RESOURCES',
+        detail: `family ${family.familyId} leases ${family.maxHotKeys} keys one by one, its maxHotKeys; ${JSON.stringify(resourceId)} stays at the default share`,
+      }
+    return undefined
+  }
   if (pool.subscriptionCount(key) + alreadyAdded >= limits.maxResourcesPerClient)
     return {
       code: 'SLUICE_ERR_LIMIT_RESOURCES',

@@ -17,6 +17,32 @@ export interface ResourceFigures {
   readonly rounds: number
 }
 
+/** One hot key of a family. */
+export interface KeyFigures {
+  readonly key: string
+  readonly capacity: number
+  readonly committed: number
+  readonly demand: number
+  readonly clients: number
+}
+
+/** A keyed family as status shows it. */
+export interface FamilyFigures {
+  /** Its template's match, `<prefix>/*`. */
+  readonly id: string
+  readonly prefix: string
+  readonly kind: ResourceKind
+  /** A key's capacity unless the plan says otherwise. */
+  readonly keyCapacity: number
+  /** Processes holding (or asking for) a default share. */
+  holders: number
+  /** Keys leased one by one now. */
+  hotKeys: number
+  readonly maxHotKeys: number
+  /** The most demanded hot keys. */
+  readonly keys: readonly KeyFigures[]
+}
+
 /**
  * A read-only view of the coordinator's resources for the status API and
  * the metrics: the same figures for both, worked out from the pool's
@@ -31,12 +57,17 @@ export class ResourceView {
     this.#clock = clock
   }
 
-  /** Every resource with clients, sorted by id. */
+  /**
+   * Every resource with clients, sorted by id; the keys of keyed families
+   * are left out (they are many: `families()` sums them up), so metrics and
+   * history never get a series per key.
+   */
   resources(): ResourceFigures[] {
     const pool = this.#pool()
     const nowMs = this.#clock.now()
     const out: ResourceFigures[] = []
     for (const id of pool.resourceIds()) {
+      if (pool.settings(id)?.family?.role === 'key') continue
       const figures = this.#figures(pool, id, nowMs)
       if (figures !== undefined) out.push(figures)
     }
@@ -56,6 +87,51 @@ export class ResourceView {
   /** Σ committed of one resource now. */
   committed(id: string): number {
     return this.#pool().committed(id, this.#clock.now())
+  }
+
+  /**
+   * Each keyed family in use: its holders, and its hot keys (those leased
+   * one by one) with the `top` most demanded first.
+   */
+  families(top = 20): FamilyFigures[] {
+    const pool = this.#pool()
+    const nowMs = this.#clock.now()
+    const byFamily = new Map<string, FamilyFigures & { keys: KeyFigures[] }>()
+    for (const id of pool.resourceIds()) {
+      const family = pool.settings(id)?.family
+      if (family === undefined) continue
+      let f = byFamily.get(family.familyId)
+      if (f === undefined)
+        byFamily.set(
+          family.familyId,
+          (f = {
+            id: family.familyId,
+            prefix: family.prefix,
+            kind: family.keyKind,
+            keyCapacity: family.keyCapacity,
+            holders: 0,
+            hotKeys: 0,
+            maxHotKeys: family.maxHotKeys,
+            keys: [],
+          }),
+        )
+      const s = pool.snapshot(id, nowMs)
+      if (s === undefined) continue
+      if (family.role === 'family') f.holders = s.clients
+      else {
+        f.hotKeys++
+        f.keys.push({
+          key: id.slice(family.prefix.length + 1),
+          capacity: s.settings.capacity,
+          committed: s.committed,
+          demand: s.demand,
+          clients: s.clients,
+        })
+      }
+    }
+    return [...byFamily.values()]
+      .sort((a, b) => (a.id < b.id ? -1 : 1))
+      .map((f) => ({ ...f, keys: f.keys.sort((a, b) => b.demand - a.demand).slice(0, top) }))
   }
 
   #figures(pool: Pool, id: string, nowMs: number): ResourceFigures | undefined {

@@ -50,6 +50,8 @@ export class ClientState {
   /** Sequence number of the newest batch sent to this client; 0 before any. */
   lastSentSeq = 0
   readonly entries = new Map<string, Entry>()
+  /** Of `entries`, those of keys of keyed families. */
+  keyEntries = 0
 
   constructor(key: string, clientId: string, tenant: string | undefined, instance?: string) {
     this.key = key

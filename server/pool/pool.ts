@@ -1,5 +1,5 @@
 import { allocate, wholeUnits, type ClientDemand } from '../allocation/index.js'
-import { leaseTtlMsAt, type ResourceSettings } from '../config/index.js'
+import { leaseTtlMsAt, type FamilySettings, type ResourceSettings } from '../config/index.js'
 import { inKindUnits, kindTraits, type LeaseGrant } from '../../shared/index.js'
 import type { LedgerChange, LedgerEntry } from '../ledger/index.js'
 import { ClientState, Entry, ResourceState, type LeaseRecord } from './entry.js'
@@ -35,6 +35,58 @@ export interface Holding {
    * what a newer one proves. Without it, the oldest.
    */
   readonly issued?: readonly [issuedMs: number, gen: number] | undefined
+}
+
+/**
+ * A family's default split: the `maxDefaultHolders` clients that use the
+ * family most (by their reported family traffic, ties by key) each want the
+ * whole (1), the others nothing; fair-share over that gives each default
+ * holder its weight's share. Few holders: all hold a default, so a new key's
+ * first request is decided at once everywhere. Many: the default stays at a
+ * token or more of every key's burst for those that use the family most.
+ */
+function defaultHolders(r: ResourceState, sharing: readonly Entry[]): number[] {
+  const max = r.settings.family!.maxDefaultHolders
+  if (sharing.length <= max) return sharing.map(() => 1)
+  const order = sharing
+    .map((e, i) => ({ i, traffic: e.history.estimate(), key: e.client.key }))
+    .sort((a, b) => b.traffic - a.traffic || (a.key < b.key ? -1 : 1))
+  const wants = sharing.map(() => 0)
+  for (let k = 0; k < max; k++) wants[order[k]!.i] = 1
+  return wants
+}
+
+/**
+ * A key's entry that holds nothing and is asked for nothing, every lease of
+ * it acknowledged: the client enforces 0 for the key (it never goes back to
+ * its default for a key it was leased), so the entry is dropped; the client
+ * comes back as a new entry when it asks for the key again.
+ */
+function idleKey(e: Entry): boolean {
+  return (
+    e.resource.settings.family?.role === 'key' &&
+    e.client.connected &&
+    e.committed === 0 &&
+    e.leases.every((l) => l.acked) &&
+    e.history.estimate() === 0
+  )
+}
+
+const familyPayloads = new WeakMap<FamilySettings, NonNullable<LeaseGrant['family']>>()
+
+/** What a family lease says of its keys, made once per family's settings. */
+function familyPayload(f: FamilySettings): NonNullable<LeaseGrant['family']> {
+  let payload = familyPayloads.get(f)
+  if (payload === undefined) {
+    payload = Object.freeze({
+      kind: f.keyKind,
+      capacity: f.keyCapacity,
+      burst: f.keyBurst,
+      ...(Object.keys(f.plan).length === 0 ? {} : { plan: f.plan }),
+    })
+    familyPayloads.set(f, payload)
+  }
+  return payload
 }
 
 /** Newer first: by issue time, then generation; claims without one last. */
@@ -90,6 +142,8 @@ export function clientKey(tenant: string | undefined, clientId: string): string 
  */
 export class Pool {
   readonly #clients = new Map<string, ClientState>()
+  /** Per keyed family (its own resource id), the resources of its keys now in the pool (hot keys). */
+  readonly #familyKeys = new Map<string, Set<ResourceState>>()
   /** Per tenant, the resources its clients use and how many of them use each. */
   readonly #tenantResources = new Map<string, Map<string, number>>()
   readonly #resources = new Map<string, ResourceState>()
@@ -269,9 +323,10 @@ export class Pool {
     return this.#tenantResources.get(tenant)?.has(resourceId) === true
   }
 
-  /** How many resources a client uses. */
+  /** How many resources a client uses, the keys of keyed families left out. */
   subscriptionCount(key: string): number {
-    return this.#clients.get(key)?.entries.size ?? 0
+    const client = this.#clients.get(key)
+    return client === undefined ? 0 : client.entries.size - client.keyEntries
   }
 
   isSubscribed(key: string, resourceId: string): boolean {
@@ -465,7 +520,9 @@ export class Pool {
       if (entry === undefined) {
         const settings = this.#settingsFor(report.resource)
         if (settings === undefined) continue
+        const hot = settings.family?.role === 'key' && !this.#resources.has(report.resource)
         entry = this.#subscribe(client, report.resource, settings)
+        if (hot) this.#seedKey(entry.resource, nowMs)
         ;(newResources ??= []).push(report.resource)
       }
       entry.history.record(report.wants)
@@ -645,7 +702,7 @@ export class Pool {
     if (r === undefined) return noBatches
     this.#sweep(r, nowMs)
     if (r.entries.size === 0) {
-      this.#resources.delete(resourceId)
+      this.#forget(r)
       return noBatches
     }
     r.rounds++
@@ -665,9 +722,10 @@ export class Pool {
         reserved += e.committed
       } else sharing.push(e)
     }
-    const clients: ClientDemand[] = sharing.map((e) => ({
+    const defaults = r.settings.family?.role === 'family' ? defaultHolders(r, sharing) : undefined
+    const clients: ClientDemand[] = sharing.map((e, i) => ({
       id: e.client.key,
-      wants: e.history.estimate(),
+      wants: defaults === undefined ? e.history.estimate() : defaults[i]!,
       weight: e.weight,
       priority: e.priority,
       tenant:
@@ -805,8 +863,59 @@ export class Pool {
       if (e.refresh(nowMs)) this.#touch(e)
       sum += e.committed
       if (!e.client.connected && e.leases.length === 0) this.#unsubscribe(e)
+      else if (idleKey(e)) this.#unsubscribe(e)
     }
     r.committedSum = sum
+  }
+
+  /** A resource with no entries left leaves the pool (and its family's hot keys). */
+  #forget(r: ResourceState): void {
+    this.#resources.delete(r.settings.id)
+    const family = r.settings.family
+    if (family?.role !== 'key') return
+    const keys = this.#familyKeys.get(family.familyId)
+    keys?.delete(r)
+    if (keys?.size === 0) this.#familyKeys.delete(family.familyId)
+  }
+
+  /** How many keys of a family are leased one by one now (its hot keys). */
+  hotKeyCount(familyId: string): number {
+    return this.#familyKeys.get(familyId)?.size ?? 0
+  }
+
+  /**
+   * A key of a family becomes hot: until now every holder of the family has
+   * enforced its default share of it (share × the key's capacity). Each
+   * holder gets an entry for the key that inherits what its family lease
+   * commits, scaled to the key (so it counts until the holder acknowledges
+   * a lease of the key, or its family lease of the time lapses), and at once
+   * an explicit lease of the key at that same value (no change where it is
+   * enforced). From then on the key is shared like any resource: the next
+   * round moves capacity to those who use it, through decrease, ack (or
+   * lapse), increase; the client enforces the key's own lease, never its
+   * default share again.
+   */
+  #seedKey(r: ResourceState, nowMs: number): void {
+    const family = r.settings.family!
+    const holders = this.#resources.get(family.familyId)
+    if (holders === undefined) return
+    for (const fe of holders.entries.values()) {
+      if (fe.leases.length === 0) continue
+      const entry = this.#subscribe(fe.client, r.settings.id, r.settings)
+      const scale = r.settings.capacity
+      entry.restore(
+        fe.leases.map((l) => ({
+          ...l,
+          seq: 0,
+          acked: true,
+          capacity: inKindUnits(r.settings.kind, l.capacity * scale),
+          fallback: inKindUnits(r.settings.kind, l.fallback * scale),
+        })),
+        nowMs,
+      )
+      this.#touch(entry)
+      this.#send(entry, entry.newest, nowMs)
+    }
   }
 
   #subscribe(client: ClientState, resourceId: string, settings: ResourceSettings): Entry {
@@ -817,8 +926,15 @@ export class Pool {
       // Learning runs for learningMs after the coordinator starts, whenever the resource first appears.
       r = new ResourceState(settings, this.#startMs + (this.#learn ? settings.learningMs : 0))
       this.#resources.set(resourceId, r)
+      const family = settings.family
+      if (family?.role === 'key') {
+        let keys = this.#familyKeys.get(family.familyId)
+        if (keys === undefined) this.#familyKeys.set(family.familyId, (keys = new Set()))
+        keys.add(r)
+      }
     }
     entry = new Entry(client, r)
+    if (settings.family?.role === 'key') client.keyEntries++
     client.entries.set(resourceId, entry)
     r.entries.set(client.key, entry)
     if (client.tenant !== undefined) {
@@ -833,6 +949,7 @@ export class Pool {
   #unsubscribe(entry: Entry): void {
     const { client, resource } = entry
     resource.claims.delete(entry)
+    if (resource.settings.family?.role === 'key') client.keyEntries--
     const used = client.tenant === undefined ? undefined : this.#tenantResources.get(client.tenant)
     if (used !== undefined) {
       const n = (used.get(resource.settings.id) ?? 1) - 1
@@ -883,6 +1000,30 @@ export class Pool {
   }
 
   #send(entry: Entry, capacity: number, nowMs: number): void {
+    const first = entry.leases.length === 0
+    this.#sendOne(entry, capacity, nowMs)
+    if (entry.resource.settings.family?.role === 'family')
+      this.#withFamilyLease(entry, first, nowMs)
+  }
+
+  /**
+   * A family lease goes out: the holder may extend its default share of every
+   * key with it, so the same batch carries what it must know of the hot keys.
+   * A new holder gets a lease of 0 for each (it never enforces a default for
+   * them); a known one, again, each key lease it has not acknowledged yet.
+   */
+  #withFamilyLease(entry: Entry, first: boolean, nowMs: number): void {
+    const keys = this.#familyKeys.get(entry.resource.settings.id)
+    if (keys === undefined) return
+    for (const r of keys) {
+      const e = entry.client.entries.get(r.settings.id)
+      if (e === undefined) {
+        if (first) this.#sendOne(this.#subscribe(entry.client, r.settings.id, r.settings), 0, nowMs)
+      } else if (e.leases.at(-1)?.acked !== true) this.#sendOne(e, e.newest, nowMs)
+    }
+  }
+
+  #sendOne(entry: Entry, capacity: number, nowMs: number): void {
     const client = entry.client
     let batch = this.#batches.get(client)
     if (batch === undefined) {
@@ -907,6 +1048,7 @@ export class Pool {
       refreshMs: s.refreshMs,
       safeCapacity,
       safeHoldMs: s.safeHoldMs,
+      ...(s.family?.role === 'family' ? { family: familyPayload(s.family) } : {}),
     })
   }
 

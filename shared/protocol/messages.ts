@@ -170,6 +170,22 @@ export const leaseGrant = z.strictObject({
   safeHoldMs: z.number().int().min(0),
   /** Present when the coordinator has a holdings key: echo it in a hello's holdings. */
   proof: leaseProof.optional(),
+  /**
+   * A keyed family's lease (resource `<prefix>/*`): `capacity` is this client's default share
+   * of every key (a fraction of 1), and this says what a key is: its kind, capacity and burst,
+   * and the plan's keys that differ. A key leased on its own (`<prefix>/<key>`) is enforced
+   * by its own lease from then on, never by the default share again.
+   */
+  family: z
+    .strictObject({
+      kind: z.enum(resourceKinds),
+      capacity: quantity,
+      burst: quantity,
+      plan: z
+        .record(z.string(), z.strictObject({ capacity: quantity, burst: quantity }))
+        .optional(),
+    })
+    .optional(),
 })
 
 export const welcomeMessage = z.strictObject({

@@ -1,0 +1,610 @@
+import { EventEmitter } from 'node:events'
+import {
+  SluiceError,
+  kindTraits,
+  wholeSlots,
+  type Clock,
+  type LeaseGrant,
+  type LeaseProof,
+  type ResourceKind,
+  type Timer,
+} from '../shared/index.js'
+import { TokenBucket } from '../shared/limiters/index.js'
+import type { Permit } from './enforcer.js'
+
+/** `client.keyed(prefix, options)`. */
+export interface KeyedOptions {
+  /** Keys tracked in this process at once (least recently used go first); default 50 000. */
+  readonly maxKeys?: number | undefined
+  /** Keys reported in one demand report as wanting more than the default share; default 64. */
+  readonly maxKeysPerReport?: number | undefined
+  /** Share relative to the family's other holders; default 1. */
+  readonly weight?: number | undefined
+}
+
+/** What one key may use in this process now, and where that comes from. */
+export interface KeyLease {
+  /** Tokens/s (rate) or slots (concurrency). */
+  readonly capacity: number
+  /** Tokens the key's bucket holds at most (rate); slots for concurrency. */
+  readonly burst: number
+  /**
+   * `default`: this process's default share of every key (the family lease); `key`: the
+   * key's own lease; `fallback`: a lapsed lease's safe fallback; `none`: nothing (no lease yet,
+   * or everything lapsed).
+   */
+  readonly source: 'default' | 'key' | 'fallback' | 'none'
+}
+
+/** The events of a keyed family: each family lease received, and each change of mode. */
+export interface KeyedEvents {
+  lease: [lease: LeaseGrant]
+  mode: [mode: 'leased' | 'lapsed' | 'none']
+}
+
+/** What the family needs of the client that owns it. */
+export interface KeyedOwner {
+  requestEarlyReport(): void
+  drained(): void
+}
+
+/** One key as this process knows it. Fields set in the constructor: a stable shape. */
+class KeyState {
+  readonly key: string
+  readonly bucket: TokenBucket
+  /** Slots in use (concurrency). */
+  inFlight = 0
+  /** Whole slots allowed now (concurrency). */
+  slots = 0
+  /** The family epoch (or key lease change) the bucket's rate was set for. */
+  epoch = -1
+  /** When what this key may use changes by time alone (a lease lapsing), on the hot clock. */
+  changeAtMs = Infinity
+  asked = 0
+  refused = 0
+  peak = 0
+  /** The key's own lease, once it had one: the default share never applies again. */
+  lease: LeaseGrant | undefined = undefined
+  leaseUntilMs = 0
+  fallbackUntilMs = 0
+  leaseProof: LeaseProof | undefined = undefined
+  /** Not reported before this (the coordinator refused to lease it on its own). */
+  quietUntilMs = 0
+  lastUsedMs = 0
+  movedMs = 0
+
+  constructor(key: string, bucket: TokenBucket) {
+    this.key = key
+    this.bucket = bucket
+  }
+
+  /** Whether it may be forgotten: nothing of it in use, nothing owed, no lease of its own. */
+  evictable(): boolean {
+    return this.lease === undefined && this.inFlight === 0 && this.bucket.msUntilFull() === 0
+  }
+}
+
+const noPermit: Permit = Object.freeze({ release: () => undefined })
+
+/**
+ * A keyed family as one process enforces it: every key of `<prefix>/*` is a
+ * limit of its own, shared by the processes that use it. This process holds
+ * a default share of every key (the family lease: a fraction of each key's
+ * capacity), so a key's first request is decided here at once; a key whose
+ * demand here passes that share is reported, and the coordinator leases it
+ * on its own (the key's lease then rules here, never the default again).
+ *
+ * `tryAcquire(key, cost)` is the hot path: a map look-up and a token bucket;
+ * no promise, no timer, and no allocation for a key already tracked.
+ */
+export class KeyedFamily extends EventEmitter<KeyedEvents> {
+  readonly prefix: string
+  /** The family's own resource id, `<prefix>/*`. */
+  readonly familyId: string
+  readonly weight: number | undefined
+  readonly #clock: Clock
+  readonly #hotClock: Clock
+  readonly #owner: KeyedOwner
+  readonly #maxKeys: number
+  readonly #maxKeysPerReport: number
+  readonly #keys = new Map<string, KeyState>()
+  /** Bumped whenever the default share in force changes. */
+  #epoch = 0
+  #lease: LeaseGrant | undefined = undefined
+  /** The default share in force: the lease's, its fallback while the hold lasts, then 0. */
+  #share = 0
+  #fallback = 0
+  #kind: ResourceKind = 'rate'
+  #keyCapacity = 0
+  #keyBurst = 0
+  #plan: Readonly<Record<string, { capacity: number; burst: number }>> = {}
+  #expiry: Timer | undefined = undefined
+  #hold: Timer | undefined = undefined
+  #windowStartMs: number
+  #familyAsked = 0
+  #refusedError: SluiceError | undefined = undefined
+  readonly #readyWaiters: { resolve: () => void; reject: (e: SluiceError) => void }[] = []
+  #closed = false
+  /** Keys refused because every tracked key was in use (maxKeys), since the start. */
+  keysFull = 0
+
+  constructor(
+    prefix: string,
+    options: KeyedOptions,
+    clock: Clock,
+    hotClock: Clock,
+    owner: KeyedOwner,
+  ) {
+    super()
+    this.prefix = prefix
+    this.familyId = `${prefix}/*`
+    this.weight = options.weight
+    this.#clock = clock
+    this.#hotClock = hotClock
+    this.#owner = owner
+    this.#maxKeys = options.maxKeys ?? 50_000
+    this.#maxKeysPerReport = options.maxKeysPerReport ?? 64
+    this.#windowStartMs = clock.now()
+  }
+
+  /** `leased` while a family lease is in force, `lapsed` on its fallback, `none` before any or after. */
+  get mode(): 'leased' | 'lapsed' | 'none' {
+    return this.#lease !== undefined ? 'leased' : this.#share > 0 ? 'lapsed' : 'none'
+  }
+
+  /** The family lease in force (its `capacity` is the default share, a fraction of every key). */
+  get lease(): LeaseGrant | undefined {
+    return this.#lease
+  }
+
+  /** Keys tracked in this process now. */
+  get size(): number {
+    return this.#keys.size
+  }
+
+  /** Why the coordinator refuses this family, while it does. */
+  get refused(): SluiceError | undefined {
+    return this.#refusedError
+  }
+
+  /**
+   * Takes `cost` of `key` at once if what this process may use of it allows:
+   * the policing check. For a concurrency family a `true` must be paired with
+   * `release(key, cost)`.
+   */
+  tryAcquire(key: string, cost = 1): boolean {
+    const state = this.#state(key)
+    if (state === undefined) return false
+    state.asked += cost
+    this.#familyAsked += cost
+    if (this.#kind === 'concurrency') {
+      if (state.inFlight + cost > state.slots) return this.#refuse(state, cost)
+      state.inFlight += cost
+      if (state.inFlight > state.peak) state.peak = state.inFlight
+      return true
+    }
+    if (state.bucket.tryTake(cost)) return true
+    return this.#refuse(state, cost)
+  }
+
+  /**
+   * Waits until `cost` of `key` is admitted (a slot's permit for concurrency),
+   * up to `maxWaitMs`; rejects with SLUICE_ERR_CLIENT_TIMEOUT,
+   * SLUICE_ERR_CLIENT_ABORTED or SLUICE_ERR_CLIENT_CLOSED.
+   */
+  async acquire(
+    key: string,
+    cost = 1,
+    options: { maxWaitMs?: number | undefined; signal?: AbortSignal | undefined } = {},
+  ): Promise<Permit> {
+    const deadlineMs = this.#clock.now() + (options.maxWaitMs ?? Infinity)
+    for (;;) {
+      if (this.#closed) throw new SluiceError('SLUICE_ERR_CLIENT_CLOSED', this.familyId)
+      if (options.signal?.aborted === true)
+        throw new SluiceError('SLUICE_ERR_CLIENT_ABORTED', `${this.prefix}/${key}`)
+      if (this.tryAcquire(key, cost))
+        return this.#kind === 'concurrency' ? this.#permit(key, cost) : noPermit
+      const nowMs = this.#clock.now()
+      if (nowMs >= deadlineMs)
+        throw new SluiceError(
+          'SLUICE_ERR_CLIENT_TIMEOUT',
+          `${this.prefix}/${key}: not admitted within maxWaitMs (${options.maxWaitMs} ms)`,
+        )
+      const state = this.#keys.get(key)
+      const waitMs =
+        this.#kind === 'rate' && state !== undefined ? state.bucket.msUntil(cost) : Infinity
+      // Slots come back on release and leases change on their own: look again every so often.
+      await this.#sleep(Math.max(1, Math.min(deadlineMs - nowMs, waitMs, 50)), options.signal)
+    }
+  }
+
+  /** Gives back slots of `key` taken by `tryAcquire` (concurrency). */
+  release(key: string, cost = 1): void {
+    const state = this.#keys.get(key)
+    if (state === undefined) return
+    state.inFlight = Math.max(0, state.inFlight - cost)
+    this.#owner.drained()
+  }
+
+  /** What this process may use of `key` now. */
+  leaseOf(key: string): KeyLease {
+    const state = this.#keys.get(key)
+    if (state !== undefined && state.lease !== undefined) {
+      const nowMs = this.#hotClock.now()
+      if (nowMs < state.leaseUntilMs)
+        return { capacity: state.lease.capacity, burst: state.lease.burst, source: 'key' }
+      if (nowMs < state.fallbackUntilMs) {
+        const { capacity, burst } = this.#keyFallback(state.lease)
+        return { capacity, burst, source: 'fallback' }
+      }
+      return { capacity: 0, burst: 0, source: 'none' }
+    }
+    const { capacity, burst } = this.#keyLimits(key)
+    if (this.#share <= 0) return { capacity: 0, burst: 0, source: 'none' }
+    return {
+      capacity: this.#inUnits(this.#share * capacity),
+      burst: this.#inUnits(this.#share * burst),
+      source: this.#lease !== undefined ? 'default' : 'fallback',
+    }
+  }
+
+  /** The capacity a key is configured with (the plan's, else the family's): what callers are held to. */
+  limitOf(key: string): { capacity: number; burst: number } {
+    return this.#keyLimits(key)
+  }
+
+  /** Resolves at the first family lease; rejects when the coordinator refuses the family or the client stops. */
+  ready(options: { timeoutMs?: number | undefined } = {}): Promise<void> {
+    if (this.#lease !== undefined) return Promise.resolve()
+    if (this.#refusedError !== undefined) return Promise.reject(this.#refusedError)
+    return new Promise((resolve, reject) => {
+      let timer: Timer | undefined
+      const waiter = {
+        resolve: () => {
+          timer?.cancel()
+          resolve()
+        },
+        reject: (e: SluiceError) => {
+          timer?.cancel()
+          reject(e)
+        },
+      }
+      if (options.timeoutMs !== undefined)
+        timer = this.#clock.setTimeout(() => {
+          const i = this.#readyWaiters.indexOf(waiter)
+          if (i >= 0) this.#readyWaiters.splice(i, 1)
+          reject(
+            new SluiceError(
+              'SLUICE_ERR_CLIENT_TIMEOUT',
+              `${this.familyId}: no family lease within ${options.timeoutMs} ms (is the coordinator reachable?)`,
+            ),
+          )
+        }, options.timeoutMs)
+      this.#readyWaiters.push(waiter)
+    })
+  }
+
+  // ---- driven by the client ----
+
+  /** A family lease: the default share of every key, and what a key is. */
+  applyFamilyLease(grant: LeaseGrant): boolean {
+    if (this.#closed) return true
+    const family = grant.family
+    if (family !== undefined) {
+      this.#kind = family.kind
+      this.#keyCapacity = family.capacity
+      this.#keyBurst = family.burst
+      this.#plan = family.plan ?? {}
+    }
+    this.#expiry?.cancel()
+    this.#hold?.cancel()
+    this.#hold = undefined
+    const before = this.mode
+    this.#lease = grant
+    this.#share = grant.capacity
+    this.#fallback = Math.max(0, Math.min(grant.safeCapacity, grant.capacity))
+    this.#epoch++
+    this.#expiry = this.#clock.setTimeout(() => this.#lapse(grant), grant.ttlMs).unref()
+    this.#refusedError = undefined
+    if (before !== 'leased') this.emit('mode', 'leased')
+    this.emit('lease', grant)
+    for (const w of this.#readyWaiters.splice(0)) w.resolve()
+    return this.fits()
+  }
+
+  /** A key's own lease: from now on it rules this key here, never the default share again. */
+  applyKeyLease(key: string, grant: LeaseGrant): boolean {
+    if (this.#closed) return true
+    let state = this.#keys.get(key)
+    if (state === undefined) {
+      // Leased without asking (it went hot elsewhere): tracked whatever the bound, since
+      // forgetting it would bring back the default share here.
+      state = this.#newState(key)
+      this.#keys.set(key, state)
+    }
+    const nowMs = this.#hotClock.now()
+    state.lease = grant
+    state.leaseProof = grant.proof
+    state.leaseUntilMs = nowMs + grant.ttlMs
+    state.fallbackUntilMs = state.leaseUntilMs + grant.safeHoldMs
+    state.epoch = -1
+    this.#refresh(state)
+    return this.#kind !== 'concurrency' || state.inFlight <= state.slots
+  }
+
+  /** Whether every key's slots in use fit what the family and key leases now allow (a decrease may be acknowledged). */
+  fits(): boolean {
+    if (this.#kind !== 'concurrency') return true
+    for (const state of this.#keys.values()) {
+      this.#refresh(state)
+      if (state.inFlight > state.slots) return false
+    }
+    return true
+  }
+
+  /** Whether the key's slots in use fit its limit now. */
+  keyFits(key: string): boolean {
+    const state = this.#keys.get(key)
+    if (state === undefined || this.#kind !== 'concurrency') return true
+    this.#refresh(state)
+    return state.inFlight <= state.slots
+  }
+
+  /**
+   * The entries of a demand report: the family (its traffic, so the
+   * coordinator knows who uses it most), the keys this process holds a lease
+   * of, and up to `maxKeysPerReport` keys whose demand passed the default
+   * share, most wanted first. Starts a new window.
+   */
+  takeReport(): { resource: string; wants: number; weight?: number }[] {
+    const nowMs = this.#clock.now()
+    const elapsedSec = Math.max(0.001, (nowMs - this.#windowStartMs) / 1000)
+    this.#windowStartMs = nowMs
+    const hotNow = this.#hotClock.now()
+    const out: { resource: string; wants: number; weight?: number }[] = [
+      {
+        resource: this.familyId,
+        wants: this.#familyAsked / elapsedSec,
+        ...(this.weight === undefined ? {} : { weight: this.weight }),
+      },
+    ]
+    this.#familyAsked = 0
+    const candidates: { state: KeyState; wants: number }[] = []
+    for (const state of this.#keys.values()) {
+      const wants =
+        this.#kind === 'concurrency'
+          ? Math.max(state.peak, state.inFlight)
+          : state.asked / elapsedSec
+      const refused = state.refused
+      state.asked = 0
+      state.refused = 0
+      state.peak = state.inFlight
+      if (state.lease !== undefined) {
+        // Leased on its own: report while it is used or holds something, so it is renewed,
+        // grown or shrunk; one left at 0 and unused is dropped by the coordinator.
+        if (wants > 0 || state.lease.capacity > 0)
+          out.push({ resource: `${this.prefix}/${state.key}`, wants })
+        continue
+      }
+      if (hotNow < state.quietUntilMs) continue
+      const mine = this.leaseOf(state.key).capacity
+      if (refused > 0 || wants > mine * 1.0001) candidates.push({ state, wants })
+    }
+    candidates.sort((a, b) => b.wants - a.wants)
+    for (const c of candidates.slice(0, this.#maxKeysPerReport))
+      out.push({ resource: `${this.prefix}/${c.state.key}`, wants: c.wants })
+    return out
+  }
+
+  /** The coordinator will not lease `key` on its own now (too many hot keys): ask again later. */
+  quietKey(key: string): void {
+    const state = this.#keys.get(key)
+    if (state !== undefined) state.quietUntilMs = this.#hotClock.now() + 10_000
+  }
+
+  /** What a hello reports: the family lease and each key's own lease in force, for a learning coordinator. */
+  holdings(): { resource: string; capacity: number; proof?: LeaseProof }[] {
+    const out: { resource: string; capacity: number; proof?: LeaseProof }[] = []
+    if (this.#share > 0)
+      out.push({
+        resource: this.familyId,
+        capacity: this.#share,
+        ...(this.#lease?.proof === undefined ? {} : { proof: this.#lease.proof }),
+      })
+    for (const state of this.#keys.values()) {
+      if (state.lease === undefined) continue
+      const { capacity } = this.leaseOf(state.key)
+      if (capacity > 0 || state.inFlight > 0)
+        out.push({
+          resource: `${this.prefix}/${state.key}`,
+          capacity: Math.max(capacity, state.inFlight),
+          ...(state.leaseProof === undefined ? {} : { proof: state.leaseProof }),
+        })
+    }
+    return out
+  }
+
+  /** The ids of everything this family holds a lease of, for a release. */
+  leasedIds(): string[] {
+    const ids = [this.familyId]
+    for (const state of this.#keys.values())
+      if (state.lease !== undefined) ids.push(`${this.prefix}/${state.key}`)
+    return ids
+  }
+
+  /** The coordinator refuses the family: ready() rejects with it. */
+  refuse(error: SluiceError): void {
+    this.#refusedError = error
+    for (const w of this.#readyWaiters.splice(0)) w.reject(error)
+  }
+
+  /** Another process took this client's id over: nothing is enforced until a new lease comes. */
+  revoke(): void {
+    this.#expiry?.cancel()
+    this.#hold?.cancel()
+    this.#lease = undefined
+    this.#share = 0
+    this.#fallback = 0
+    this.#epoch++
+    for (const state of this.#keys.values()) {
+      if (state.lease === undefined) continue
+      state.leaseUntilMs = 0
+      state.fallbackUntilMs = 0
+      state.epoch = -1
+    }
+    this.emit('mode', 'none')
+  }
+
+  close(): void {
+    this.#closed = true
+    this.#expiry?.cancel()
+    this.#hold?.cancel()
+    for (const w of this.#readyWaiters.splice(0))
+      w.reject(new SluiceError('SLUICE_ERR_CLIENT_CLOSED', this.familyId))
+  }
+
+  // ---- internals ----
+
+  /** The state of `key`, made if new (evicting an idle key at the bound), refreshed if stale. */
+  #state(key: string): KeyState | undefined {
+    let state = this.#keys.get(key)
+    if (state === undefined) {
+      if (this.#keys.size >= this.#maxKeys && !this.#evictOne()) {
+        this.keysFull++
+        return undefined
+      }
+      state = this.#newState(key)
+      this.#keys.set(key, state)
+    } else {
+      const nowMs = this.#hotClock.now()
+      // Least recently used order, kept cheaply: a key moves to the end at most once a second.
+      if (nowMs - state.movedMs > 1000) {
+        this.#keys.delete(key)
+        this.#keys.set(key, state)
+        state.movedMs = nowMs
+      }
+      state.lastUsedMs = nowMs
+    }
+    if (state.epoch !== this.#epoch || this.#hotClock.now() >= state.changeAtMs)
+      this.#refresh(state)
+    return state
+  }
+
+  #newState(key: string): KeyState {
+    const { capacity, burst } = this.#limitsNow(key, undefined)
+    // A new key's bucket starts full: its burst is part of what the share commits.
+    const state = new KeyState(key, new TokenBucket(this.#hotClock, capacity, burst, burst))
+    state.epoch = this.#epoch
+    state.slots = capacity
+    state.movedMs = this.#hotClock.now()
+    return state
+  }
+
+  /** Frees room for a new key: the least recently used key that holds nothing. */
+  #evictOne(): boolean {
+    let looked = 0
+    for (const [key, state] of this.#keys) {
+      if (state.evictable()) {
+        this.#keys.delete(key)
+        return true
+      }
+      if (++looked >= 32) break
+    }
+    return false
+  }
+
+  /** Sets the key's bucket (or slots) to what it may use now. */
+  #refresh(state: KeyState): void {
+    const { capacity, burst, changeAtMs } = this.#limitsNow(state.key, state)
+    state.bucket.setRate(capacity, burst)
+    state.slots = capacity
+    state.changeAtMs = changeAtMs
+    state.epoch = this.#epoch
+  }
+
+  /** What `key` may use now, and when that changes by time alone. */
+  #limitsNow(
+    key: string,
+    state: KeyState | undefined,
+  ): { capacity: number; burst: number; changeAtMs: number } {
+    const lease = state?.lease
+    if (lease !== undefined && state !== undefined) {
+      const nowMs = this.#hotClock.now()
+      if (nowMs < state.leaseUntilMs)
+        return { capacity: lease.capacity, burst: lease.burst, changeAtMs: state.leaseUntilMs }
+      if (nowMs < state.fallbackUntilMs)
+        return { ...this.#keyFallback(lease), changeAtMs: state.fallbackUntilMs }
+      return { capacity: 0, burst: 0, changeAtMs: Infinity }
+    }
+    const limits = this.#keyLimits(key)
+    const share = this.#share
+    return {
+      capacity: this.#inUnits(share * limits.capacity),
+      burst: this.#inUnits(share * limits.burst),
+      changeAtMs: Infinity,
+    }
+  }
+
+  #keyFallback(lease: LeaseGrant): { capacity: number; burst: number } {
+    const capacity = Math.max(0, Math.min(lease.safeCapacity, lease.capacity))
+    const burst = lease.capacity > 0 ? (lease.burst * capacity) / lease.capacity : 0
+    return { capacity, burst }
+  }
+
+  #keyLimits(key: string): { capacity: number; burst: number } {
+    const p = Object.hasOwn(this.#plan, key) ? this.#plan[key] : undefined
+    return p ?? { capacity: this.#keyCapacity, burst: this.#keyBurst }
+  }
+
+  /** Whole slots for a concurrency family, the same arithmetic as the coordinator's. */
+  #inUnits(value: number): number {
+    return kindTraits[this.#kind].wholeUnits ? wholeSlots(value) : value
+  }
+
+  #refuse(state: KeyState, cost: number): boolean {
+    state.refused += cost
+    this.#owner.requestEarlyReport()
+    return false
+  }
+
+  #permit(key: string, cost: number): Permit {
+    let released = false
+    return {
+      release: () => {
+        if (released) return
+        released = true
+        this.release(key, cost)
+      },
+    }
+  }
+
+  /** The family lease ran out unrenewed: its fallback for the hold, then nothing. */
+  #lapse(lease: LeaseGrant): void {
+    this.#expiry = undefined
+    this.#lease = undefined
+    this.#share = this.#fallback
+    this.#epoch++
+    this.emit('mode', this.mode)
+    this.#hold = this.#clock
+      .setTimeout(() => {
+        this.#hold = undefined
+        this.#share = 0
+        this.#fallback = 0
+        this.#epoch++
+        this.emit('mode', 'none')
+      }, lease.safeHoldMs)
+      .unref()
+  }
+
+  #sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = this.#clock.setTimeout(done, ms)
+      function done(): void {
+        timer.cancel()
+        signal?.removeEventListener('abort', done)
+        resolve()
+      }
+      signal?.addEventListener('abort', done, { once: true })
+    })
+  }
+}

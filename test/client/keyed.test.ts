@@ -1,0 +1,130 @@
+import { afterEach, describe, expect, it } from 'vitest'
+import type { KeyedFamily } from '../../client/index.js'
+import type { ConfigInput } from '../../server/config/index.js'
+import { Cluster } from '../helpers/cluster.js'
+
+// Keyed families end to end: a real coordinator and real clients over WebSockets on a manual
+// clock. Every key of apikey/* is a limit of 10/s of its own, shared by the processes using it.
+
+const refreshMs = 100
+const config = (extra: Record<string, unknown> = {}): ConfigInput => ({
+  server: { limits: { roundDebounceMs: 0 } },
+  resources: [
+    {
+      match: 'apikey/*',
+      keyed: true,
+      kind: 'rate',
+      capacity: 10,
+      leaseTtlMs: 1000,
+      refreshMs,
+      graceMs: 200,
+      learningMs: 0,
+      unsafeLearning: true,
+      ...extra,
+    },
+  ],
+})
+
+let cluster: Cluster | undefined
+afterEach(async () => {
+  await cluster?.close()
+  cluster = undefined
+})
+
+/** Three processes holding the family, each with its default share once leased. */
+async function three(extra: Record<string, unknown> = {}): Promise<KeyedFamily[]> {
+  cluster = new Cluster()
+  await cluster.start(config(extra))
+  const families = await Promise.all(
+    ['a', 'b', 'c'].map(async (id) => (await cluster!.client(id)).keyed('apikey')),
+  )
+  // The first lease may come at 0 (a holder waits for the others to make room): step until the
+  // default is split three ways.
+  for (let i = 0; i < 30 && families.some((f) => !((f.lease?.capacity ?? 0) > 0.33)); i++)
+    await cluster.step(refreshMs / 2)
+  return families
+}
+
+/** Σ over processes of what each may use of `key` now: never above the key's capacity. */
+function enforced(families: readonly KeyedFamily[], key: string): number {
+  return families.reduce((sum, f) => sum + f.leaseOf(key).capacity, 0)
+}
+
+describe('keyed families (real sockets, manual clock)', () => {
+  it('gives every holder a default share, so a new key’s first request is decided at once', async () => {
+    const families = await three()
+    for (const f of families) expect(f.lease?.capacity).toBeCloseTo(1 / 3, 9)
+    // A key never seen anywhere: admitted here and now, from the default share's burst.
+    for (const [i, f] of families.entries()) expect(f.tryAcquire(`new-${i}`)).toBe(true)
+    const lease = families[0]!.leaseOf('anything')
+    expect(lease.source).toBe('default')
+    expect(lease.capacity).toBeCloseTo(10 / 3, 9)
+    expect(lease.burst).toBeCloseTo(10 / 3, 9)
+    expect(enforced(families, 'anything')).toBeCloseTo(10, 9)
+  })
+
+  it('moves a hot key to the process that uses it, never above the key’s capacity on the way', async () => {
+    const families = await three()
+    const [a] = families
+    let admitted = 0
+    for (let t = 0; t < 3000; t += 10) {
+      // a asks for key k1 at 100/s: far above its default 3.3/s.
+      if (a!.tryAcquire('k1')) admitted++
+      await cluster!.step(10)
+      expect(enforced(families, 'k1'), `at ${t} ms`).toBeLessThanOrEqual(10 + 1e-9)
+    }
+    // a holds k1 on its own now, nearly all of it; b and c hold k1 at (near) 0.
+    expect(a!.leaseOf('k1').source).toBe('key')
+    expect(a!.leaseOf('k1').capacity).toBeGreaterThan(9)
+    // b and c were leased k1 at 0 (and let it lapse): never their default share for it again.
+    for (const f of families.slice(1)) {
+      expect(f.leaseOf('k1').source).not.toBe('default')
+      expect(f.leaseOf('k1').capacity).toBe(0)
+    }
+    // Other keys keep their default shares everywhere.
+    expect(enforced(families, 'k2')).toBeCloseTo(10, 9)
+    expect(cluster!.server.coordinator.view.families()[0]).toMatchObject({
+      id: 'apikey/*',
+      holders: 3,
+      hotKeys: 1,
+    })
+    expect(admitted).toBeGreaterThan(5)
+  })
+
+  it('re-splits the default when a holder joins, through decreases acknowledged first', async () => {
+    const families = await three()
+    const d = (await cluster!.client('d')).keyed('apikey')
+    const all = [...families, d]
+    for (let t = 0; t < 1000; t += 10) {
+      await cluster!.step(10)
+      expect(enforced(all, 'x'), `at ${t} ms`).toBeLessThanOrEqual(10 + 1e-9)
+    }
+    for (const f of all) expect(f.lease?.capacity).toBeCloseTo(1 / 4, 9)
+  })
+
+  it('sends a newcomer the hot keys with its first family lease: it never enforces a default for them', async () => {
+    const families = await three()
+    const [a] = families
+    for (let t = 0; t < 2000; t += 10) {
+      a!.tryAcquire('hot')
+      a!.tryAcquire('hot')
+      await cluster!.step(10)
+    }
+    expect(a!.leaseOf('hot').source).toBe('key')
+    const d = (await cluster!.client('d')).keyed('apikey')
+    const all = [...families, d]
+    for (let t = 0; t < 1000; t += 10) {
+      a!.tryAcquire('hot')
+      await cluster!.step(10)
+      expect(enforced(all, 'hot'), `at ${t} ms`).toBeLessThanOrEqual(10 + 1e-9)
+    }
+    expect(d.lease).toBeDefined()
+    expect(d.leaseOf('hot').source).not.toBe('default')
+  })
+
+  it('follows a plan: a key of its own capacity', async () => {
+    const families = await three({ keys: { gold: { capacity: 30 } } })
+    expect(families[0]!.limitOf('gold')).toEqual({ capacity: 30, burst: 30 })
+    expect(enforced(families, 'gold')).toBeCloseTo(30, 9)
+  })
+})
