@@ -194,7 +194,7 @@ const step: fc.Arbitrary<Step> = fc.oneof(
     deliveries: fc.constant(ids.map(() => 3)),
     lost: fc.constant(ids.map(() => false)),
   }),
-) as fc.Arbitrary<Step>
+)
 
 /** Runs steps, checking the promise after each. */
 function run(steps: readonly Step[]): void {
