@@ -87,6 +87,59 @@ class KeyState {
 const noPermit: Permit = Object.freeze({ release: () => undefined })
 
 /**
+ * One key of a family seen as a shared limit (what the HTTP edge uses for a
+ * resource): the family's own cursor is moved from key to key without
+ * allocating; `detach` makes one that stays on its key (for a wait).
+ */
+export class KeyView {
+  readonly #family: KeyedFamily
+  key = ''
+
+  constructor(family: KeyedFamily, key: string) {
+    this.#family = family
+    this.key = key
+  }
+
+  /** The name the HTTP headers give this limit: the family's prefix. */
+  get id(): string {
+    return this.#family.prefix
+  }
+
+  tryAcquire(cost = 1): boolean {
+    return this.#family.tryAcquire(this.key, cost)
+  }
+
+  msUntil(cost = 1): number {
+    return this.#family.msUntil(this.key, cost)
+  }
+
+  acquire(
+    cost = 1,
+    options: { maxWaitMs?: number | undefined; signal?: AbortSignal | undefined } = {},
+  ): Promise<Permit> {
+    return this.#family.acquire(this.key, cost, options)
+  }
+
+  /** The key's configured limit, what a caller is held to (not this process's share of it). */
+  describe(): { ratePerSec: number; burst: number } {
+    const limits = this.#family.limitOf(this.key)
+    return { ratePerSec: limits.capacity, burst: limits.burst }
+  }
+
+  remaining(): number {
+    return this.#family.remaining(this.key)
+  }
+
+  msUntilReset(): number {
+    return this.#family.msUntilFull(this.key)
+  }
+
+  detach(): KeyView {
+    return new KeyView(this.#family, this.key)
+  }
+}
+
+/**
  * A keyed family as one process enforces it: every key of `<prefix>/*` is a
  * limit of its own, shared by the processes that use it. This process holds
  * a default share of every key (the family lease: a fraction of each key's
@@ -108,6 +161,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
   readonly #maxKeys: number
   readonly #maxKeysPerReport: number
   readonly #keys = new Map<string, KeyState>()
+  readonly #view: KeyView = new KeyView(this, '')
   /** Bumped whenever the default share in force changes. */
   #epoch = 0
   #lease: LeaseGrant | undefined = undefined
@@ -117,6 +171,8 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
   #kind: ResourceKind = 'rate'
   #keyCapacity = 0
   #keyBurst = 0
+  /** The family's limit of a key not in the plan, as one object (read per request by the HTTP edge). */
+  #defaultLimits: { readonly capacity: number; readonly burst: number } = { capacity: 0, burst: 0 }
   #plan: Readonly<Record<string, { capacity: number; burst: number }>> = {}
   #expiry: Timer | undefined = undefined
   #hold: Timer | undefined = undefined
@@ -226,6 +282,38 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
     this.#owner.drained()
   }
 
+  /** The key's cursor as a shared limit (see KeyView), moved to `key`. */
+  view(key: string): KeyView {
+    this.#view.key = key
+    return this.#view
+  }
+
+  /** Milliseconds until `cost` of `key` would be admitted here (Infinity: not by waiting). */
+  msUntil(key: string, cost = 1): number {
+    const state = this.#keys.get(key)
+    if (state === undefined) {
+      const { capacity, burst } = this.leaseOf(key)
+      return burst >= cost ? 0 : capacity > 0 ? Infinity : Infinity
+    }
+    if (this.#kind === 'concurrency') return state.inFlight + cost <= state.slots ? 0 : Infinity
+    return state.bucket.msUntil(cost)
+  }
+
+  /** Whole tokens (or slots) of `key` available here now. */
+  remaining(key: string): number {
+    const state = this.#keys.get(key)
+    if (state === undefined) return Math.floor(this.leaseOf(key).burst)
+    if (this.#kind === 'concurrency') return Math.max(0, state.slots - state.inFlight)
+    return Math.floor(state.bucket.tokens)
+  }
+
+  /** Milliseconds until `key`'s bucket is full again here (0 for slots). */
+  msUntilFull(key: string): number {
+    const state = this.#keys.get(key)
+    if (state === undefined || this.#kind === 'concurrency') return 0
+    return state.bucket.msUntilFull()
+  }
+
   /** What this process may use of `key` now. */
   leaseOf(key: string): KeyLease {
     const state = this.#keys.get(key)
@@ -294,6 +382,11 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
       this.#kind = family.kind
       this.#keyCapacity = family.capacity
       this.#keyBurst = family.burst
+      if (
+        this.#defaultLimits.capacity !== family.capacity ||
+        this.#defaultLimits.burst !== family.burst
+      )
+        this.#defaultLimits = Object.freeze({ capacity: family.capacity, burst: family.burst })
       this.#plan = family.plan ?? {}
     }
     this.#expiry?.cancel()
@@ -553,7 +646,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
 
   #keyLimits(key: string): { capacity: number; burst: number } {
     const p = Object.hasOwn(this.#plan, key) ? this.#plan[key] : undefined
-    return p ?? { capacity: this.#keyCapacity, burst: this.#keyBurst }
+    return p ?? this.#defaultLimits
   }
 
   /** Whole slots for a concurrency family, the same arithmetic as the coordinator's. */

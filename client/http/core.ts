@@ -7,6 +7,7 @@ import {
   type Clock,
 } from '../../shared/index.js'
 import { KeyedLimiter, type Limiter, type LimiterShape } from '../../shared/limiters/index.js'
+import { KeyView, KeyedFamily } from '../keyed.js'
 import type { Resource } from '../resource.js'
 import {
   limitHeaders,
@@ -25,6 +26,12 @@ import {
   type RateLimitOptions,
   type RequestInfo,
 } from './options.js'
+
+/** A limit shared with the cluster: a resource, or one key of a keyed family. */
+export type SharedLimit = Pick<
+  Resource,
+  'tryAcquire' | 'msUntil' | 'acquire' | 'id' | 'describe' | 'remaining' | 'msUntilReset'
+>
 
 export interface Decision {
   readonly allowed: boolean
@@ -89,6 +96,8 @@ export class RateLimitCore {
   readonly settles: boolean
   readonly #limiter: ((key: string, req: RequestInfo) => Limiter) | undefined
   readonly #resource: Resource | ((key: string, req: RequestInfo) => Resource) | undefined
+  /** A keyed family: each request's key is a limit of its own across the cluster. */
+  readonly #family: KeyedFamily | undefined
   readonly #keyed: KeyedLimiter | undefined
   readonly #allowList: ReadonlySet<string>
   readonly #clock: Clock
@@ -132,7 +141,9 @@ export class RateLimitCore {
     const o = finalRateLimitOptions(checkRateLimitOptions(options, where), where)
     this.options = o
     this.#limiter = o.limiter === false ? undefined : o.limiter
-    this.#resource = o.resource === false ? undefined : o.resource
+    const shared = o.resource === false ? undefined : o.resource
+    this.#family = shared instanceof KeyedFamily ? shared : undefined
+    this.#resource = shared instanceof KeyedFamily ? undefined : shared
     this.#clock = o.clock ?? systemClock
     this.#maxDelayMs = o.maxDelayMs ?? 1000
     this.#maxKeys = o.maxKeys ?? 10_000
@@ -238,7 +249,16 @@ export class RateLimitCore {
         resource?.msUntil(cost) ?? 0,
       )
       if (waitMs <= this.#maxDelayMs)
-        return this.#shape(req, key, limiter, resource, cost, charged, first)
+        return this.#shape(
+          req,
+          key,
+          limiter,
+          // A family's cursor moves with the next request: a wait keeps a view of its own.
+          resource instanceof KeyView ? resource.detach() : resource,
+          cost,
+          charged,
+          first,
+        )
     }
     return this.#refused(req, key, limiter, resource, cost, charged)
   }
@@ -255,7 +275,7 @@ export class RateLimitCore {
     req: RequestInfo,
     key: string,
     limiter: Limiter | undefined,
-    resource: Resource | undefined,
+    resource: SharedLimit | undefined,
     cost: number,
     charged: boolean,
     first: boolean,
@@ -284,7 +304,7 @@ export class RateLimitCore {
     req: RequestInfo,
     key: string,
     limiter: Limiter | undefined,
-    resource: Resource | undefined,
+    resource: SharedLimit | undefined,
     cost: number,
     first: boolean,
     tookNow = false,
@@ -304,7 +324,7 @@ export class RateLimitCore {
     req: RequestInfo,
     key: string,
     limiter: Limiter | undefined,
-    resource: Resource | undefined,
+    resource: SharedLimit | undefined,
     cost: number,
     limiterCharged: boolean,
   ): Decision {
@@ -384,7 +404,7 @@ export class RateLimitCore {
    */
   #headers(
     limiter: Limiter | undefined,
-    resource: Resource | undefined,
+    resource: SharedLimit | undefined,
     first: boolean,
     took = false,
     refusal = false,
@@ -483,7 +503,8 @@ export class RateLimitCore {
     return (policy?.windowSec ?? 1) * 1000
   }
 
-  #resourceOf(key: string, req: RequestInfo): Resource | undefined {
+  #resourceOf(key: string, req: RequestInfo): SharedLimit | undefined {
+    if (this.#family !== undefined) return this.#family.view(key)
     const r = this.#resource
     return typeof r === 'function' ? r(key, req) : r
   }

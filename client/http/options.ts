@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http'
 import { z } from 'zod'
 import { SluiceError, describeIssues, type Clock } from '../../shared/index.js'
 import type { Limiter } from '../../shared/limiters/index.js'
+import { KeyedFamily } from '../keyed.js'
 import type { Resource } from '../resource.js'
 import type { RateLimitPolicy } from './headers.js'
 
@@ -42,7 +43,8 @@ export interface RateLimitOptions {
    * one per key. With `limiter` too, a request must pass both. `false` in a
    * route: not the plugin's.
    */
-  readonly resource?: Resource | ((key: string, req: RequestInfo) => Resource) | false | undefined
+  readonly resource?:
+    Resource | ((key: string, req: RequestInfo) => Resource) | KeyedFamily | false | undefined
   /** What to limit by; default `ip`. */
   readonly key?: KeySource | undefined
   /** IPv6 clients are keyed by this prefix length (one /64 is one user); 128 or false: by address. Default 64. */
@@ -88,13 +90,17 @@ export interface RateLimitOptions {
 
 const fn = <T>() => z.custom<T>((v) => typeof v === 'function', { error: 'must be a function' })
 
-const resourceLike = z.custom<Resource>(
+const resourceLike = z.custom<Resource | KeyedFamily>(
   (v) =>
-    typeof v === 'object' &&
-    v !== null &&
-    typeof (v as Resource).tryAcquire === 'function' &&
-    typeof (v as Resource).id === 'string',
-  { error: 'must be a resource from client.resource(id) or (key, req) => Resource' },
+    v instanceof KeyedFamily ||
+    (typeof v === 'object' &&
+      v !== null &&
+      typeof (v as Resource).tryAcquire === 'function' &&
+      typeof (v as Resource).id === 'string'),
+  {
+    error:
+      'must be a resource from client.resource(id), a family from client.keyed(prefix), or (key, req) => Resource',
+  },
 )
 
 const positive = z.number().positive().finite()
@@ -107,7 +113,8 @@ const schema = z
     resource: z.union(
       [resourceLike, fn<(key: string, req: RequestInfo) => Resource>(), z.literal(false)],
       {
-        error: 'must be a resource from client.resource(id), or (key, req) => Resource',
+        error:
+          'must be a resource from client.resource(id), a family from client.keyed(prefix), or (key, req) => Resource',
       },
     ),
     key: z.union(

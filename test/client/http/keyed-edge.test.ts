@@ -1,0 +1,74 @@
+import Fastify from 'fastify'
+import { afterEach, describe, expect, it } from 'vitest'
+import { fastifyRateLimit } from '../../../client/http/index.js'
+import { Cluster } from '../../helpers/cluster.js'
+
+// A per-IP limit made cluster-wide with one option: `resource: client.keyed('ip')` in the fastify
+// plugin of three gateway processes (three apps, each with its own client), one coordinator.
+
+let cluster: Cluster | undefined
+const apps: ReturnType<typeof Fastify>[] = []
+afterEach(async () => {
+  for (const app of apps.splice(0)) await app.close()
+  await cluster?.close()
+  cluster = undefined
+})
+
+describe('the HTTP edge with a keyed family', () => {
+  it('holds each IP to its limit across every gateway, and says the configured limit in its headers', async () => {
+    cluster = new Cluster()
+    await cluster.start({
+      server: { limits: { roundDebounceMs: 0 } },
+      resources: [
+        {
+          match: 'ip/*',
+          keyed: true,
+          kind: 'rate',
+          capacity: 6,
+          leaseTtlMs: 1000,
+          refreshMs: 100,
+          graceMs: 200,
+          learningMs: 0,
+          unsafeLearning: true,
+        },
+      ],
+    })
+    const gateways = await Promise.all(
+      ['g1', 'g2', 'g3'].map(async (id) => {
+        const client = await cluster!.client(id)
+        const family = client.keyed('ip')
+        const app = Fastify({ trustProxy: true })
+        apps.push(app)
+        await app.register(fastifyRateLimit, { resource: family, clock: cluster!.clock })
+        app.get('/hello', async () => 'hello')
+        return { app, family }
+      }),
+    )
+    for (let i = 0; i < 20 && gateways.some((g) => !((g.family.lease?.capacity ?? 0) > 0.3)); i++)
+      await cluster.step(50)
+    // One caller, 1.2.3.4, hits every gateway in turn, far faster than its 6/s.
+    let admitted = 0
+    let first: Record<string, unknown> | undefined
+    for (let n = 0; n < 60; n++) {
+      const g = gateways[n % 3]!
+      const res = await g.app.inject({
+        url: '/hello',
+        headers: { 'x-forwarded-for': '1.2.3.4' },
+      })
+      if (res.statusCode === 200) admitted++
+      first ??= res.headers
+      if (n % 3 === 2) await cluster.step(10)
+    }
+    // 200 ms passed: at most the burst (6) plus 6/s for 0.2 s, across the three gateways.
+    expect(admitted).toBeLessThanOrEqual(6 + Math.ceil(6 * 0.2))
+    expect(admitted).toBeGreaterThanOrEqual(3)
+    // The policy is the key's configured limit, not a gateway's share of it.
+    expect(first?.['ratelimit-policy']).toBe('"ip";q=6;w=1')
+    // Another IP is a limit of its own, decided at once.
+    const other = await gateways[0]!.app.inject({
+      url: '/hello',
+      headers: { 'x-forwarded-for': '5.6.7.8' },
+    })
+    expect(other.statusCode).toBe(200)
+  })
+})
