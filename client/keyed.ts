@@ -169,8 +169,6 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
   #share = 0
   #fallback = 0
   #kind: ResourceKind = 'rate'
-  #keyCapacity = 0
-  #keyBurst = 0
   /** The family's limit of a key not in the plan, as one object (read per request by the HTTP edge). */
   #defaultLimits: { readonly capacity: number; readonly burst: number } = { capacity: 0, burst: 0 }
   #plan: Readonly<Record<string, { capacity: number; burst: number }>> = {}
@@ -380,8 +378,6 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
     const family = grant.family
     if (family !== undefined) {
       this.#kind = family.kind
-      this.#keyCapacity = family.capacity
-      this.#keyBurst = family.burst
       if (
         this.#defaultLimits.capacity !== family.capacity ||
         this.#defaultLimits.burst !== family.burst
