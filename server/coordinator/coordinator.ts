@@ -94,6 +94,7 @@ export class Coordinator {
       () => this.view.resources(),
       (id) => this.observer.usage.current(id, this.#clock.now()),
       () => this.limits.maxUsageSeries,
+      () => this.view.families(0),
     )
     this.observer = new Observer({
       clock,
@@ -572,8 +573,10 @@ export class Coordinator {
     this.#rounds.settlePrompt(resourceId)
     if (!this.#mayGrant()) return
     const startedMs = this.#clock.now()
+    // A key of a family counts under its family: no series per key.
+    const family = this.#settings.lookup(resourceId)?.family
     const batches = this.#pool.round(resourceId, startedMs)
-    this.metrics.rounds.inc({ resource: resourceId })
+    this.metrics.rounds.inc({ resource: family?.role === 'key' ? family.familyId : resourceId })
     this.metrics.roundSeconds.observe((this.#clock.now() - startedMs) / 1000)
     this.#dispatch(batches)
     if (!this.#pool.hasResource(resourceId)) return this.#dropSchedule(resourceId)

@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
-import type { ResourceFigures } from './view.js'
+import type { FamilyFigures, ResourceFigures } from './view.js'
 import { UsageTotals, type UsageColumn } from './usage-totals.js'
 
 /** What the clients' latest reports say of one resource's use. */
@@ -91,6 +91,7 @@ export class CoordinatorMetrics {
     resources: () => readonly ResourceFigures[],
     usage: (id: string) => ResourceUsage = () => noUsage,
     maxUsageSeries: () => number = () => 10_000,
+    families: () => readonly FamilyFigures[] = () => [],
   ) {
     this.usageTotals = new UsageTotals(maxUsageSeries)
     // Process metrics (CPU, memory, event-loop lag, GC): what an operator checks first.
@@ -117,6 +118,28 @@ export class CoordinatorMetrics {
       },
     })
     for (const [g] of gauges) this.registry.registerMetric(g)
+    // Keyed families: a series per family, never per key (keys are many).
+    const hotKeys = new Gauge({
+      name: 'sluice_family_hot_keys',
+      help: 'Keys of a keyed family leased one by one now (the rest go by the default share)',
+      labelNames: ['family'],
+      registers: [],
+    })
+    new Gauge({
+      name: 'sluice_family_holders',
+      help: 'Processes holding a keyed family (a default share of every key, or asking for one)',
+      labelNames: ['family'],
+      registers: this.#registers,
+      collect() {
+        this.reset()
+        hotKeys.reset()
+        for (const f of families()) {
+          this.set({ family: f.id }, f.holders)
+          hotKeys.set({ family: f.id }, f.hotKeys)
+        }
+      },
+    })
+    this.registry.registerMetric(hotKeys)
     const totals = this.usageTotals
     const registers = this.#registers
     const [admitted, refused, admittedCalls, refusedCalls] = usageCounters.map(

@@ -89,6 +89,14 @@ describe('keyed families (real sockets, manual clock)', () => {
       hotKeys: 1,
     })
     expect(admitted).toBeGreaterThan(5)
+    // Seen: the family's own route and Prometheus, a series per family, none per key.
+    const http = cluster!.server.http
+    const listed = (await http.inject('/v1/families')).json().families
+    expect(listed[0].keys[0]).toMatchObject({ key: 'k1', capacity: 10 })
+    const metrics = (await http.inject('/metrics')).body
+    expect(metrics).toMatch(/^sluice_family_hot_keys\{family="apikey\/\*"\} 1$/m)
+    expect(metrics).toMatch(/^sluice_family_holders\{family="apikey\/\*"\} 3$/m)
+    expect(metrics).not.toMatch(/k1/)
   })
 
   it('re-splits the default when a holder joins, through decreases acknowledged first', async () => {

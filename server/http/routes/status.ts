@@ -45,6 +45,18 @@ export function statusRoutes(app: FastifyInstance, coordinator: Coordinator, clo
     return { resources: all.filter((r) => sees(coordinator, req.access, r.id)) }
   })
 
+  // Keyed families: holders, hot keys and the most demanded of them. Keys name callers (API
+  // keys, addresses): the read or admin token only.
+  app.get('/v1/families', { preHandler }, async (req, reply) => {
+    if (!req.access.all)
+      return reply
+        .code(403)
+        .send(errorBody('SLUICE_ERR_HTTP_UNAUTHORIZED', 'families need the read or admin token'))
+    const query = req.query as { top?: string }
+    const top = Math.min(1000, Math.max(0, Number(query.top ?? 20) || 0))
+    return { families: coordinator.view.families(top) }
+  })
+
   // Configured tenants and what their clients hold; a tenant's token sees its own entry.
   app.get('/v1/tenants', { preHandler }, async (req) => {
     const all = tenantSummaries(coordinator)
