@@ -14,7 +14,11 @@ export default defineConfig({
         test: {
           name: 'suite',
           include: ['test/**/*.test.ts'],
-          exclude: ['test/faults/faults.test.ts', 'test/faults/hostile.test.ts'],
+          exclude: [
+            'test/faults/faults.test.ts',
+            'test/faults/hostile.test.ts',
+            'test/faults/keyed.test.ts',
+          ],
           sequence: { groupOrder: 0 },
         },
       },
@@ -24,7 +28,11 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'faults',
-          include: ['test/faults/faults.test.ts', 'test/faults/hostile.test.ts'],
+          include: [
+            'test/faults/faults.test.ts',
+            'test/faults/hostile.test.ts',
+            'test/faults/keyed.test.ts',
+          ],
           fileParallelism: false,
           sequence: { groupOrder: 1 },
         },

@@ -172,6 +172,10 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
   /** The family's limit of a key not in the plan, as one object (read per request by the HTTP edge). */
   #defaultLimits: { readonly capacity: number; readonly burst: number } = { capacity: 0, burst: 0 }
   #plan: Readonly<Record<string, { capacity: number; burst: number }>> = {}
+  /** What a new key's bucket holds of the burst at once: the share before its last rise. */
+  #baseShare = 0
+  /** When the share last rose, on the hot clock. */
+  #increasedAtMs = 0
   #expiry: Timer | undefined = undefined
   #hold: Timer | undefined = undefined
   #windowStartMs: number
@@ -390,9 +394,21 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
     this.#hold = undefined
     const before = this.mode
     this.#lease = grant
+    const changed = this.#share !== grant.capacity
+    // A key first asked for after this starts with what the old share held of its burst, plus
+    // what the new one has earned since: capacity that moved here brings no burst with it
+    // (the process it came from may have spent it just before), so the bound capacity·t +
+    // burst holds across the move.
+    if (grant.capacity > this.#share) {
+      this.#baseShare = this.#share
+      this.#increasedAtMs = this.#hotClock.now()
+    } else this.#baseShare = grant.capacity
     this.#share = grant.capacity
     this.#fallback = Math.max(0, Math.min(grant.safeCapacity, grant.capacity))
     this.#epoch++
+    // A new share takes effect on every key now, not at each key's next use: a bucket must not
+    // go on earning at the old rate after the ack says the new one is in force.
+    if (changed) this.#refreshDefaults()
     this.#expiry = this.#clock.setTimeout(() => this.#lapse(grant), grant.ttlMs).unref()
     this.#refusedError = undefined
     if (before !== 'leased') this.emit('mode', 'leased')
@@ -534,6 +550,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
     this.#lease = undefined
     this.#share = 0
     this.#fallback = 0
+    this.#baseShare = 0
     this.#epoch++
     for (const state of this.#keys.values()) {
       if (state.lease === undefined) continue
@@ -581,8 +598,15 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
 
   #newState(key: string): KeyState {
     const { capacity, burst } = this.#limitsNow(key, undefined)
-    // A new key's bucket starts full: its burst is part of what the share commits.
-    const state = new KeyState(key, new TokenBucket(this.#hotClock, capacity, burst, burst))
+    // A new key's bucket starts full of what the share holds of its burst (earned since a rise,
+    // see applyFamilyLease); so a new key's first request is decided here at once.
+    const limits = this.#keyLimits(key)
+    const earnedMs = this.#hotClock.now() - this.#increasedAtMs
+    const initial = Math.min(
+      burst,
+      this.#baseShare * limits.burst + (capacity * Math.max(0, earnedMs)) / 1000,
+    )
+    const state = new KeyState(key, new TokenBucket(this.#hotClock, capacity, burst, initial))
     state.epoch = this.#epoch
     state.slots = capacity
     state.movedMs = this.#hotClock.now()
@@ -667,19 +691,28 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
     }
   }
 
+  /** Every key on the default share takes the share in force now. */
+  #refreshDefaults(): void {
+    for (const state of this.#keys.values()) if (state.lease === undefined) this.#refresh(state)
+  }
+
   /** The family lease ran out unrenewed: its fallback for the hold, then nothing. */
   #lapse(lease: LeaseGrant): void {
     this.#expiry = undefined
     this.#lease = undefined
     this.#share = this.#fallback
+    this.#baseShare = Math.min(this.#baseShare, this.#share)
     this.#epoch++
+    this.#refreshDefaults()
     this.emit('mode', this.mode)
     this.#hold = this.#clock
       .setTimeout(() => {
         this.#hold = undefined
         this.#share = 0
         this.#fallback = 0
+        this.#baseShare = 0
         this.#epoch++
+        this.#refreshDefaults()
         this.emit('mode', 'none')
       }, lease.safeHoldMs)
       .unref()

@@ -145,7 +145,7 @@ function findRoot(): string {
 }
 const root = findRoot()
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   const server = createServer()
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   const { port } = server.address() as { port: number }
@@ -156,11 +156,11 @@ async function freePort(): Promise<number> {
 /** Debian's libfaketime (package faketime), preloaded to step one process's wall clock. */
 export const libfaketime = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1'
 
-const sleep = (ms: number): Promise<void> =>
+export const sleep = (ms: number): Promise<void> =>
   new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)))
 
 /** The coordinator as a real process: `sluice serve` on a fixed port, so a restart takes it again. */
-class CoordinatorProcess {
+export class CoordinatorProcess {
   child: ChildProcess | undefined
   readonly #configPath: string
   readonly port: number
@@ -193,7 +193,10 @@ class CoordinatorProcess {
       '--data-dir',
       this.dataDir,
     ]
-    const env: NodeJS.ProcessEnv = { ...process.env, SLUICE_LOG_LEVEL: 'warn' }
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      SLUICE_LOG_LEVEL: process.env.SLUICE_FAULTS_LOG_LEVEL ?? 'warn',
+    }
     if (options.wallOffsetSec !== undefined) {
       env.LD_PRELOAD = libfaketime
       env.FAKETIME = `${options.wallOffsetSec >= 0 ? '+' : ''}${options.wallOffsetSec}s`

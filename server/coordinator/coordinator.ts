@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto'
 import type { Logger } from 'pino'
 import {
   formatError,
@@ -13,7 +14,12 @@ import {
 } from '../../shared/index.js'
 import { TokenBucket } from '../../shared/limiters/index.js'
 import { CompiledConfig, type Config, type Limits, type ResourceSettings } from '../config/index.js'
-import { restoredUntilMs, type Ledger, type LedgerEntry } from '../ledger/index.js'
+import {
+  restoredUntilMs,
+  writtenBeforeLast,
+  type Ledger,
+  type LedgerEntry,
+} from '../ledger/index.js'
 import { Pool, clientKey, type Holding, type LeaseBatch } from '../pool/index.js'
 import type { Upstream } from '../tree/index.js'
 import {
@@ -57,6 +63,8 @@ export class Coordinator {
   readonly #rounds: RoundScheduler
   readonly #sessions = new SessionTable()
   readonly #tenantBudgets = new Map<string, TokenBucket>()
+  /** This process's epoch: ledger entries it writes carry it with its monotonic clock. */
+  readonly #epoch = randomBytes(8).toString('hex')
   #startedMs: number
   #role: Role
   #leaderUrl: string | undefined
@@ -181,7 +189,7 @@ export class Coordinator {
     this.metrics.leaderChanges.inc({ to: 'leader' })
     if (restored === undefined) this.#log.info('elected leader; learning what clients hold')
     else {
-      const n = this.#pool.restore(restored, this.#restoredUntil, this.#clock.now())
+      const n = this.#pool.restore(restored, this.#restoredUntil(restored), this.#clock.now())
       for (const id of this.#pool.resourceIds()) this.#ensureSchedule(id)
       this.#log.info({ entries: n }, 'elected leader; resumed from the ledger, no learning')
     }
@@ -240,7 +248,7 @@ export class Coordinator {
     this.#restored = restored !== undefined
     this.#pool = this.#newPool()
     if (restored !== undefined) {
-      const n = this.#pool.restore(restored, this.#restoredUntil, this.#clock.now())
+      const n = this.#pool.restore(restored, this.#restoredUntil(restored), this.#clock.now())
       for (const id of this.#pool.resourceIds()) this.#ensureSchedule(id)
       this.#log.info({ ledger: ledger.kind, entries: n }, 'resumed from the ledger; no learning')
     }
@@ -258,9 +266,18 @@ export class Coordinator {
     return monoMs - this.#clock.now() + this.#clock.wallNow()
   }
 
-  /** A restored commitment's end on this process's clock (`restoredUntilMs`: clock steps cannot shorten it). */
-  readonly #restoredUntil = (wallMs: number, writtenMs: number | undefined): number =>
-    restoredUntilMs(wallMs, writtenMs, this.#clock.wallNow(), this.#clock.now())
+  /**
+   * A restored commitment's end on this process's clock (`restoredUntilMs`):
+   * at least what it had left at its writer's last write (exact on the
+   * writer's monotonic clock), so a wall clock stepped either way cannot
+   * shorten it, and a lease that had run out by the crash is not brought back.
+   */
+  #restoredUntil(entries: readonly LedgerEntry[]): (wallMs: number, e: LedgerEntry) => number {
+    const before = writtenBeforeLast(entries)
+    const wallNow = this.#clock.wallNow()
+    const monoNow = this.#clock.now()
+    return (wallMs, e) => restoredUntilMs(wallMs, e.writtenMs, wallNow, monoNow, before(e))
+  }
 
   /** Whether this replica may grant now; a leader past its deadline steps down here. */
   #mayGrant(): boolean {
@@ -286,7 +303,7 @@ export class Coordinator {
   upstreamChanged(resourceId: string): void {
     if (!this.#pool.hasResource(resourceId)) return
     this.#pool.refreshSettings(resourceId)
-    this.#rounds.prompt(resourceId)
+    this.#rounds.prompt(this.#scheduleId(resourceId))
   }
 
   /** Σ committed for a resource now (a downstream acknowledges a parent's decrease once this fits). */
@@ -348,7 +365,8 @@ export class Coordinator {
     if (clientId === undefined || !this.#sessions.unbind(session)) return
     this.metrics.connections.set(this.#sessions.size)
     const key = clientKey(session.tenant, clientId)
-    for (const id of this.#pool.disconnect(key, this.#clock.now())) this.#rounds.prompt(id)
+    for (const id of this.#pool.disconnect(key, this.#clock.now()))
+      this.#rounds.prompt(this.#scheduleId(id))
     this.#dispatch([])
     this.#log.info({ clientId, tenant: session.tenant }, 'client disconnected')
   }
@@ -471,9 +489,10 @@ export class Coordinator {
     this.#dispatch(batches)
     for (const id of newResources) {
       this.#ensureSchedule(id)
-      this.#rounds.prompt(id)
+      this.#rounds.prompt(this.#scheduleId(id))
     }
-    if (msg.early === true) for (const r of reports) this.#rounds.prompt(r.resource)
+    if (msg.early === true)
+      for (const r of reports) this.#rounds.prompt(this.#scheduleId(r.resource))
   }
 
   #ack(session: SessionPort, msg: AckMessage): void {
@@ -488,7 +507,7 @@ export class Coordinator {
   #release(session: SessionPort, msg: ReleaseMessage): void {
     this.#dispatch(this.#pool.release(this.#key(session), msg.resources, this.#clock.now()))
     this.#promptWaiting()
-    for (const id of msg.resources) this.#rounds.prompt(id)
+    for (const id of msg.resources) this.#rounds.prompt(this.#scheduleId(id))
     this.#settings.upstream?.drained()
   }
 
@@ -498,12 +517,23 @@ export class Coordinator {
    * round's other acks have had time to come.
    */
   #promptWaiting(): void {
-    for (const id of this.#pool.takeWaiting()) this.#rounds.promptGrant(id)
+    for (const id of this.#pool.takeWaiting()) this.#rounds.promptGrant(this.#scheduleId(id))
   }
 
   #grantWaiting(resourceId: string): void {
     if (this.#closed || !this.#mayGrant()) return
-    this.#dispatch(this.#pool.grantWaiting(resourceId, this.#clock.now()))
+    const family = this.#settings.lookup(resourceId)?.family
+    this.#dispatch(
+      family?.role === 'family'
+        ? this.#pool.grantWaitingMany(this.#pool.familyIds(resourceId), this.#clock.now())
+        : this.#pool.grantWaiting(resourceId, this.#clock.now()),
+    )
+  }
+
+  /** What is scheduled for a resource: itself, or for a key of a family, the family. */
+  #scheduleId(resourceId: string): string {
+    const family = this.#settings.lookup(resourceId)?.family
+    return family?.role === 'key' ? family.familyId : resourceId
   }
 
   /** Answers a frame's refusals: one error message per code (FrameRefusals). */
@@ -555,8 +585,9 @@ export class Coordinator {
           })
         }
       }
-      this.#rounds.reschedule(id, this.#pool.settings(id)!.refreshMs)
-      this.#rounds.prompt(id)
+      const scheduled = this.#scheduleId(id)
+      if (scheduled === id) this.#rounds.reschedule(id, this.#pool.settings(id)!.refreshMs)
+      this.#rounds.prompt(scheduled)
     }
     this.#warnConfig(config)
     this.metrics.reloads.inc({ outcome: 'applied' })
@@ -573,13 +604,22 @@ export class Coordinator {
     this.#rounds.settlePrompt(resourceId)
     if (!this.#mayGrant()) return
     const startedMs = this.#clock.now()
-    // A key of a family counts under its family: no series per key.
+    // A keyed family runs with all its hot keys: one batch per client for all of them.
     const family = this.#settings.lookup(resourceId)?.family
-    const batches = this.#pool.round(resourceId, startedMs)
-    this.metrics.rounds.inc({ resource: family?.role === 'key' ? family.familyId : resourceId })
+    const ids = family?.role === 'family' ? this.#pool.familyIds(resourceId) : undefined
+    const batches =
+      ids === undefined
+        ? this.#pool.round(resourceId, startedMs)
+        : this.#pool.roundMany(ids, startedMs)
+    this.metrics.rounds.inc({ resource: resourceId })
     this.metrics.roundSeconds.observe((this.#clock.now() - startedMs) / 1000)
     this.#dispatch(batches)
-    if (!this.#pool.hasResource(resourceId)) return this.#dropSchedule(resourceId)
+    if (
+      ids === undefined
+        ? !this.#pool.hasResource(resourceId)
+        : this.#pool.familyIds(resourceId).every((id) => !this.#pool.hasResource(id))
+    )
+      return this.#dropSchedule(resourceId)
     const upstream = this.#settings.upstream
     if (upstream !== undefined) {
       const { wants, weight } = this.#pool.aggregate(resourceId)!
@@ -646,7 +686,11 @@ export class Coordinator {
     takeChanges: () => {
       const changes = self.#pool.takeChanges((monoMs) => self.#toWallMs(monoMs))
       const writtenMs = self.#clock.wallNow()
-      return changes.map((c) => ('put' in c ? { put: { ...c.put, writtenMs } } : c))
+      const writtenMono = self.#clock.now()
+      const epoch = self.#epoch
+      return changes.map((c) =>
+        'put' in c ? { put: { ...c.put, writtenMs, writtenMono, epoch } } : c,
+      )
     },
     send: (batches) => self.#send(batches),
     unsent: (batches) => self.#pool.unsent(batches),
@@ -676,9 +720,10 @@ export class Coordinator {
     this.metrics.pushes.inc(this.#sessions.dispatch(batches))
   }
 
-  #ensureSchedule(resourceId: string): void {
+  #ensureSchedule(id: string): void {
+    const resourceId = this.#scheduleId(id)
     if (this.#closed || this.#rounds.has(resourceId)) return
-    const settings = this.#pool.settings(resourceId)
+    const settings = this.#settings.lookup(resourceId)
     if (settings === undefined) return
     this.#settings.upstream?.link(resourceId, settings.kind, settings.failureMode)
     this.#rounds.ensure(resourceId, settings.refreshMs)

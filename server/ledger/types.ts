@@ -28,6 +28,13 @@ export interface LedgerEntry {
    * ahead between write and restart cannot shorten it.
    */
   readonly writtenMs?: number | undefined
+  /**
+   * The writing process's monotonic clock at the write, and that process's
+   * epoch (a random id per process): within one epoch, how long before its
+   * last write an entry was written is exact, whatever the wall clock did.
+   */
+  readonly writtenMono?: number | undefined
+  readonly epoch?: string | undefined
 }
 
 /** A change to the ledger: an entry's new state, or its removal. */
@@ -80,10 +87,30 @@ export function restoredUntilMs(
   writtenWallMs: number | undefined,
   nowWallMs: number,
   nowMonoMs: number,
+  /** How long the writer went on writing after this entry (its epoch's last write, on its monotonic clock). */
+  writtenBeforeLastMs = 0,
 ): number {
   const byWall = untilWallMs - nowWallMs
-  const byWrite = writtenWallMs === undefined ? byWall : untilWallMs - writtenWallMs
+  const byWrite =
+    writtenWallMs === undefined ? byWall : untilWallMs - writtenWallMs - writtenBeforeLastMs
   return nowMonoMs + Math.max(byWall, byWrite)
+}
+
+/**
+ * For each entry, how long its writer went on writing after it: its epoch's
+ * last write minus its own, on the writer's monotonic clock (0 when unknown).
+ * The crash came after that last write, so what an entry had left then is
+ * at least what it had left at the crash.
+ */
+export function writtenBeforeLast(entries: readonly LedgerEntry[]): (e: LedgerEntry) => number {
+  const last = new Map<string, number>()
+  for (const e of entries)
+    if (e.epoch !== undefined && e.writtenMono !== undefined)
+      last.set(e.epoch, Math.max(last.get(e.epoch) ?? -Infinity, e.writtenMono))
+  return (e) =>
+    e.epoch === undefined || e.writtenMono === undefined
+      ? 0
+      : Math.max(0, last.get(e.epoch)! - e.writtenMono)
 }
 
 /** Applies changes to a map of entries (the reference every ledger must agree with). */

@@ -240,7 +240,7 @@ export class Pool {
    */
   restore(
     entries: readonly LedgerEntry[],
-    toMonoMs: (wallMs: number, writtenMs: number | undefined) => number,
+    toMonoMs: (wallMs: number, entry: LedgerEntry) => number,
     nowMs: number,
   ): number {
     let restored = 0
@@ -259,9 +259,9 @@ export class Pool {
         capacity: c.capacity,
         ttlMs: leaseTtlMsAt(settings, nowMs),
         sentMs: nowMs,
-        holdUntilMs: toMonoMs(c.untilMs, le.writtenMs),
+        holdUntilMs: toMonoMs(c.untilMs, le),
         fallback: c.fallback,
-        fallbackUntilMs: toMonoMs(c.fallbackUntilMs, le.writtenMs),
+        fallbackUntilMs: toMonoMs(c.fallbackUntilMs, le),
         acked: true,
         lapsed: false,
       }))
@@ -687,6 +687,33 @@ export class Pool {
   }
 
   /**
+   * A keyed family's resources: its own (`<prefix>/*`) and those of its hot
+   * keys. They are run together (`roundMany`, `grantWaitingMany`), so a
+   * client gets one lease batch for all of them, and sends one ack, instead
+   * of one per key.
+   */
+  familyIds(familyId: string): string[] {
+    const ids = [familyId]
+    for (const r of this.#familyKeys.get(familyId) ?? []) ids.push(r.settings.id)
+    return ids
+  }
+
+  /** Rounds for several resources at once: one batch per client for all of them. */
+  roundMany(resourceIds: readonly string[], nowMs: number): readonly LeaseBatch[] {
+    for (const id of resourceIds) this.#round(id, nowMs)
+    return this.#flush()
+  }
+
+  /** Grants what waits on several resources at once: one batch per client. */
+  grantWaitingMany(resourceIds: readonly string[], nowMs: number): readonly LeaseBatch[] {
+    for (const id of resourceIds) {
+      const r = this.#resources.get(id)
+      if (r !== undefined) this.#grantIncreases(r, nowMs, true)
+    }
+    return this.#flush()
+  }
+
+  /**
    * One round for a resource: drop lapsed leases, allocate targets over
    * estimated demand (unless learning), push decreases, then grant
    * increases out of free capacity. Returns the batches to send.
@@ -698,15 +725,21 @@ export class Pool {
    * effect on what such clients hold too: the others shrink until it lapses.
    */
   round(resourceId: string, nowMs: number): readonly LeaseBatch[] {
+    this.#round(resourceId, nowMs)
+    return this.#flush()
+  }
+
+  /** One round (see `round`), its batches left for the caller's flush. */
+  #round(resourceId: string, nowMs: number): void {
     const r = this.#resources.get(resourceId)
-    if (r === undefined) return noBatches
+    if (r === undefined) return
     this.#sweep(r, nowMs)
     if (r.entries.size === 0) {
       this.#forget(r)
-      return noBatches
+      return
     }
     r.rounds++
-    if (nowMs < r.learningUntilMs) return this.#flush()
+    if (nowMs < r.learningUntilMs) return
     if (r.claims.size > 0) r.claims.clear()
 
     const silentSinceMs = nowMs - r.settings.refreshMs
@@ -759,7 +792,6 @@ export class Pool {
     // A client with no lease yet learns where it stands at once, even at 0 while it waits for
     // free capacity: it gets the lease's parameters (safe capacity, refresh) instead of guessing.
     for (const e of sharing) if (e.leases.length === 0) this.#send(e, 0, nowMs)
-    return this.#flush()
   }
 
   /**

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest'
-import type { KeyedFamily } from '../../client/index.js'
+import { KeyedFamily } from '../../client/index.js'
+import { ManualClock, type LeaseGrant } from '../../shared/index.js'
 import type { ConfigInput } from '../../server/config/index.js'
 import { Cluster } from '../helpers/cluster.js'
 
@@ -54,6 +55,11 @@ describe('keyed families (real sockets, manual clock)', () => {
   it('gives every holder a default share, so a new key’s first request is decided at once', async () => {
     const families = await three()
     for (const f of families) expect(f.lease?.capacity).toBeCloseTo(1 / 3, 9)
+    // A share that has just risen brings no burst with it (it is earned: the process it came
+    // from may have spent it); one second on, a new key's bucket starts full.
+    const fresh = families[0]!.leaseOf('fresh')
+    expect(fresh.source).toBe('default')
+    await cluster!.step(1000)
     // A key never seen anywhere: admitted here and now, from the default share's burst.
     for (const [i, f] of families.entries()) expect(f.tryAcquire(`new-${i}`)).toBe(true)
     const lease = families[0]!.leaseOf('anything')
@@ -134,5 +140,45 @@ describe('keyed families (real sockets, manual clock)', () => {
     const families = await three({ keys: { gold: { capacity: 30 } } })
     expect(families[0]!.limitOf('gold')).toEqual({ capacity: 30, burst: 30 })
     expect(enforced(families, 'gold')).toBeCloseTo(30, 9)
+  })
+})
+
+describe('a keyed family’s buckets', () => {
+  const grant = (share: number): LeaseGrant => ({
+    resource: 'k/*',
+    kind: 'rate',
+    capacity: share,
+    burst: share,
+    ttlMs: 10_000,
+    refreshMs: 1000,
+    safeCapacity: share,
+    safeHoldMs: 1000,
+    family: { kind: 'rate', capacity: 10, burst: 10 },
+  })
+  const owner = { requestEarlyReport: () => undefined, drained: () => undefined }
+
+  it('start a new key full of what the share held before its last rise, plus what it earned since', () => {
+    const clock = new ManualClock()
+    const f = new KeyedFamily('k', {}, clock, clock, owner)
+    f.applyFamilyLease(grant(0))
+    // The share rises from 0 to 1/2 (capacity moved here from a process that may have spent its
+    // burst just before): a new key has earned nothing yet.
+    f.applyFamilyLease(grant(0.5))
+    expect(f.tryAcquire('a')).toBe(false)
+    clock.advance(200) // 5 tokens/s for 0.2 s: one token
+    expect(f.tryAcquire('b')).toBe(true)
+    expect(f.tryAcquire('b')).toBe(false)
+    // Long after the rise, a new key starts full: 5 tokens at once.
+    clock.advance(5000)
+    let admitted = 0
+    while (f.tryAcquire('c')) admitted++
+    expect(admitted).toBe(5)
+    // A decrease takes effect at once on every key, spent or not.
+    f.applyFamilyLease(grant(0.1))
+    expect(f.leaseOf('d').capacity).toBeCloseTo(1, 9)
+    let more = 0
+    while (f.tryAcquire('e')) more++
+    expect(more).toBe(1)
+    f.close()
   })
 })

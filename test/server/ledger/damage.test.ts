@@ -10,7 +10,12 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { encodeHeader } from '../../../server/ledger/file-format.js'
-import { FileLedger, restoredUntilMs, type LedgerEntry } from '../../../server/ledger/index.js'
+import {
+  FileLedger,
+  restoredUntilMs,
+  writtenBeforeLast,
+  type LedgerEntry,
+} from '../../../server/ledger/index.js'
 
 // What a ledger file damaged by bad luck or an operator reads as: never "nothing outstanding".
 
@@ -120,5 +125,15 @@ describe('a restored lease', () => {
     expect(stepped(-5000)).toBe(15_050)
     // A lease that had lapsed when it was written stays lapsed.
     expect(restoredUntilMs(900, 1000, 1000, 50)).toBeLessThan(50)
+    // Its writer went on writing 9.5 s after it (on its monotonic clock): it had run out by then.
+    expect(restoredUntilMs(10_000, 1000, 16_000, 50, 9500)).toBeLessThan(50)
+  })
+
+  it('knows how long each entry’s writer went on writing after it, per epoch', () => {
+    const e = (epoch: string, writtenMono: number) => ({ ...entry('a', 1), epoch, writtenMono })
+    const entries = [e('x', 100), e('x', 400), e('y', 5), e('y', 50)]
+    const before = writtenBeforeLast(entries)
+    expect(entries.map(before)).toEqual([300, 0, 45, 0])
+    expect(before(entry('b', 1))).toBe(0)
   })
 })

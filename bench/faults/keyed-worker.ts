@@ -1,0 +1,82 @@
+import { createClient } from '../../client/index.js'
+import { systemClock } from '../../shared/index.js'
+import { hostMs } from './host-time.js'
+import { seededUniform, zipf } from '../zipf.js'
+
+/** A client process of the keyed fault scenario and benchmark. */
+export interface KeyedWorkerSpec {
+  readonly url: string
+  readonly clientId: string
+  readonly durationMs: number
+  readonly tickMs: number
+  /** The family's prefix (its template's match without /*). */
+  readonly prefix: string
+  /** Keys k0 … k(n−1), drawn by Zipf(s): k0 the most asked for. */
+  readonly keys: number
+  readonly zipfS: number
+  /** Requests this process makes per second, over all keys. */
+  readonly ratePerSec: number
+  readonly seed: number
+}
+
+/**
+ * Asks for keys of a family at `ratePerSec`, Zipf-distributed, through
+ * `tryAcquire` every tick, and logs on stdout, one JSON object a line: per
+ * tick the keys admitted and refused (`{t, a: {key: n}, r: {key: n}}`), and
+ * each key's first check (`{t, first: key, ok}`). Stops by itself.
+ */
+async function main(): Promise<void> {
+  const spec = JSON.parse(process.argv[2] ?? '{}') as KeyedWorkerSpec
+  const out: string[] = []
+  const flush = (): void => {
+    if (out.length > 0) process.stdout.write(`${out.splice(0).join('\n')}\n`)
+  }
+  const client = createClient({
+    url: spec.url,
+    clientId: spec.clientId,
+    backoffBaseMs: 100,
+    backoffCapMs: 1000,
+    connectTimeoutMs: 2000,
+  })
+  client.on('error', () => undefined)
+  const family = client.keyed(spec.prefix)
+  family.on('lease', (lease) => out.push(JSON.stringify({ t: hostMs(), share: lease.capacity })))
+  family.on('mode', (mode) => out.push(JSON.stringify({ t: hostMs(), mode })))
+  client.on('connect', () => out.push(JSON.stringify({ t: hostMs(), connected: true })))
+  client.on('disconnect', () => out.push(JSON.stringify({ t: hostMs(), connected: false })))
+  // As a gateway would: serve once the family lease is in (a first start serves at once).
+  await family.ready({ timeoutMs: 10_000 }).catch(() => undefined)
+  const draw = zipf(spec.keys, spec.zipfS, seededUniform(spec.seed))
+  const seen = new Uint8Array(spec.keys)
+  let owed = 0
+  let last = systemClock.now()
+  const timer = systemClock.setInterval(() => {
+    const now = systemClock.now()
+    owed += (spec.ratePerSec * (now - last)) / 1000
+    last = now
+    const admitted: Record<string, number> = {}
+    const refused: Record<string, number> = {}
+    const t = hostMs()
+    let any = false
+    for (; owed >= 1; owed--) {
+      const k = draw()
+      const ok = family.tryAcquire(`k${k}`)
+      if (seen[k] === 0) {
+        seen[k] = 1
+        out.push(JSON.stringify({ t, first: k, ok }))
+      }
+      const into = ok ? admitted : refused
+      into[k] = (into[k] ?? 0) + 1
+      any = true
+    }
+    if (any) out.push(JSON.stringify({ t, a: admitted, r: refused }))
+    if (out.length >= 256) flush()
+  }, spec.tickMs)
+  await new Promise<void>((resolve) => systemClock.setTimeout(resolve, spec.durationMs))
+  timer.cancel()
+  flush()
+  await client.close()
+}
+
+await main()
+process.exit(0)

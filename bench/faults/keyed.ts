@@ -1,0 +1,281 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { CoordinatorProcess, freePort, sleep } from './harness.js'
+import { hostMs } from './host-time.js'
+import type { KeyedWorkerSpec } from './keyed-worker.js'
+import { excessOverBound, type Admission } from './measure.js'
+import { TcpProxy } from './proxy.js'
+
+/**
+ * The keyed fault scenario: a family `key/*` of `capacity`/s per key, `processes` client
+ * processes each asking `ratePerSec` over `keys` keys by Zipf(`zipfS`), each behind its own
+ * TCP proxy; process 0 cut from `cutAtMs` for `cutForMs`; the coordinator SIGKILLed at
+ * `killAtMs` and restarted `restartAfterMs` later (same data directory).
+ */
+export interface KeyedScenario {
+  readonly processes: number
+  readonly keys: number
+  readonly zipfS: number
+  readonly ratePerSec: number
+  readonly capacity: number
+  readonly durationMs: number
+  readonly cutAtMs: number
+  readonly cutForMs: number
+  readonly killAtMs: number
+  readonly restartAfterMs: number
+  /** The hot keys' share is measured over [from, to) ms, a window the faults have settled in. */
+  readonly steadyFromMs: number
+  readonly steadyToMs: number
+  /** First checks are counted from this long after the start (see KeyedResult.firstAdmitted). */
+  readonly warmMs: number
+}
+
+export const keyedScenario: KeyedScenario = {
+  processes: 4,
+  keys: 10_000,
+  zipfS: 1.1,
+  ratePerSec: 2000,
+  capacity: 20,
+  durationMs: 24_000,
+  cutAtMs: 4000,
+  cutForMs: 15_000,
+  killAtMs: 8000,
+  restartAfterMs: 500,
+  // From when the cut process's commitments have run out (cut + lease + grace + safe hold:
+  // 4 + 6 + 0.5 + 3 s) to when it comes back.
+  steadyFromMs: 14_000,
+  steadyToMs: 19_000,
+  warmMs: 2000,
+}
+
+export interface KeyedResult {
+  /** Keys asked for at least once. */
+  readonly keysSeen: number
+  /** The most any key was admitted beyond capacity·t + burst, over any interval (≤ 0: held). */
+  readonly worstExcess: number
+  /** The key that came closest to (or went over) its bound. */
+  readonly worstKey: string
+  /** Keys whose admissions went over their bound. */
+  readonly keysOver: number
+  /** Of the 20 most asked-for keys, the lowest admitted ÷ min(capacity, demand) over the steady window. */
+  readonly hotShareMin: number
+  /** The same, their mean. */
+  readonly hotShareMean: number
+  /**
+   * Each process's first check of a key: the share admitted, from `warmMs` after the start (a
+   * process's new keys hold what its share has earned since it rose: the first second is the
+   * ramp), process 0's while it is cut off and until it is back left out (a partitioned process
+   * enforces nothing new by design).
+   */
+  readonly firstAdmitted: number
+  readonly firstChecks: number
+  /** The first checks left out of firstAdmitted (the start's ramp, the cut process), and their share admitted. */
+  readonly rampAdmitted: number
+  readonly rampChecks: number
+  /** Requests admitted and refused, in all. */
+  readonly admitted: number
+  readonly refused: number
+}
+
+function findRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url))
+  while (!existsSync(join(dir, 'package.json')) && dirname(dir) !== dir) dir = dirname(dir)
+  return dir
+}
+
+/** Runs the keyed scenario with real processes; measures from what the client processes logged. */
+export async function runKeyedScenario(s: KeyedScenario = keyedScenario): Promise<KeyedResult> {
+  const root = findRoot()
+  const dir = await mkdtemp(join(tmpdir(), 'sluice-keyed-'))
+  const configPath = join(dir, 'sluice.json')
+  await writeFile(
+    configPath,
+    JSON.stringify({
+      server: { host: '127.0.0.1', limits: { heartbeatMs: 1000, roundDebounceMs: 20 } },
+      resources: [
+        {
+          match: 'key/*',
+          keyed: true,
+          kind: 'rate',
+          capacity: s.capacity,
+          // Lease times nearer the defaults than the other fault scenarios': a restart that takes
+          // a few seconds (process start, ledger load, reconnect backoff) is ridden out on leases.
+          leaseTtlMs: 6000,
+          refreshMs: 500,
+          graceMs: 500,
+          safeHoldMs: 3000,
+          demand: { estimator: 'max', window: 8 },
+        },
+      ],
+    }),
+  )
+  const coordinator = new CoordinatorProcess(configPath, await freePort())
+  const workers: { child: ChildProcess; proxy: TcpProxy; output: string; exited: Promise<void> }[] =
+    []
+  try {
+    await coordinator.start()
+    for (let i = 0; i < s.processes; i++) {
+      const proxy = await TcpProxy.start(coordinator.port)
+      const spec: KeyedWorkerSpec = {
+        url: `ws://127.0.0.1:${proxy.port}/v1/connect`,
+        clientId: `kp-${i}`,
+        durationMs: s.durationMs,
+        tickMs: 10,
+        prefix: 'key',
+        keys: s.keys,
+        zipfS: s.zipfS,
+        ratePerSec: s.ratePerSec,
+        seed: 1000 + i,
+      }
+      const child = spawn(
+        process.execPath,
+        [join(root, 'dist/bench/faults/keyed-worker.js'), JSON.stringify(spec)],
+        { stdio: ['ignore', 'pipe', 'inherit'] },
+      )
+      const worker = {
+        child,
+        proxy,
+        output: '',
+        exited: new Promise<void>((resolve) => child.once('exit', () => resolve())),
+      }
+      child.stdout.on('data', (d: Buffer) => (worker.output += d.toString()))
+      workers.push(worker)
+    }
+    const t0 = hostMs()
+    const actions: { atMs: number; run: () => Promise<void> | void }[] = [
+      { atMs: s.cutAtMs, run: () => workers[0]!.proxy.set('cut') },
+      { atMs: s.killAtMs, run: () => coordinator.stop() },
+      { atMs: s.killAtMs + s.restartAfterMs, run: () => coordinator.start() },
+      { atMs: s.cutAtMs + s.cutForMs, run: () => workers[0]!.proxy.set('open') },
+    ]
+    actions.sort((a, b) => a.atMs - b.atMs)
+    for (const a of actions) {
+      await sleep(t0 + a.atMs - hostMs())
+      await a.run()
+    }
+    await Promise.race([Promise.all(workers.map((w) => w.exited)), sleep(s.durationMs + 15_000)])
+    // For a look afterwards: SLUICE_FAULTS_KEEP=DIR keeps each worker's log and the coordinator's.
+    const keep = process.env.SLUICE_FAULTS_KEEP
+    if (keep !== undefined) {
+      for (const [i, w] of workers.entries()) await writeFile(join(keep, `kp-${i}.log`), w.output)
+      await writeFile(join(keep, 'coordinator.log'), `t0 ${t0}\n${coordinator.log}`)
+    }
+    return measureKeyed(
+      s,
+      workers.map((w) => w.output),
+      t0,
+    )
+  } finally {
+    for (const w of workers) {
+      if (w.child.exitCode === null) w.child.kill('SIGKILL')
+      await w.proxy.close()
+    }
+    await coordinator.stop()
+    await rm(dir, { recursive: true, force: true })
+  }
+}
+
+/** The measures of the keyed scenario, from the workers' logs alone. */
+export function measureKeyed(
+  s: KeyedScenario,
+  outputs: readonly string[],
+  t0: number,
+): KeyedResult {
+  const admissions = new Map<number, Admission[]>()
+  const asked = new Map<number, number>()
+  const steadyAdmitted = new Map<number, number>()
+  const steadyAsked = new Map<number, number>()
+  let firstChecks = 0
+  let firstAdmitted = 0
+  let rampChecks = 0
+  let rampAdmitted = 0
+  let admitted = 0
+  let refused = 0
+  const from = t0 + s.steadyFromMs
+  const to = t0 + s.steadyToMs
+  const warm = t0 + s.warmMs
+  const cutFrom = t0 + s.cutAtMs
+  const cutTo = t0 + s.cutAtMs + s.cutForMs + 2000
+  for (const [i, output] of outputs.entries())
+    for (const line of output.split('\n')) {
+      if (line === '') continue
+      const r = JSON.parse(line) as {
+        t: number
+        a?: Record<string, number>
+        r?: Record<string, number>
+        first?: number
+        ok?: boolean
+      }
+      if (r.first !== undefined) {
+        if (r.t < warm || (i === 0 && r.t >= cutFrom && r.t < cutTo)) {
+          rampChecks++
+          if (r.ok === true) rampAdmitted++
+          continue
+        }
+        firstChecks++
+        if (r.ok === true) firstAdmitted++
+        continue
+      }
+      const steady = r.t >= from && r.t < to
+      for (const [k, n] of Object.entries(r.a ?? {})) {
+        const key = Number(k)
+        admitted += n
+        let list = admissions.get(key)
+        if (list === undefined) admissions.set(key, (list = []))
+        list.push({ t: r.t, n })
+        asked.set(key, (asked.get(key) ?? 0) + n)
+        if (steady) {
+          steadyAdmitted.set(key, (steadyAdmitted.get(key) ?? 0) + n)
+          steadyAsked.set(key, (steadyAsked.get(key) ?? 0) + n)
+        }
+      }
+      for (const [k, n] of Object.entries(r.r ?? {})) {
+        const key = Number(k)
+        refused += n
+        asked.set(key, (asked.get(key) ?? 0) + n)
+        if (steady) steadyAsked.set(key, (steadyAsked.get(key) ?? 0) + n)
+      }
+    }
+  let worstExcess = -Infinity
+  let worstKey = ''
+  let keysOver = 0
+  for (const [key, list] of admissions) {
+    // Burst: one second of capacity (the family's default).
+    const excess = excessOverBound(
+      list,
+      [{ fromMs: t0 - 60_000, capacity: s.capacity }],
+      s.capacity,
+    )
+    if (excess > 0) keysOver++
+    if (excess > worstExcess) {
+      worstExcess = excess
+      worstKey = `k${key}`
+    }
+  }
+  const hottest = [...asked.entries()].sort((a, b) => b[1] - a[1]).slice(0, 20)
+  const seconds = (s.steadyToMs - s.steadyFromMs) / 1000
+  const shares = hottest.map(([key]) => {
+    const demand = (steadyAsked.get(key) ?? 0) / seconds
+    const got = (steadyAdmitted.get(key) ?? 0) / seconds
+    const due = Math.min(s.capacity, demand)
+    return due > 0 ? got / due : 1
+  })
+  return {
+    keysSeen: asked.size,
+    worstExcess,
+    worstKey,
+    keysOver,
+    hotShareMin: Math.min(...shares),
+    hotShareMean: shares.reduce((a, b) => a + b, 0) / Math.max(1, shares.length),
+    firstAdmitted: firstChecks > 0 ? firstAdmitted / firstChecks : 1,
+    firstChecks,
+    rampAdmitted: rampChecks > 0 ? rampAdmitted / rampChecks : 1,
+    rampChecks,
+    admitted,
+    refused,
+  }
+}
