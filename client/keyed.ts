@@ -380,7 +380,18 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
   applyFamilyLease(grant: LeaseGrant): boolean {
     if (this.#closed) return true
     const family = grant.family
-    if (family !== undefined) {
+    if (family === undefined) {
+      // The id matched a template that is not keyed: nothing here would hold per key.
+      this.refuse(
+        new SluiceError(
+          'SLUICE_ERR_RESOURCE_UNKNOWN',
+          `${this.familyId}: the template matching it is not keyed; give it keyed: true`,
+          { resource: this.familyId },
+        ),
+      )
+      return true
+    }
+    {
       this.#kind = family.kind
       if (
         this.#defaultLimits.capacity !== family.capacity ||

@@ -72,6 +72,9 @@ const config = `
 resources:
   - { match: payments-api, kind: rate, capacity: 1000, learningMs: 0, unsafeLearning: true }
   - { match: db-writes, kind: concurrency, capacity: 50, learningMs: 0, unsafeLearning: true }
+  # Short leases: a snippet killed while it holds a family's share lets it go within ~1.5 s.
+  - { match: 'apikey/*', keyed: true, kind: rate, capacity: 100, leaseTtlMs: 1000, refreshMs: 200, graceMs: 200, safeHoldMs: 200, learningMs: 0, unsafeLearning: true }
+  - { match: 'ip/*', keyed: true, kind: rate, capacity: 10, leaseTtlMs: 1000, refreshMs: 200, graceMs: 200, safeHoldMs: 200, learningMs: 0, unsafeLearning: true }
   - { match: '*', kind: rate, capacity: 100, learningMs: 0, unsafeLearning: true }
 `
 
