@@ -5,6 +5,7 @@ import { benchCoordinatorRows } from './coordinator.js'
 import { benchE2e, demands, limitPerSec } from './e2e.js'
 import { benchFailover, benchRestart } from './failover.js'
 import { benchHttp, benchHttpInstructions } from './http.js'
+import { benchKeys } from './keys.js'
 import { benchMassRestart } from './mass-restart.js'
 import { benchSafeHold } from './safe-hold.js'
 
@@ -100,6 +101,16 @@ if (only === undefined || only === 'e2e') {
   )
   console.log('| --- | --- | --- | --- | --- | --- | --- |')
   for (const row of await benchE2e(e2eRuns)) console.log(row)
+}
+
+// Not in the default set: it starts redis-server and a coordinator.
+if (only === 'keys') {
+  console.log(
+    `\n## keyed families: per-key limits, 10,000 keys by Zipf(1.1), 20/s per key (one process, one caller; median of ${runs} runs (min–max))\n`,
+  )
+  console.log('| limiter | decisions/s | p99 per decision | Sluice ÷ this |')
+  console.log('| --- | --- | --- | --- |')
+  for (const row of await benchKeys(runs)) console.log(row)
 }
 
 if (only === 'safe-hold') {

@@ -195,6 +195,10 @@ export const errorCatalogue = Object.freeze({
     message: 'coordinator did not answer',
     retryable: true,
   },
+  SLUICE_ERR_HTTP_TRUST_PROXY: {
+    message: 'requests come through a proxy the framework does not trust: callers share a key',
+    retryable: false,
+  },
   // client library
   SLUICE_ERR_CLIENT_CLOSED: {
     message: 'client or resource is closed',
@@ -217,7 +221,7 @@ export const errorCatalogue = Object.freeze({
     retryable: false,
   },
   SLUICE_ERR_CLIENT_TIMEOUT: {
-    message: 'acquire waited longer than maxWaitMs',
+    message: 'waited longer than allowed (maxWaitMs of acquire, timeoutMs of ready)',
     retryable: true,
   },
   SLUICE_ERR_CLIENT_QUEUE_FULL: {

@@ -335,8 +335,10 @@ export class RateLimitCore {
     if (!Number.isFinite(waitMs)) waitMs = this.#windowMs(limiter)
     const blockMs = this.options.blockMs ?? 0
     if (blockMs > 0) {
-      this.#block(key, blockMs)
+      // Blocked until the limit has room again, and at least blockMs: a block never ends
+      // before the window that refused (a client obeying Retry-After is not refused again).
       waitMs = Math.max(waitMs, blockMs)
+      this.#block(key, waitMs)
     }
     // A refusal states the policy whatever the header set: the client needs it now.
     const headers = this.#headers(limiter, resource, false, false, true)
@@ -345,9 +347,18 @@ export class RateLimitCore {
 
   #blockedAnswer(req: RequestInfo, key: string, waitMs: number): Decision {
     const headers: Record<string, string> = {}
-    const name = this.#limiter !== undefined ? this.#policyName : this.#resourceName(key, req)
+    // A refusal states the policy, blocked or not (and X-RateLimit-Limit with the legacy set).
+    const limiter = this.#keyed?.get(key)
+    const resource = limiter === undefined ? this.#resourceOf(key, req) : undefined
+    const name = limiter !== undefined ? this.#policyName : (resource?.id ?? this.#policyName)
+    const policy =
+      limiter !== undefined
+        ? this.#policyOf(limiter)
+        : resource === undefined
+          ? undefined
+          : derivePolicy(resource.describe())
     limitHeaders(
-      [{ name, policy: undefined, remaining: 0, resetSec: waitMs / 1000 }],
+      [{ name, policy, remaining: 0, resetSec: waitMs / 1000 }],
       this.#headerSet,
       headers,
     )
@@ -507,9 +518,5 @@ export class RateLimitCore {
     if (this.#family !== undefined) return this.#family.view(key)
     const r = this.#resource
     return typeof r === 'function' ? r(key, req) : r
-  }
-
-  #resourceName(key: string, req: RequestInfo): string {
-    return this.#resourceOf(key, req)?.id ?? this.#policyName
   }
 }

@@ -50,13 +50,29 @@ export function createRateLimitMiddleware(options: RateLimitOptions): Middleware
     }
     return false
   }
+  let warned = false
   // Not an async function: the allow path answers with one shared resolved promise.
   return (req, res, next) => {
-    // Behind a proxy, pass `key: { header: 'x-forwarded-for' }` to trust it; the socket address is the default.
+    // Express sets req.ip from its `trust proxy` setting (the client behind the load balancer);
+    // plain node:http has only the socket's address.
+    const express = req as IncomingMessage & {
+      ip?: string
+      app?: { get?: (name: string) => unknown }
+    }
+    if (!warned && express.app?.get !== undefined && req.headers['x-forwarded-for'] !== undefined) {
+      const trust = express.app.get('trust proxy')
+      if (trust === false || trust === undefined) {
+        warned = true
+        process.emitWarning(
+          "the request has X-Forwarded-For, but Express's 'trust proxy' is off: every caller behind the proxy shares one key (the proxy's address). Set app.set('trust proxy', 1) (the number of proxies in front), as express-rate-limit advises",
+          { code: 'SLUICE_ERR_HTTP_TRUST_PROXY' },
+        )
+      }
+    }
     let decision: ReturnType<RateLimitCore['decide']>
     try {
       decision = core.decide({
-        ip: req.socket.remoteAddress ?? '',
+        ip: express.ip ?? req.socket.remoteAddress ?? '',
         method: req.method ?? 'GET',
         headers: req.headers,
         route: pathOf(req.url),

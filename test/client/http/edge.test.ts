@@ -290,3 +290,50 @@ describe('a cluster-wide limit at the edge', () => {
     expect(last.headers['ratelimit-policy']).toBe('"search";q=10;w=1')
   })
 })
+
+describe('the middleware in Express', () => {
+  async function express3(trustProxy: boolean): Promise<{ codes: number[]; warned: string[] }> {
+    const { default: express } = await import('express')
+    const app = express()
+    if (trustProxy) app.set('trust proxy', 1)
+    const clock = new ManualClock()
+    app.use(
+      createRateLimitMiddleware({
+        limiter: () => new TokenBucketLimiter({ ratePerSec: 1, burst: 1, clock }),
+        clock,
+      }),
+    )
+    app.get('/hello', (_req, res) => {
+      res.send('hello')
+    })
+    const server = await new Promise<Server>((resolve) => {
+      const s = app.listen(0, '127.0.0.1', () => resolve(s))
+    })
+    cleanup.push(() => new Promise((resolve) => server.close(resolve)))
+    const warned: string[] = []
+    const onWarning = (w: Error & { code?: string }): void => void warned.push(w.code ?? '')
+    process.on('warning', onWarning)
+    const { port } = server.address() as AddressInfo
+    const codes: number[] = []
+    // Three callers behind one load balancer: the same socket address, their own X-Forwarded-For.
+    for (const ip of ['203.0.113.1', '203.0.113.2', '203.0.113.3']) {
+      const res = await fetch(`http://127.0.0.1:${port}/hello`, {
+        headers: { 'x-forwarded-for': ip },
+      })
+      codes.push(res.status)
+    }
+    await new Promise((resolve) => process.nextTick(resolve))
+    process.off('warning', onWarning)
+    return { codes, warned }
+  }
+
+  it("keys by req.ip, which follows Express's trust proxy: three callers behind a proxy, three keys", async () => {
+    expect((await express3(true)).codes).toEqual([200, 200, 200])
+  })
+
+  it('says so, once, when X-Forwarded-For comes and trust proxy is off (every caller one key)', async () => {
+    const { codes, warned } = await express3(false)
+    expect(codes).toEqual([200, 429, 429])
+    expect(warned.filter((c) => c === 'SLUICE_ERR_HTTP_TRUST_PROXY')).toHaveLength(1)
+  })
+})

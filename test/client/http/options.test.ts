@@ -393,6 +393,31 @@ describe('refusals: status, body and hooks', () => {
     clock.advance(5_000)
     expect(await codes(a, 1)).toEqual([200])
   })
+
+  it('never ends a block before the window that refused: a client obeying Retry-After is let in', async () => {
+    // The plan example of docs/http.md: a 60 s fixed window of 1, blockMs 10 s.
+    const clock = new ManualClock()
+    const a = app()
+    await a.register(fastifyRateLimit, {
+      limiter: () => new FixedWindow({ limit: 1, windowMs: 60_000, clock }),
+      blockMs: 10_000,
+      clock,
+    })
+    a.get('/hello', async () => 'hello')
+    expect((await a.inject('/hello')).statusCode).toBe(200)
+    const first = await a.inject('/hello')
+    expect(first.statusCode).toBe(429)
+    expect(first.headers['retry-after']).toBe('60')
+    clock.advance(1_000)
+    const during = await a.inject('/hello')
+    expect(during.statusCode).toBe(429)
+    // The block says what the window says (59 s), not what is left of its own 10 s, and states
+    // the policy as every refusal does.
+    expect(during.headers['retry-after']).toBe('59')
+    expect(during.headers['ratelimit-policy']).toBeDefined()
+    clock.advance(59_000)
+    expect((await a.inject('/hello')).statusCode).toBe(200)
+  })
 })
 
 describe('what counts', () => {

@@ -1,4 +1,5 @@
 import { EventEmitter, once } from 'node:events'
+import { createServer, type AddressInfo } from 'node:net'
 import { mkdtemp, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
@@ -40,7 +41,7 @@ describe('sluice validate', () => {
   it('exits 0 with a summary for a valid file', async () => {
     const { io: cliIo, out } = io()
     expect(await runCli(['validate', 'examples/default.yaml'], cliIo)).toBe(0)
-    expect(out.stdout).toContain('valid (3 resource template(s), 0 tenant(s)')
+    expect(out.stdout).toContain('valid (5 resource template(s), 0 tenant(s)')
   })
 
   it('exits 1 naming the field for an invalid file', async () => {
@@ -80,10 +81,52 @@ describe('sluice status', () => {
     expect(lines[1]).toMatch(/^api\s+rate\s+300\s+120\s+180\s+120\s+1\s+no$/)
   })
 
-  it('exits 1 with SLUICE_ERR_HTTP_UNREACHABLE when nothing answers', async () => {
+  it('exits 1 with SLUICE_ERR_HTTP_UNREACHABLE when nothing answers, and says what to check', async () => {
+    // A port nothing listens on (taken, then given back).
+    const probe = createServer()
+    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve))
+    const port = (probe.address() as AddressInfo).port
+    await new Promise((resolve) => probe.close(resolve))
     const { io: cliIo, out } = io()
-    expect(await runCli(['status', '--url', 'http://127.0.0.1:9'], cliIo)).toBe(1)
+    expect(await runCli(['status', '--url', `http://127.0.0.1:${port}`], cliIo)).toBe(1)
     expect(out.stderr).toContain('SLUICE_ERR_HTTP_UNREACHABLE')
+    expect(out.stderr).toMatch(/ECONNREFUSED.*is the coordinator running/)
+  })
+
+  it('takes the URL the coordinator prints for clients, a bare host:port, and SLUICE_URL', async () => {
+    const { server } = await startCoordinator(simpleConfig())
+    cleanup.push(() => server.close())
+    const hostPort = new URL(server.url).host
+    for (const url of [server.wsUrl, hostPort]) {
+      const { io: cliIo, out } = io()
+      expect(await runCli(['status', '--url', url], cliIo), `${url}: ${out.stderr}`).toBe(0)
+    }
+    const before = process.env.SLUICE_URL
+    process.env.SLUICE_URL = server.wsUrl
+    try {
+      const { io: cliIo, out } = io()
+      expect(await runCli(['status'], cliIo), out.stderr).toBe(0)
+    } finally {
+      if (before === undefined) delete process.env.SLUICE_URL
+      else process.env.SLUICE_URL = before
+    }
+  })
+})
+
+describe('sluice usage errors', () => {
+  it('names an unknown option and the one meant', async () => {
+    const { io: cliIo, out } = io()
+    expect(await runCli(['status', '--tokn', 'x'], cliIo)).toBe(2)
+    expect(out.stderr).toContain('unknown option --tokn (did you mean --token?)')
+  })
+
+  it('names an unknown command and the one meant, and prints the version', async () => {
+    const { io: cliIo, out } = io()
+    expect(await runCli(['stauts'], cliIo)).toBe(2)
+    expect(out.stderr).toContain('did you mean status?')
+    const version = io()
+    expect(await runCli(['--version'], version.io)).toBe(0)
+    expect(version.out.stdout).toMatch(/^sluice \d+\.\d+\.\d+/)
   })
 })
 
