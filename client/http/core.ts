@@ -342,7 +342,12 @@ export class RateLimitCore {
     }
     // A refusal states the policy whatever the header set: the client needs it now.
     const headers = this.#headers(limiter, resource, false, false, true)
-    return this.#refusal(req, key, headers, waitMs, false)
+    // Which limit said no: the local per-key one (by its policy's name) or the shared one.
+    const limit =
+      limiter !== undefined && !limiterCharged
+        ? this.#policyName
+        : (resource?.id ?? this.#policyName)
+    return this.#refusal(req, key, headers, waitMs, false, limit)
   }
 
   #blockedAnswer(req: RequestInfo, key: string, waitMs: number): Decision {
@@ -362,7 +367,7 @@ export class RateLimitCore {
       this.#headerSet,
       headers,
     )
-    return this.#refusal(req, key, headers, waitMs, true)
+    return this.#refusal(req, key, headers, waitMs, true, name)
   }
 
   #refusal(
@@ -371,10 +376,17 @@ export class RateLimitCore {
     headers: Record<string, string>,
     waitMs: number,
     blocked: boolean,
+    limit: string,
   ): Decision {
     const retryAfterSec = retryAfterSeconds(waitMs)
     headers['retry-after'] = String(retryAfterSec)
-    const context: LimitContext = { key, statusCode: this.#statusCode, retryAfterSec, blocked }
+    const context: LimitContext = {
+      key,
+      statusCode: this.#statusCode,
+      retryAfterSec,
+      blocked,
+      limit,
+    }
     this.options.onLimited?.(req, context)
     const body =
       this.options.errorResponse === undefined
@@ -385,6 +397,7 @@ export class RateLimitCore {
                 ? `${errorCatalogue.SLUICE_ERR_HTTP_RATE_LIMITED.message}: blocked for ${retryAfterSec} s`
                 : errorCatalogue.SLUICE_ERR_HTTP_RATE_LIMITED.message,
               retryable: true,
+              limit,
             },
           }
         : this.options.errorResponse(req, context)

@@ -29,6 +29,11 @@ export interface LimitContext {
   readonly retryAfterSec: number
   /** Refused because the key is blocked (`blockMs`), not by a limiter. */
   readonly blocked: boolean
+  /**
+   * Which limit refused: the per-key limiter (its policy's name, `default` unless `policy.name`
+   * says) or the shared one (the resource's id, a keyed family's prefix).
+   */
+  readonly limit: string
 }
 
 export interface RateLimitOptions {

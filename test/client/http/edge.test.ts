@@ -75,6 +75,7 @@ describe('fastifyRateLimit', () => {
         code: 'SLUICE_ERR_HTTP_RATE_LIMITED',
         message: 'rate limit exceeded',
         retryable: true,
+        limit: 'default',
       },
     })
     clock.advance(1000)

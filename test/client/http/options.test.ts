@@ -366,7 +366,7 @@ describe('refusals: status, body and hooks', () => {
     expect(refused.json()).toEqual({ message: 'slow down, retry in 1 s' })
     expect(exceeding).toEqual(['10.1.1.1'])
     expect(limitedCalls).toEqual([
-      { key: '10.1.1.1', statusCode: 503, retryAfterSec: 1, blocked: false },
+      { key: '10.1.1.1', statusCode: 503, retryAfterSec: 1, blocked: false, limit: 'default' },
     ])
     const text = await limited(clock, { errorResponse: () => 'too many' }, 1)
     await text.inject('/hello')
