@@ -616,9 +616,11 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
     const resources = []
     for (const r of this.#resources.values()) {
       if (r.refused !== undefined) continue
+      const quota = r.usedInWindow()
       resources.push({
         resource: r.id,
         wants: clampQuantity(r.takeDemand()),
+        ...(quota === undefined ? {} : { used: quota.used, window: quota.window }),
         ...(r.weight === undefined ? {} : { weight: r.weight }),
         ...(r.priority === undefined ? {} : { priority: r.priority }),
         usage: r.takeUsage(),

@@ -53,6 +53,10 @@ export interface Enforcer {
   takeDemand(nowMs: number, waitingCost: number): number
   /** Whether demand so far is well above the capacity in force (an early report may help). */
   throttled(nowMs: number, capacity: number, waiting: number): boolean
+  /** Quota: the window a lease's budget belongs to, and how long it may be spent from now. */
+  window(index: number, endsInMs: number): void
+  /** Quota: units used in the window, for the report; undefined for other kinds. */
+  usedInWindow(): { readonly used: number; readonly window: number } | undefined
 }
 
 const ratePermit: Permit = Object.freeze({ release: () => undefined })
@@ -123,6 +127,12 @@ export class RateEnforcer implements Enforcer {
 
   throttled(nowMs: number, capacity: number): boolean {
     return this.#meter.rateSoFar(nowMs) > 1.5 * capacity + 1
+  }
+
+  window(): void {}
+
+  usedInWindow(): undefined {
+    return undefined
   }
 }
 
@@ -227,6 +237,117 @@ export class SlotEnforcer implements Enforcer {
   throttled(_nowMs: number, _capacity: number, waiting: number): boolean {
     return waiting > 0
   }
+
+  window(): void {}
+
+  usedInWindow(): undefined {
+    return undefined
+  }
+}
+
+/**
+ * A quota's budget: the lease's capacity is what this process may use in
+ * the window in all (what it used included); each admission spends from it,
+ * nothing refills it but a new lease, and nothing is spent once the window
+ * (less the grace) is over. Reports say what was used, so the coordinator
+ * can size the next block and give back what was not.
+ */
+export class QuotaEnforcer implements Enforcer {
+  readonly kind = 'quota'
+  readonly inFlight = 0
+  readonly reportedInFlight = undefined
+  readonly refills = false
+  #budget = 0
+  #used = 0
+  #index: number | undefined = undefined
+  #endAtMs = 0
+  readonly #clock: Clock
+  readonly #meter: DemandMeter
+  readonly #host: EnforcerHost
+
+  constructor(clock: Clock, meter: DemandMeter, host: EnforcerHost) {
+    this.#clock = clock
+    this.#meter = meter
+    this.#host = host
+  }
+
+  get fits(): boolean {
+    return this.#used <= this.#budget
+  }
+
+  tryAcquire(cost: number, waiting: number): boolean {
+    const meter = this.#meter
+    meter.ask(cost)
+    if (waiting === 0 && this.#spend(cost)) {
+      meter.admitted(cost)
+      return true
+    }
+    meter.refused(cost)
+    this.#host.refused()
+    return false
+  }
+
+  take(cost: number): boolean {
+    if (!this.#spend(cost)) return false
+    this.#meter.admitted(cost)
+    return true
+  }
+
+  #spend(cost: number): boolean {
+    if (this.#used + cost > this.#budget || this.#clock.now() >= this.#endAtMs) return false
+    this.#used += cost
+    return true
+  }
+
+  permit(): Permit {
+    return ratePermit
+  }
+
+  meterArrival(cost: number): void {
+    this.#meter.ask(cost)
+  }
+
+  meterQueued(): void {}
+
+  apply(capacity: number): void {
+    this.#budget = wholeSlots(capacity)
+  }
+
+  window(index: number, endsInMs: number): void {
+    // A new window: a new budget, nothing used yet.
+    if (index !== this.#index) this.#used = 0
+    this.#index = index
+    this.#endAtMs = this.#clock.now() + endsInMs
+  }
+
+  usedInWindow(): { used: number; window: number } | undefined {
+    return this.#index === undefined ? undefined : { used: this.#used, window: this.#index }
+  }
+
+  /** 0 while the budget has room; spent, until the window ends (when a new budget comes). */
+  msUntil(cost: number): number {
+    const now = this.#clock.now()
+    if (this.#used + cost <= this.#budget && now < this.#endAtMs) return 0
+    return this.#index === undefined ? Infinity : Math.max(1, this.#endAtMs - now)
+  }
+
+  remaining(): number {
+    return Math.max(0, this.#budget - this.#used)
+  }
+
+  /** Until the window ends: when a spent budget comes back (a new one). */
+  msUntilFull(): number {
+    return Math.max(0, this.#endAtMs - this.#clock.now())
+  }
+
+  takeDemand(nowMs: number, waitingCost: number): number {
+    return this.#meter.take(nowMs, true, waitingCost)
+  }
+
+  /** Asked for faster than the block lasts, or most of it spent: a report now sizes the next block. */
+  throttled(nowMs: number): boolean {
+    return this.#meter.rateSoFar(nowMs) > 0 && this.remaining() < 0.25 * this.#budget + 1
+  }
 }
 
 /** One enforcer per kind, made once per resource: a lease names the kind in force. */
@@ -243,5 +364,6 @@ export function createEnforcers(
   return Object.freeze({
     rate: new RateEnforcer(hotClock, meter, host),
     concurrency: new SlotEnforcer(meter, host),
+    quota: new QuotaEnforcer(hotClock, meter, host),
   })
 }

@@ -320,9 +320,17 @@ export class Resource extends EventEmitter<ResourceEvents> {
     return this.#enforcer.remaining()
   }
 
-  /** What it admits now, for HTTP headers: the capacity in force per second and its burst. */
-  describe(): { ratePerSec: number; burst: number } {
+  /**
+   * What it admits now, for HTTP headers: the capacity in force per second and its burst; for a
+   * quota, the whole quota of a window (every process's together) and the window's length.
+   */
+  describe(): { ratePerSec: number; burst: number; windowSec?: number } {
     const state = this.#state
+    const window = state.mode === 'leased' ? state.lease.window : undefined
+    if (window !== undefined) {
+      const windowSec = Math.max(1, Math.round(window.lengthMs / 1000))
+      return { ratePerSec: window.quota / windowSec, burst: window.quota, windowSec }
+    }
     const capacity = this.capacity
     return { ratePerSec: capacity, burst: state.mode === 'leased' ? state.lease.burst : capacity }
   }
@@ -365,6 +373,11 @@ export class Resource extends EventEmitter<ResourceEvents> {
     return this.#lastReported
   }
 
+  /** Quota: units used in the current window, for the report. */
+  usedInWindow(): { readonly used: number; readonly window: number } | undefined {
+    return this.#enforcer.usedInWindow()
+  }
+
   /** What the limiter admitted and refused since the last call, for the report. */
   takeUsage(): Usage {
     return this.#meter.takeUsage(
@@ -383,6 +396,7 @@ export class Resource extends EventEmitter<ResourceEvents> {
   applyLease(grant: LeaseGrant): boolean {
     if (this.#closed) return true
     this.#enforcer = this.#enforcers[grant.kind]
+    if (grant.window !== undefined) this.#enforcer.window(grant.window.index, grant.window.endsInMs)
     this.#expiryTimer?.cancel()
     this.#holdTimer?.cancel()
     this.#holdTimer = undefined

@@ -6,8 +6,11 @@
  * the client and the simulator all derive theirs from here.
  */
 
-/** `rate`: tokens per second, enforced by a token bucket. `concurrency`: slots in flight, by a semaphore. */
-export const resourceKinds = ['rate', 'concurrency'] as const
+/**
+ * `rate`: tokens per second, enforced by a token bucket. `concurrency`: slots in flight, by a
+ * semaphore. `quota`: units per window (a day's budget), leased in blocks and spent locally.
+ */
+export const resourceKinds = ['rate', 'concurrency', 'quota'] as const
 export type ResourceKind = (typeof resourceKinds)[number]
 
 /**
@@ -93,6 +96,13 @@ export const kindTraits: Readonly<Record<ResourceKind, KindTraits>> = Object.fre
     holdsInFlight: true,
     unitSuffix: ' slots',
     label: 'slots',
+  }),
+  quota: Object.freeze({
+    wholeUnits: true,
+    refills: false,
+    holdsInFlight: false,
+    unitSuffix: ' a window',
+    label: 'quota',
   }),
 })
 

@@ -47,7 +47,10 @@ export interface Decision {
 }
 
 /** The policy a limiter's shape announces: the window its burst refills in, and that window's quota. */
-export function derivePolicy(shape: LimiterShape): RateLimitPolicy {
+export function derivePolicy(shape: LimiterShape & { windowSec?: number }): RateLimitPolicy {
+  // A quota says its window outright.
+  if (shape.windowSec !== undefined)
+    return { quota: Math.floor(shape.burst + 1e-9), windowSec: shape.windowSec }
   if (!(shape.ratePerSec > 0)) return { quota: 0, windowSec: 1 }
   const windowSec = Math.max(1, Math.ceil(shape.burst / shape.ratePerSec - 1e-9))
   return { quota: Math.floor(shape.ratePerSec * windowSec + 1e-9), windowSec }

@@ -9,6 +9,7 @@ import {
 } from '../../shared/index.js'
 import type { AllocationProblem } from '../allocation/index.js'
 import { PatternList } from './glob.js'
+import { parseDuration, type WindowSpec } from './window.js'
 import type { Config, ResourceTemplate, TenantConfig } from './schema.js'
 
 /** Everything the coordinator needs to know about one resource, defaults applied. Frozen. */
@@ -50,6 +51,8 @@ export interface ResourceSettings {
    * resource (`role: 'key'`, id `<prefix>/<key>`, the key's capacity).
    */
   readonly family?: FamilySettings | undefined
+  /** Quota: the window `capacity` is a budget of. */
+  readonly quotaWindow?: WindowSpec | undefined
 }
 
 /** What a keyed family is, for its own resource and each of its keys. */
@@ -69,6 +72,44 @@ export interface FamilySettings {
   readonly maxHotKeys: number
   /** Most processes that hold a default share at once (see the template's maxDefaultHolders). */
   readonly maxDefaultHolders: number
+}
+
+/** A quota template's window, parsed. */
+export function windowSpecOf(t: ResourceTemplate): WindowSpec | undefined {
+  if (t.kind !== 'quota' || t.window === undefined) return undefined
+  if (typeof t.window !== 'string') return { kind: 'calendar', ...t.window }
+  return { kind: 'fixed', ms: parseDuration(t.window)! }
+}
+
+/** The longest a window of `spec` lasts, ms. */
+function windowLengthMs(spec: WindowSpec): number {
+  if (spec.kind === 'fixed') return spec.ms
+  return { day: 25, week: 7 * 24 + 1, month: 31 * 24 + 1 }[spec.unit] * 3_600_000
+}
+
+/**
+ * What a quota changes in a resource's settings: no safe fallback (a
+ * lapsed block is spent, not refilled), no surplus spread (budget handed
+ * out is gone for the window), and without a ledger, learning for a whole
+ * window: a coordinator that cannot know what was used in it grants
+ * nothing until the next one.
+ */
+function quotaSettings(t: ResourceTemplate): Partial<ResourceSettings> {
+  const window = windowSpecOf(t)
+  if (window === undefined) return {}
+  return {
+    quotaWindow: window,
+    safeCapacity: 0,
+    surplus: 'hold',
+    headroomTolerance: 0,
+    learningMs: quotaLearningMs(t, window),
+  }
+}
+
+/** A quota learns a whole window without a ledger, unless told otherwise with unsafeLearning. */
+function quotaLearningMs(t: ResourceTemplate, window: WindowSpec): number {
+  if (t.unsafeLearning && t.learningMs !== undefined) return t.learningMs
+  return Math.max(defaultLearningMs(t), windowLengthMs(window))
 }
 
 /** The family of a keyed template (undefined for others). */
@@ -123,7 +164,8 @@ export function keyShape(
 
 /** A template's learning period, defaults applied. */
 export function templateLearningMs(t: ResourceTemplate): number {
-  return defaultLearningMs(t)
+  const window = windowSpecOf(t)
+  return window === undefined ? defaultLearningMs(t) : quotaLearningMs(t, window)
 }
 
 /**
@@ -217,6 +259,7 @@ export class CompiledConfig {
       failureMode: t.failureMode,
       headroomTolerance:
         family?.role === 'family' ? 0 : t.surplus === 'spread' ? t.headroomTolerance : 0,
+      ...quotaSettings(t),
       ...(family === undefined
         ? {}
         : { family, ...(family.role === 'family' ? { surplus: 'hold' as const } : {}) }),

@@ -10,6 +10,7 @@ import {
   weightSchema,
 } from '../../shared/index.js'
 import { algorithms, surplusPolicies } from '../allocation/index.js'
+import { isTimeZone, parseDuration } from './window.js'
 
 const quantity = quantitySchema
 const weight = weightSchema
@@ -257,8 +258,58 @@ export const resourceTemplateSchema = z
      * leave each of them at least one token (or slot) of every key's burst.
      */
     maxDefaultHolders: z.number().int().min(1).max(1_000_000).optional(),
+    /**
+     * Quota: the window `capacity` is a budget of. A duration aligned to the epoch (`60s`,
+     * `15m`, `1h`, `1d`; it divides a day or is whole days), or a calendar unit in a time zone
+     * (`{ unit: day | week | month, timeZone: Europe/Paris }`).
+     */
+    window: z
+      .union([
+        z.string().min(1),
+        z.strictObject({
+          unit: z.enum(['day', 'week', 'month']),
+          timeZone: z.string().min(1).default('UTC'),
+        }),
+      ])
+      .optional(),
   })
   .superRefine((t, ctx) => {
+    if (t.kind === 'quota') {
+      if (t.window === undefined)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['window'],
+          message:
+            'a quota needs its window: a duration such as 1h or 1d, or { unit: day, timeZone }',
+        })
+      else if (typeof t.window === 'string') {
+        const ms = parseDuration(t.window)
+        if (ms === undefined)
+          ctx.addIssue({
+            code: 'custom',
+            path: ['window'],
+            message: `a duration such as 60s, 15m, 1h or 1d, or { unit, timeZone }; received ${JSON.stringify(t.window)}`,
+          })
+        else if (ms < 1000 || (86_400_000 % ms !== 0 && ms % 86_400_000 !== 0))
+          ctx.addIssue({
+            code: 'custom',
+            path: ['window'],
+            message: `${t.window} does not divide a day (nor is it whole days), so its windows would drift against the days: pick 1m, 5m, 15m, 1h, 6h, 1d, 7d`,
+          })
+      } else if (!isTimeZone(t.window.timeZone))
+        ctx.addIssue({
+          code: 'custom',
+          path: ['window', 'timeZone'],
+          message: `${JSON.stringify(t.window.timeZone)} is not a time zone this runtime knows (IANA names, e.g. Europe/Paris)`,
+        })
+      if (t.keyed)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['keyed'],
+          message: 'keyed quotas are not in this release: a quota per named resource',
+        })
+    } else if (t.window !== undefined)
+      ctx.addIssue({ code: 'custom', path: ['window'], message: 'a window is for kind: quota' })
     if (!t.keyed) {
       if (Object.keys(t.keys).length > 0)
         ctx.addIssue({

@@ -13,14 +13,20 @@ import {
   type ReleaseMessage,
 } from '../../shared/index.js'
 import { TokenBucket } from '../../shared/limiters/index.js'
-import { CompiledConfig, type Config, type Limits, type ResourceSettings } from '../config/index.js'
+import {
+  CompiledConfig,
+  windowAt,
+  type Config,
+  type Limits,
+  type ResourceSettings,
+} from '../config/index.js'
 import {
   restoredUntilMs,
   writtenBeforeLast,
   type Ledger,
   type LedgerEntry,
 } from '../ledger/index.js'
-import { Pool, clientKey, type Holding, type LeaseBatch } from '../pool/index.js'
+import { Pool, clientKey, type Holding, type LeaseBatch, type QuotaClock } from '../pool/index.js'
 import type { Upstream } from '../tree/index.js'
 import {
   admitClient,
@@ -647,7 +653,19 @@ export class Coordinator {
         this.#writeAhead === undefined || this.#writeAhead.ledger.synchronous
           ? 0
           : this.config.server.ledgerMaxWriteMs,
+      quotaClock: this.#quotaClock,
     })
+  }
+
+  /** Quota windows are wall-clock windows (a day is a day); the pool runs on the monotonic clock. */
+  readonly #quotaClock: QuotaClock = (spec, nowMs) => {
+    const wallMs = nowMs - this.#clock.now() + this.#clock.wallNow()
+    const w = windowAt(spec, wallMs)
+    return {
+      index: w.index,
+      startMs: nowMs + (w.startMs - wallMs),
+      endMs: nowMs + (w.endMs - wallMs),
+    }
   }
 
   /** A follower's answer to a client: the leader's URL, or come back later. */

@@ -122,6 +122,9 @@ export class Entry {
   #current = 0
   /** The next report renews the lease whatever its age (after a reconnect: renewals carry acks). */
   resendDue = false
+  /** Quota: units the client reported used in window `usedWindow`. */
+  used = 0
+  usedWindow = Number.NaN
 
   constructor(client: ClientState, resource: ResourceState) {
     this.client = client

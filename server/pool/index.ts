@@ -1,4 +1,11 @@
 export { DemandHistory } from './demand.js'
 export { Pool, clientKey } from './pool.js'
-export type { ConnectOutcome, DemandReport, Holding, LeaseBatch, SettingsLookup } from './pool.js'
+export type {
+  ConnectOutcome,
+  DemandReport,
+  Holding,
+  LeaseBatch,
+  QuotaClock,
+  SettingsLookup,
+} from './pool.js'
 export type { ClientSnapshot, ResourceSnapshot } from './snapshot.js'

@@ -1,6 +1,12 @@
 import { allocate, wholeUnits, type ClientDemand } from '../allocation/index.js'
-import { leaseTtlMsAt, type FamilySettings, type ResourceSettings } from '../config/index.js'
-import { inKindUnits, kindTraits, type LeaseGrant } from '../../shared/index.js'
+import {
+  leaseTtlMsAt,
+  windowAt,
+  type FamilySettings,
+  type ResourceSettings,
+  type WindowSpec,
+} from '../config/index.js'
+import { inKindUnits, kindTraits, wholeSlots, type LeaseGrant } from '../../shared/index.js'
 import type { LedgerChange, LedgerEntry } from '../ledger/index.js'
 import { ClientState, Entry, ResourceState, type LeaseRecord } from './entry.js'
 import type { ClientSnapshot, ResourceSnapshot } from './snapshot.js'
@@ -19,6 +25,9 @@ export interface LeaseBatch {
 export interface DemandReport {
   readonly resource: string
   readonly wants: number
+  /** Quota: units used in `window` so far. */
+  readonly used?: number | undefined
+  readonly window?: number | undefined
   readonly weight?: number | undefined
   readonly priority?: number | undefined
 }
@@ -88,6 +97,15 @@ function familyPayload(f: FamilySettings): NonNullable<LeaseGrant['family']> {
   }
   return payload
 }
+
+/** The quota window that holds `nowMs`, on the pool's clock: its number and end. */
+export type QuotaClock = (
+  spec: WindowSpec,
+  nowMs: number,
+) => { index: number; startMs: number; endMs: number }
+
+/** Windows on the pool's own clock taken as the wall clock (tests, the simulator). */
+const sameClockWindows: QuotaClock = (spec, nowMs) => windowAt(spec, nowMs)
 
 /** Newer first: by issue time, then generation; claims without one last. */
 function newerFirst(
@@ -166,16 +184,25 @@ export class Pool {
   /** Longest a batch may wait between `round` (or any call) returning it and its sending. */
   readonly #sendDelayMs: number
 
+  /** Quota windows on this pool's clock (`QuotaClock`). */
+  readonly #quotaClock: QuotaClock
+
   constructor(
     startMs: number,
     settingsFor: SettingsLookup,
-    options: { learn?: boolean; track?: boolean; sendDelayMs?: number } = {},
+    options: {
+      learn?: boolean
+      track?: boolean
+      sendDelayMs?: number
+      quotaClock?: QuotaClock
+    } = {},
   ) {
     this.#startMs = startMs
     this.#settingsFor = settingsFor
     this.#learn = options.learn ?? true
     this.#track = options.track ?? false
     this.#sendDelayMs = options.sendDelayMs ?? 0
+    this.#quotaClock = options.quotaClock ?? sameClockWindows
   }
 
   /**
@@ -526,6 +553,8 @@ export class Pool {
         ;(newResources ??= []).push(report.resource)
       }
       entry.history.record(report.wants)
+      if (report.used !== undefined && report.window !== undefined)
+        this.#recordUsed(entry, report.used, report.window, nowMs)
       if (report.weight !== undefined) entry.weight = report.weight
       if (report.priority !== undefined) entry.priority = report.priority
       entry.refresh(nowMs)
@@ -755,6 +784,7 @@ export class Pool {
         reserved += e.committed
       } else sharing.push(e)
     }
+    if (r.settings.quotaWindow !== undefined) return this.#quotaRound(r, sharing, reserved, nowMs)
     const defaults = r.settings.family?.role === 'family' ? defaultHolders(r, sharing) : undefined
     const clients: ClientDemand[] = sharing.map((e, i) => ({
       id: e.client.key,
@@ -791,6 +821,70 @@ export class Pool {
     this.#grantIncreases(r, nowMs, true)
     // A client with no lease yet learns where it stands at once, even at 0 while it waits for
     // free capacity: it gets the lease's parameters (safe capacity, refresh) instead of guessing.
+    for (const e of sharing) if (e.leases.length === 0) this.#send(e, 0, nowMs)
+  }
+
+  /** A client's report of what it used of a quota in a window: the newest count of this window holds. */
+  #recordUsed(entry: Entry, used: number, window: number, nowMs: number): void {
+    const spec = entry.resource.settings.quotaWindow
+    if (spec === undefined) return
+    const now = this.#quotaClock(spec, nowMs)
+    if (window !== now.index) return
+    if (entry.usedWindow !== now.index) {
+      entry.usedWindow = now.index
+      entry.used = 0
+    }
+    if (used > entry.used) entry.used = used
+  }
+
+  /**
+   * A quota's round. Each client's budget for the window is what it used
+   * (as it reported) plus a block: the budget left (capacity less what
+   * everyone used, and less what silent clients hold) shared by weighted
+   * max-min over the blocks asked for, a block being what the client asks
+   * per second times a horizon of two refresh periods (so a steady client
+   * renews about once a period), never past the window's end. Near the end
+   * of the budget blocks shrink to what is fair; a client that asks for
+   * nothing is cut back to what it used, and the rest comes back. Decreases
+   * free budget only once acknowledged (a client acknowledges only when what
+   * it used fits the new budget) or at the window's end; a block sent is
+   * counted as used until then, whatever becomes of its client.
+   */
+  #quotaRound(r: ResourceState, sharing: readonly Entry[], reserved: number, nowMs: number): void {
+    const s = r.settings
+    const window = this.#quotaClock(s.quotaWindow!, nowMs)
+    const leftMs = Math.max(0, window.endMs - nowMs - s.graceMs)
+    const horizonSec = Math.min(leftMs, 2 * s.refreshMs) / 1000
+    let usedAll = 0
+    const used = sharing.map((e) => {
+      const u = e.usedWindow === window.index ? e.used : 0
+      usedAll += u
+      return u
+    })
+    const left = Math.max(0, s.capacity - reserved - usedAll)
+    const result = allocate({
+      capacity: wholeSlots(left),
+      algorithm: 'fair-share',
+      surplus: 'hold',
+      tenants: s.tenants,
+      clients: sharing.map((e) => ({
+        id: e.client.key,
+        wants: e.history.estimate() * horizonSec,
+        weight: e.weight,
+        priority: e.priority,
+        tenant:
+          e.client.tenant !== undefined && Object.hasOwn(s.tenants, e.client.tenant)
+            ? e.client.tenant
+            : undefined,
+      })),
+    })
+    const blocks = wholeUnits(result.grants)
+    for (let i = 0; i < sharing.length; i++) sharing[i]!.target = used[i]! + blocks[i]!
+    const eps = r.epsilon
+    for (const e of sharing) if (e.target < e.newest - eps) this.#send(e, e.target, nowMs)
+    r.starved.clear()
+    for (const e of sharing) if (e.target > e.newest + eps) r.starved.add(e)
+    this.#grantIncreases(r, nowMs, true)
     for (const e of sharing) if (e.leases.length === 0) this.#send(e, 0, nowMs)
   }
 
@@ -1064,7 +1158,13 @@ export class Pool {
       this.#batches.set(client, batch)
     }
     const s = entry.resource.settings
-    const ttlMs = leaseTtlMsAt(s, nowMs)
+    // A quota's block is spent until the window ends (less the grace, so no unit spills into
+    // the next window): that is its life, and it is counted until the window ends.
+    const window = s.quotaWindow === undefined ? undefined : this.#quotaClock(s.quotaWindow, nowMs)
+    const ttlMs =
+      window === undefined
+        ? leaseTtlMsAt(s, nowMs)
+        : Math.max(0, Math.floor(window.endMs - nowMs - s.graceMs))
     // The fallback never exceeds the lease: what a silent client may enforce is what it was leased.
     const safeShare = s.safeCapacity ?? s.capacity / Math.max(1, entry.resource.entries.size)
     const safeCapacity = Math.min(capacity, inKindUnits(s.kind, safeShare))
@@ -1081,6 +1181,16 @@ export class Pool {
       safeCapacity,
       safeHoldMs: s.safeHoldMs,
       ...(s.family?.role === 'family' ? { family: familyPayload(s.family) } : {}),
+      ...(window === undefined
+        ? {}
+        : {
+            window: {
+              index: window.index,
+              endsInMs: ttlMs,
+              quota: s.capacity,
+              lengthMs: Math.round(window.endMs - window.startMs),
+            },
+          }),
     })
   }
 

@@ -111,10 +111,16 @@ export const usageEntry = z.strictObject({
   peakInFlight: quantity.optional(),
 })
 
+/** A quota window as the wire names it: its number, not its time. */
+const windowIndex = z.number().int().min(-1e12).max(1e12)
+
 export const demandEntry = z.strictObject({
   resource: resourceId,
-  /** Tokens/s or slots wanted now. */
+  /** Tokens/s or slots wanted now (quota: units/s asked for). */
   wants: quantity,
+  /** Quota: units used in `window` so far (cumulative). */
+  used: quantity.optional(),
+  window: windowIndex.optional(),
   weight: weight.optional(),
   priority: priority.optional(),
   usage: usageEntry.optional(),
@@ -176,6 +182,21 @@ export const leaseGrant = z.strictObject({
    * and the plan's keys that differ. A key leased on its own (`<prefix>/<key>`) is enforced
    * by its own lease from then on, never by the default share again.
    */
+  /**
+   * Quota: the window this lease's budget belongs to, and how long the client may spend it,
+   * from receipt (ends before the window does by graceMs: no unit spills into the next).
+   * `capacity` is then the budget of the window in all, what was used included.
+   */
+  window: z
+    .strictObject({
+      index: windowIndex,
+      endsInMs: z.number().int().min(0),
+      /** The whole quota of a window, every client's together (what a caller is held to). */
+      quota: quantity,
+      /** How long a window lasts, ms (a calendar month: this one). */
+      lengthMs: z.number().int().min(1),
+    })
+    .optional(),
   family: z
     .strictObject({
       kind: z.enum(resourceKinds),

@@ -1,0 +1,114 @@
+import { afterEach, describe, expect, it } from 'vitest'
+import type { Resource } from '../../client/index.js'
+import type { ConfigInput } from '../../server/config/index.js'
+import Fastify from 'fastify'
+import { fastifyRateLimit } from '../../client/http/index.js'
+import { Cluster } from '../helpers/cluster.js'
+
+// A quota end to end: a real coordinator and real clients over WebSockets on a manual clock.
+// 600 units a minute (windows aligned to the epoch: the manual clock's first one ends 40 s in).
+
+const config = (): ConfigInput => ({
+  server: { limits: { roundDebounceMs: 0 } },
+  resources: [
+    {
+      match: 'emails',
+      kind: 'quota',
+      capacity: 600,
+      window: '1m',
+      leaseTtlMs: 5000,
+      refreshMs: 200,
+      graceMs: 200,
+      learningMs: 0,
+      unsafeLearning: true,
+    },
+  ],
+})
+
+let cluster: Cluster | undefined
+afterEach(async () => {
+  await cluster?.close()
+  cluster = undefined
+})
+
+/** Asks for `perSec` units at each process every 10 ms step for `ms`, counting what each got. */
+async function run(
+  resources: readonly Resource[],
+  perSec: readonly number[],
+  ms: number,
+  got: number[],
+): Promise<void> {
+  const owed = resources.map(() => 0)
+  for (let t = 0; t < ms; t += 10) {
+    for (const [i, r] of resources.entries()) {
+      owed[i]! += (perSec[i]! * 10) / 1000
+      for (; owed[i]! >= 1; owed[i]!--) if (r.tryAcquire()) got[i]!++
+    }
+    await cluster!.step(10)
+  }
+}
+
+describe('quota (real sockets, manual clock)', () => {
+  it('spends a window’s budget across processes, never past it, and opens the next window full', async () => {
+    cluster = new Cluster()
+    await cluster.start(config())
+    const resources = await Promise.all(
+      ['a', 'b', 'c'].map(async (id) =>
+        (await cluster!.client(id)).resource('emails', { kind: 'quota' }),
+      ),
+    )
+    // 30/s each, 90/s in all, against 600 a window: the budget runs out about 7 s in.
+    const got = [0, 0, 0]
+    await run(resources, [30, 30, 30], 39_000, got)
+    const first = got.reduce((a, b) => a + b, 0)
+    expect(first, 'used in the first window').toBeLessThanOrEqual(600)
+    expect(first, 'and nearly all of it').toBeGreaterThanOrEqual(0.97 * 600)
+    expect(resources[0]!.lease?.window).toBeDefined()
+    // The next window (from 40 s): a new budget, spent the same way.
+    await run(resources, [0, 0, 0], 2_000, got)
+    const next = [0, 0, 0]
+    await run(resources, [30, 30, 30], 20_000, next)
+    const second = next.reduce((a, b) => a + b, 0)
+    expect(second).toBeLessThanOrEqual(600)
+    expect(second).toBeGreaterThanOrEqual(0.97 * 600)
+  })
+
+  it('gives a busy process what idle ones leave, and takes back what a block did not use', async () => {
+    cluster = new Cluster()
+    await cluster.start(config())
+    const resources = await Promise.all(
+      ['a', 'b'].map(async (id) =>
+        (await cluster!.client(id)).resource('emails', { kind: 'quota' }),
+      ),
+    )
+    const got = [0, 0]
+    // b asks briefly, then stops: its unused block comes back to a.
+    await run(resources, [50, 50], 2_000, got)
+    await run(resources, [50, 0], 30_000, got)
+    expect(got[0]! + got[1]!).toBeLessThanOrEqual(600)
+    expect(got[0]! + got[1]!).toBeGreaterThanOrEqual(0.97 * 600)
+    expect(cluster.server.coordinator.view.committed('emails')).toBeLessThanOrEqual(600)
+  })
+
+  it('tells HTTP callers the quota, its window, and when it comes back once spent', async () => {
+    cluster = new Cluster()
+    await cluster.start(config())
+    const emails = (await cluster.client('a')).resource('emails', { kind: 'quota' })
+    const app = Fastify()
+    await app.register(fastifyRateLimit, { resource: emails, clock: cluster.clock })
+    app.get('/send', async () => 'sent')
+    // Spend the budget fast, stepping so blocks follow.
+    let last = await app.inject('/send')
+    for (let i = 0; i < 2000 && !(last.statusCode === 429 && i > 700); i++) {
+      last = await app.inject('/send')
+      if (i % 20 === 0) await cluster.step(10)
+    }
+    expect(last.statusCode).toBe(429)
+    expect(last.headers['ratelimit-policy']).toBe('"emails";q=600;w=60')
+    // The window (40 s into the manual clock's first) ends at 40 s: Retry-After says so.
+    const elapsedSec = cluster.clock.now() / 1000
+    expect(Number(last.headers['retry-after'])).toBeGreaterThan(40 - elapsedSec - 2)
+    expect(Number(last.headers['retry-after'])).toBeLessThanOrEqual(Math.ceil(40 - elapsedSec) + 1)
+    await app.close()
+  })
+})
