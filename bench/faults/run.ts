@@ -1,5 +1,6 @@
 import { runFaultScenario, type FaultResult } from './harness.js'
 import { runKeyedScenario } from './keyed.js'
+import { runQuotaScenario } from './quota.js'
 import { faultScenarios } from './scenarios.js'
 
 /** One markdown row of a result. */
@@ -34,6 +35,21 @@ if (only === undefined || 'keyed'.includes(only)) {
       '| keyed family | keys seen | keys over capacity·t + burst | worst slack (tokens) | 20 hottest keys, mean (min) of admitted ÷ min(capacity, demand) | first checks admitted (after the 2 s ramp) | during the ramp |',
       '| --- | --- | --- | --- | --- | --- | --- |',
       `| 4 processes, 10,000 keys, Zipf(1.1), 20/s a key; one cut 15 s; SIGKILL and restart | ${k.keysSeen} | ${k.keysOver} | ${(-k.worstExcess).toFixed(1)} | ${(k.hotShareMean * 100).toFixed(1)}% (${(k.hotShareMin * 100).toFixed(1)}%) | ${(k.firstAdmitted * 100).toFixed(2)}% of ${k.firstChecks} | ${(k.rampAdmitted * 100).toFixed(1)}% of ${k.rampChecks} |`,
+    ].join('\n'),
+  )
+}
+if (only === undefined || 'quota'.includes(only)) {
+  // The quota: per window, from the processes' logs.
+  const q = await runQuotaScenario()
+  console.log(
+    [
+      '',
+      '| quota: 3 processes asking 300/s of 3,000 a 20 s window | used | asked | used ÷ budget | bound |',
+      '| --- | --- | --- | --- | --- |',
+      ...q.windows.map(
+        (w) =>
+          `| window ${w.index}: ${w.fault} | ${w.used} | ${w.asked} | ${((w.used / q.capacity) * 100).toFixed(1)}% | ${w.used <= q.capacity ? 'held' : 'EXCEEDED'} |`,
+      ),
     ].join('\n'),
   )
 }

@@ -10,7 +10,12 @@ import {
 import type { AllocationProblem } from '../allocation/index.js'
 import { PatternList } from './glob.js'
 import { parseDuration, type WindowSpec } from './window.js'
-import type { Config, ResourceTemplate, TenantConfig } from './schema.js'
+import {
+  defaultDemandWindow,
+  type Config,
+  type ResourceTemplate,
+  type TenantConfig,
+} from './schema.js'
 
 /** Everything the coordinator needs to know about one resource, defaults applied. Frozen. */
 export interface ResourceSettings {
@@ -253,8 +258,7 @@ export class CompiledConfig {
       learningMs: defaultLearningMs({ ...t, safeHoldMs }),
       safeCapacity: t.safeCapacity,
       safeHoldMs,
-      estimator: t.demand.estimator,
-      window: t.demand.window,
+      ...(t.demand ?? defaultDemandOf(t.kind)),
       tenants: Object.freeze(tenants),
       failureMode: t.failureMode,
       headroomTolerance:
@@ -275,4 +279,16 @@ export class CompiledConfig {
     }
     return out
   }
+}
+
+/**
+ * A template's demand estimator unless it names one: `fast` for a rate or a
+ * concurrency (a lease follows a rise at once), `max` over 5 reports for a
+ * quota (a block is sized by the peak of the last few reports, so a demand
+ * that comes in bursts between reports does not shrink blocks it is spending).
+ */
+function defaultDemandOf(kind: ResourceKind): { estimator: DemandEstimator; window: number } {
+  return kind === 'quota'
+    ? { estimator: 'max', window: defaultDemandWindow.max }
+    : { estimator: 'fast', window: defaultDemandWindow.fast }
 }

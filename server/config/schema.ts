@@ -232,7 +232,8 @@ export const resourceTemplateSchema = z
     safeCapacity: quantity.optional(),
     /** How long safe mode may use safeCapacity after a lease lapses, then 0; default leaseTtlMs / 2. */
     safeHoldMs: ms(0, 3_600_000).optional(),
-    demand: demandEstimatorSchema.prefault({}),
+    /** Default: `fast` (1 report), or for a quota `max` over 5 reports (see resolve.ts). */
+    demand: demandEstimatorSchema.optional(),
     /** Downstream coordinators (server.parent): capacity when the parent's lease lapses. */
     failureMode: z.enum(failureModes).default('safe'),
     /**

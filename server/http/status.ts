@@ -1,7 +1,7 @@
 import { kindTraits, type ResourceKind } from '../../shared/index.js'
 import { isGlob } from '../config/index.js'
 import type { Coordinator } from '../coordinator/index.js'
-import type { ResourceFigures } from '../observe/index.js'
+import type { QuotaFigures, ResourceFigures } from '../observe/index.js'
 
 /** One resource as `GET /v1/resources` lists it. */
 export interface ResourceSummary {
@@ -19,7 +19,8 @@ export interface ResourceSummary {
   refusedPerSec: number
   /**
    * How much of the limit is used (not how much is leased): admitted ÷
-   * capacity for a rate, slots in flight ÷ capacity for concurrency.
+   * capacity for a rate, slots in flight ÷ capacity for concurrency, used in
+   * the window ÷ capacity for a quota.
    */
   utilisation: number
   /** Callers waiting at the clients; slots in flight (concurrency). */
@@ -27,6 +28,8 @@ export interface ResourceSummary {
   inFlight: number
   /** Clients whose latest report refused something. */
   refusing: number
+  /** Quota: the window in force (its number, length, time left), used and remaining. */
+  quota?: QuotaFigures
 }
 
 export interface ClientDetail {
@@ -76,11 +79,16 @@ function summary(coordinator: Coordinator, r: ResourceFigures): ResourceSummary 
     refusedPerSec: u.refusedPerSec,
     utilisation:
       r.capacity > 0
-        ? (kindTraits[r.kind].refills ? u.admittedPerSec : u.inFlight) / r.capacity
+        ? (r.quota !== undefined
+            ? r.quota.used
+            : kindTraits[r.kind].refills
+              ? u.admittedPerSec
+              : u.inFlight) / r.capacity
         : 0,
     waiting: u.waiting,
     inFlight: u.inFlight,
     refusing: u.refusing,
+    ...(r.quota === undefined ? {} : { quota: r.quota }),
   }
 }
 

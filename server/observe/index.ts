@@ -1,4 +1,4 @@
 export { CoordinatorMetrics } from './metrics.js'
 export { Observer } from './observer.js'
 export { ResourceView } from './view.js'
-export type { FamilyFigures, KeyFigures, ResourceFigures } from './view.js'
+export type { FamilyFigures, KeyFigures, QuotaFigures, ResourceFigures } from './view.js'

@@ -21,7 +21,8 @@ const noUsage: ResourceUsage = Object.freeze({
 const resourceGauges: readonly (readonly [
   name: string,
   help: string,
-  figure: (r: ResourceFigures, u: ResourceUsage) => number,
+  /** undefined: the gauge has no series for this resource (a quota gauge of a rate). */
+  figure: (r: ResourceFigures, u: ResourceUsage) => number | undefined,
 ])[] = [
   ['sluice_resource_capacity', 'Configured capacity', (r) => r.capacity],
   [
@@ -57,6 +58,21 @@ const resourceGauges: readonly (readonly [
     'sluice_refused_per_second',
     'Tokens or slots the clients refuse per second, as their latest reports say',
     (_, u) => u.refusedPerSec,
+  ],
+  [
+    'sluice_quota_used',
+    'Quota: units the clients reported used in the current window',
+    (r) => r.quota?.used,
+  ],
+  [
+    'sluice_quota_remaining',
+    'Quota: capacity less what was used in the current window',
+    (r) => r.quota?.remaining,
+  ],
+  [
+    'sluice_quota_window_ends_in_seconds',
+    'Quota: seconds until the current window ends and a new budget opens',
+    (r) => (r.quota === undefined ? undefined : r.quota.endsInMs / 1000),
   ],
 ]
 
@@ -112,7 +128,10 @@ export class CoordinatorMetrics {
         for (const r of all) {
           const labels = { resource: r.id }
           const u = usage(r.id)
-          for (const [g, figure] of gauges) g.set(labels, figure(r, u))
+          for (const [g, figure] of gauges) {
+            const value = figure(r, u)
+            if (value !== undefined) g.set(labels, value)
+          }
         }
         this.set(all.length)
       },

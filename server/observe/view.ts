@@ -15,6 +15,19 @@ export interface ResourceFigures {
   readonly clients: number
   readonly learning: boolean
   readonly rounds: number
+  /** Quota: the window in force, what was used of it and what remains. */
+  readonly quota?: QuotaFigures | undefined
+}
+
+/** A quota's current window, as status and metrics show it. */
+export interface QuotaFigures {
+  readonly window: number
+  readonly lengthMs: number
+  readonly endsInMs: number
+  /** Units the clients reported used in the window (their reports lag by up to a refresh). */
+  readonly used: number
+  /** capacity − used, never below 0: not all of it is free (blocks out are committed). */
+  readonly remaining: number
 }
 
 /** One hot key of a family. */
@@ -148,6 +161,17 @@ export class ResourceView {
       clients: s.clients,
       learning: s.learning,
       rounds: s.rounds,
+      ...(s.window === undefined
+        ? {}
+        : {
+            quota: {
+              window: s.window.index,
+              lengthMs: s.window.lengthMs,
+              endsInMs: s.window.endsInMs,
+              used: s.window.used,
+              remaining: Math.max(0, s.settings.capacity - s.window.used),
+            },
+          }),
     }
   }
 }

@@ -8,4 +8,4 @@ export type {
   QuotaClock,
   SettingsLookup,
 } from './pool.js'
-export type { ClientSnapshot, ResourceSnapshot } from './snapshot.js'
+export type { ClientSnapshot, QuotaWindowSnapshot, ResourceSnapshot } from './snapshot.js'

@@ -9,7 +9,7 @@ import {
 import { inKindUnits, kindTraits, wholeSlots, type LeaseGrant } from '../../shared/index.js'
 import type { LedgerChange, LedgerEntry } from '../ledger/index.js'
 import { ClientState, Entry, ResourceState, type LeaseRecord } from './entry.js'
-import type { ClientSnapshot, ResourceSnapshot } from './snapshot.js'
+import type { ClientSnapshot, QuotaWindowSnapshot, ResourceSnapshot } from './snapshot.js'
 
 /** Where the pool reads a resource's settings; undefined when no template matches the id. */
 export type SettingsLookup = (resourceId: string) => ResourceSettings | undefined
@@ -409,7 +409,22 @@ export class Pool {
       clients: r.entries.size,
       learning: nowMs < r.learningUntilMs,
       rounds: r.rounds,
+      window: this.#windowSnapshot(r, nowMs),
     })
+  }
+
+  #windowSnapshot(r: ResourceState, nowMs: number): QuotaWindowSnapshot | undefined {
+    const spec = r.settings.quotaWindow
+    if (spec === undefined) return undefined
+    const w = this.#quotaClock(spec, nowMs)
+    let used = 0
+    for (const e of r.entries.values()) if (e.usedWindow === w.index) used += e.used
+    return {
+      index: w.index,
+      endsInMs: Math.max(0, Math.round(w.endMs - nowMs)),
+      lengthMs: Math.round(w.endMs - w.startMs),
+      used,
+    }
   }
 
   /** Each client of a resource as the pool sees it at `nowMs`. */
@@ -772,6 +787,10 @@ export class Pool {
     if (r.claims.size > 0) r.claims.clear()
 
     const silentSinceMs = nowMs - r.settings.refreshMs
+    const quota =
+      r.settings.quotaWindow === undefined
+        ? undefined
+        : this.#quotaClock(r.settings.quotaWindow, nowMs)
     const sharing: Entry[] = []
     let reserved = 0
     for (const e of r.entries.values()) {
@@ -780,11 +799,16 @@ export class Pool {
         reserved += e.committed
       } else if (e.awaitsDecreaseAck(silentSinceMs)) {
         // Its decrease is on its way or in force, but not acknowledged: keep what it holds.
+        // A quota's client cannot acknowledge a budget below what it spent before the decrease
+        // came (its report lagged): it gets what it reports used, which it can take, and
+        // shares again once that is acknowledged. Still within what it is committed.
+        if (quota !== undefined && e.usedWindow === quota.index && e.used > e.newest + r.epsilon)
+          this.#send(e, Math.min(e.committed, e.used), nowMs)
         e.target = e.newest
         reserved += e.committed
       } else sharing.push(e)
     }
-    if (r.settings.quotaWindow !== undefined) return this.#quotaRound(r, sharing, reserved, nowMs)
+    if (quota !== undefined) return this.#quotaRound(r, sharing, reserved, nowMs)
     const defaults = r.settings.family?.role === 'family' ? defaultHolders(r, sharing) : undefined
     const clients: ClientDemand[] = sharing.map((e, i) => ({
       id: e.client.key,
@@ -1114,6 +1138,8 @@ export class Pool {
       moved.leases = entry.leases
       moved.weight = entry.weight
       moved.priority = entry.priority
+      moved.used = entry.used
+      moved.usedWindow = entry.usedWindow
       r.entries.delete(client.key)
       r.starved.delete(entry)
       r.committedSum -= entry.committed

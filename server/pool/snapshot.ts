@@ -13,6 +13,19 @@ export interface ResourceSnapshot {
   readonly clients: number
   readonly learning: boolean
   readonly rounds: number
+  /** Quota: the window in force and what the clients reported used of it. */
+  readonly window?: QuotaWindowSnapshot | undefined
+}
+
+/** A quota's current window as the pool sees it. */
+export interface QuotaWindowSnapshot {
+  /** Its number (ms since the epoch ÷ its length, for windows aligned to the epoch). */
+  readonly index: number
+  /** Time left in it. */
+  readonly endsInMs: number
+  readonly lengthMs: number
+  /** Σ what the clients reported used in it, replaced processes included. */
+  readonly used: number
 }
 
 /** One client of one resource as the pool sees it at one instant. */

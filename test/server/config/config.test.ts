@@ -33,15 +33,27 @@ describe('config', () => {
       leaseTtlMs: 10000,
       refreshMs: 1000,
       graceMs: 2000,
-      demand: { estimator: 'fast', window: 1 },
     })
     const settings = new CompiledConfig(config).settingsFor('api')!
     expect(settings).toMatchObject({
+      estimator: 'fast',
+      window: 1,
       burst: 1000,
       learningMs: 17000,
       safeHoldMs: 5000,
       safeCapacity: undefined,
       headroomTolerance: 0.1,
+    })
+  })
+
+  it('sizes a quota’s blocks by the peak of the last 5 reports unless told otherwise', () => {
+    const quota = { match: 'mail', kind: 'quota', capacity: 100, window: '1h' }
+    const settings = (extra: object) =>
+      new CompiledConfig(parseConfig({ resources: [{ ...quota, ...extra }] })).settingsFor('mail')!
+    expect(settings({})).toMatchObject({ estimator: 'max', window: 5 })
+    expect(settings({ demand: { estimator: 'fast' } })).toMatchObject({
+      estimator: 'fast',
+      window: 1,
     })
   })
 

@@ -259,4 +259,44 @@ describe('dashboard', () => {
     // 401s for the first load are expected console noise; nothing else may fail.
     expect(problems.filter((p) => !p.includes('401'))).toEqual([])
   })
+  it('shows a quota as what remains of its window’s budget and when the window ends', async () => {
+    const cluster = await started({
+      server: { limits: { roundDebounceMs: 0 } },
+      resources: [
+        {
+          match: 'emails',
+          kind: 'quota',
+          capacity: 600,
+          window: '1m',
+          refreshMs: 200,
+          graceMs: 200,
+          learningMs: 0,
+          unsafeLearning: true,
+        },
+      ],
+    })
+    const alpha = await cluster.client('alpha')
+    const load = new Load(alpha.resource('emails', { kind: 'quota' }), 0)
+    // The lease first; then 20/s for 5 s: 100 of 600 used (the first window ends 40 s in).
+    await run(cluster, [load], 1)
+    load.ratePerSec = 20
+    await run(cluster, [load], 5)
+    load.ratePerSec = 0
+    await run(cluster, [load], 1)
+    // What the first blocks' ramp refused aside, all of it.
+    expect(load.admitted).toBeGreaterThan(90)
+    expect(load.admitted).toBeLessThanOrEqual(100)
+    const { page, problems } = await newPage()
+    await page.goto(`${cluster.server.url}/dashboard`)
+    const card = page.locator('section.card[data-id="emails"]')
+    await expect
+      .poll(() => card.locator('[data-figure="remaining"] .value').textContent())
+      .toBe(`${600 - load.admitted}of 600`)
+    expect(await card.locator('[data-figure="window-ends"] .value').textContent()).toBe('33 s')
+    expect(await card.locator('[data-figure="used"] .value').first().textContent()).toBe(
+      `${Math.round((load.admitted / 600) * 100)}%`,
+    )
+    await page.screenshot({ path: `${shots}/quota.png`, fullPage: true })
+    expect(problems).toEqual([])
+  })
 })

@@ -66,7 +66,7 @@ function duration(ms) {
 }
 /** The unit of a resource's capacity, committed and demand. */
 function unit(kind) {
-  return kind === 'rate' ? 'tokens/s' : 'slots'
+  return kind === 'rate' ? 'tokens/s' : kind === 'quota' ? 'units' : 'slots'
 }
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag)
@@ -165,7 +165,7 @@ function chartSeries(kind) {
     line('committed', colors.committed),
     line('demand', colors.demand),
   ]
-  if (kind === 'rate')
+  if (kind === 'rate' || kind === 'quota')
     return [
       ...common,
       line('admitted', colors.admitted, { fill: 'rgba(44,160,44,0.10)' }),
@@ -184,7 +184,7 @@ function chartData(kind, held) {
   const t = held.t.map((x) => x / 1000)
   const col = (k) => c[k] ?? []
   if (kind.startsWith('client')) return [t, col('admitted'), col('refused')]
-  if (kind === 'rate')
+  if (kind === 'rate' || kind === 'quota')
     return [t, col('capacity'), col('committed'), col('demand'), col('admitted'), col('refused')]
   return [
     t,
@@ -335,7 +335,7 @@ function resourceFigures(r) {
   const refused = figure(
     'refused',
     num(r.refusedPerSec),
-    (r.kind === 'rate' ? '/s' : ' acq/s') +
+    (r.kind === 'concurrency' ? ' acq/s' : '/s') +
       (r.refusedPerSec > 0 ? ' (' + pct(refusedShare(r)) + ')' : ''),
     r.refusedPerSec > 0 ? 'big bad' : 'big',
   )
@@ -343,17 +343,24 @@ function resourceFigures(r) {
   const items = [
     used,
     refused,
-    figure(
-      r.kind === 'rate' ? 'admitted' : 'in flight',
-      num(r.kind === 'rate' ? r.admittedPerSec : r.inFlight),
-      r.kind === 'rate' ? '/s' : 'slots',
-    ),
+    r.kind === 'concurrency'
+      ? figure('in flight', num(r.inFlight), 'slots')
+      : figure('admitted', num(r.admittedPerSec), '/s'),
     figure('capacity', num(r.capacity), unit(r.kind)),
     figure('leased', num(r.committed), unit(r.kind)),
     figure('demand', num(r.demand), unit(r.kind)),
     figure('clients', num(r.clients), r.refusing > 0 ? r.refusing + ' refusing' : ''),
   ]
-  if (r.waiting > 0 || r.kind !== 'rate') items.push(figure('waiting', num(r.waiting), 'callers'))
+  if (r.quota) {
+    // A quota: what is left of this window's budget, and when a new one opens.
+    const remaining = figure('remaining', num(r.quota.remaining), 'of ' + num(r.capacity))
+    remaining.dataset.figure = 'remaining'
+    const ends = figure('window ends in', duration(r.quota.endsInMs), '')
+    ends.dataset.figure = 'window-ends'
+    items.splice(2, 0, remaining, ends)
+  }
+  if (r.waiting > 0 || r.kind === 'concurrency')
+    items.push(figure('waiting', num(r.waiting), 'callers'))
   return el('div', { class: 'figures' }, ...items)
 }
 function badges(r) {
