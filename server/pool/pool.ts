@@ -107,6 +107,15 @@ export type QuotaClock = (
 /** Windows on the pool's own clock taken as the wall clock (tests, the simulator). */
 const sameClockWindows: QuotaClock = (spec, nowMs) => windowAt(spec, nowMs)
 
+/**
+ * The least block a quota's process holds while the budget lasts, asked for or
+ * not: one unit, or a ten-thousandth of the quota. What idle processes hold of
+ * it is at most that much each, stranded at the window's end.
+ */
+export function quotaStandingBlock(capacity: number): number {
+  return Math.max(1, Math.floor(capacity / 10_000))
+}
+
 /** Newer first: by issue time, then generation; claims without one last. */
 function newerFirst(
   a: { issued?: readonly [number, number] | undefined },
@@ -867,9 +876,10 @@ export class Pool {
    * everyone used, and less what silent clients hold) shared by weighted
    * max-min over the blocks asked for, a block being what the client asks
    * per second times a horizon of two refresh periods (so a steady client
-   * renews about once a period), never past the window's end. Near the end
-   * of the budget blocks shrink to what is fair; a client that asks for
-   * nothing is cut back to what it used, and the rest comes back. Decreases
+   * renews about once a period), never past the window's end, and never
+   * below a standing block (quotaStandingBlock). Near the end of the budget
+   * blocks shrink to what is fair; a client that asks for nothing is cut back
+   * to what it used and its standing block, and the rest comes back. Decreases
    * free budget only once acknowledged (a client acknowledges only when what
    * it used fits the new budget) or at the window's end; a block sent is
    * counted as used until then, whatever becomes of its client.
@@ -886,6 +896,7 @@ export class Pool {
       return u
     })
     const left = Math.max(0, s.capacity - reserved - usedAll)
+    const standingBlock = horizonSec > 0 ? quotaStandingBlock(s.capacity) : 0
     const result = allocate({
       capacity: wholeSlots(left),
       algorithm: 'fair-share',
@@ -893,7 +904,9 @@ export class Pool {
       tenants: s.tenants,
       clients: sharing.map((e) => ({
         id: e.client.key,
-        wants: e.history.estimate() * horizonSec,
+        // At least a standing block, so a process that has not asked yet (or not lately)
+        // admits its next request without a round trip while the budget lasts.
+        wants: Math.max(e.history.estimate() * horizonSec, standingBlock),
         weight: e.weight,
         priority: e.priority,
         tenant:

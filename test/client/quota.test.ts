@@ -149,4 +149,21 @@ describe('quota (real sockets, manual clock)', () => {
     expect(got).toBeGreaterThan(30)
     expect(got).toBeLessThanOrEqual(120)
   })
+  it('admits a process’s first request at once, and an idle process holds one unit', async () => {
+    cluster = new Cluster()
+    await cluster.start(config())
+    const a = (await cluster.client('a')).resource('emails', { kind: 'quota' })
+    const b = (await cluster.client('b')).resource('emails', { kind: 'quota' })
+    await cluster.step(300)
+    // Nothing asked yet: each holds a standing block of one unit (600 ÷ 10,000, at least 1).
+    expect(a.lease?.capacity).toBe(1)
+    expect(a.tryAcquire(), 'the first request, no round trip').toBe(true)
+    // a gets busy; b stays idle and keeps only its standing block.
+    const got = [1, 0]
+    await run([a, b], [50, 0], 5000, got)
+    expect(b.lease?.capacity).toBe(1)
+    expect(cluster.server.coordinator.view.committed('emails')).toBeLessThanOrEqual(
+      got[0]! + 1 + 30,
+    )
+  })
 })
