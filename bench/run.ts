@@ -6,6 +6,7 @@ import { benchE2e, demands, limitPerSec } from './e2e.js'
 import { benchFailover, benchRestart } from './failover.js'
 import { benchHttp, benchHttpInstructions } from './http.js'
 import { benchKeys } from './keys.js'
+import { benchQuota } from './quota.js'
 import { benchMassRestart } from './mass-restart.js'
 import { benchSafeHold } from './safe-hold.js'
 
@@ -111,6 +112,16 @@ if (only === 'keys') {
   console.log('| limiter | decisions/s | p99 per decision | Sluice ÷ this |')
   console.log('| --- | --- | --- | --- |')
   for (const row of await benchKeys(runs)) console.log(row)
+}
+
+// Not in the default set: it starts redis-server and a coordinator.
+if (only === 'quota') {
+  console.log(
+    `\n## quotas: one daily quota, one process, one caller (median of ${runs} runs (min–max))\n`,
+  )
+  console.log('| limiter | decisions/s | p99 per decision | admitted | Sluice ÷ this |')
+  console.log('| --- | --- | --- | --- | --- |')
+  for (const row of await benchQuota(runs)) console.log(row)
 }
 
 if (only === 'safe-hold') {

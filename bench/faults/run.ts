@@ -21,9 +21,9 @@ export const faultHeader = [
 
 // `npm run faults [-- NAME_SUBSTRING]`: every scenario (or those matching), one row per resource.
 const only = process.argv[2]
-console.log(faultHeader.join('\n'))
-for (const scenario of faultScenarios) {
-  if (only !== undefined && !scenario.name.includes(only)) continue
+const chosen = faultScenarios.filter((s) => only === undefined || s.name.includes(only))
+if (chosen.length > 0) console.log(faultHeader.join('\n'))
+for (const scenario of chosen) {
   for (const r of await runFaultScenario(scenario)) console.log(faultRow(r))
 }
 if (only === undefined || 'keyed'.includes(only)) {
