@@ -172,6 +172,9 @@ export class Resource extends EventEmitter<ResourceEvents> {
     return this.#weight
   }
 
+  /** The resource's whole capacity and burst, as the last lease that stated them said. */
+  #limit: { readonly capacity: number; readonly burst: number } | undefined
+
   /** Capacity in force: tokens/s (rate) or slots (concurrency). */
   get capacity(): number {
     const state = this.#state
@@ -321,16 +324,23 @@ export class Resource extends EventEmitter<ResourceEvents> {
   }
 
   /**
-   * What it admits now, for HTTP headers: the capacity in force per second and its burst; for a
-   * quota, the whole quota of a window (every process's together) and the window's length.
+   * The limit a caller is held to, for HTTP headers: the resource's whole capacity per second
+   * and burst, every process's together, as the coordinator states it (before the first lease,
+   * or from an older coordinator: what this process enforces); for a quota, the whole quota of
+   * a window and the window's length.
    */
   describe(): { ratePerSec: number; burst: number; windowSec?: number } {
     const state = this.#state
-    const window = state.mode === 'leased' ? state.lease.window : undefined
+    const lease = state.mode === 'leased' ? state.lease : undefined
+    const window = lease?.window
     if (window !== undefined) {
       const windowSec = Math.max(1, Math.round(window.lengthMs / 1000))
       return { ratePerSec: window.quota / windowSec, burst: window.quota, windowSec }
     }
+    // The limit outlives the lease that stated it: a lapse changes what this process may admit,
+    // not the limit callers are held to.
+    const limit = this.#limit
+    if (limit !== undefined) return { ratePerSec: limit.capacity, burst: limit.burst }
     const capacity = this.capacity
     return { ratePerSec: capacity, burst: state.mode === 'leased' ? state.lease.burst : capacity }
   }
@@ -402,6 +412,7 @@ export class Resource extends EventEmitter<ResourceEvents> {
     this.#holdTimer = undefined
     this.#lapsed = false
     this.#proof = grant.proof
+    if (grant.limit !== undefined) this.#limit = grant.limit
     // A lease running out is no reason to keep the process alive.
     this.#expiryTimer = this.#clock.setTimeout(() => this.#lapse(grant), grant.ttlMs).unref()
     this.#setState({ mode: 'leased', lease: grant })

@@ -1221,7 +1221,14 @@ export class Pool {
       safeHoldMs: s.safeHoldMs,
       ...(s.family?.role === 'family' ? { family: familyPayload(s.family) } : {}),
       ...(window === undefined
-        ? {}
+        ? s.family?.role === 'family'
+          ? {}
+          : {
+              limit: {
+                capacity: s.capacity,
+                burst: kindTraits[s.kind].refills ? s.burst : s.capacity,
+              },
+            }
         : {
             window: {
               index: window.index,

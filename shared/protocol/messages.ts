@@ -197,6 +197,12 @@ export const leaseGrant = z.strictObject({
       lengthMs: z.number().int().min(1),
     })
     .optional(),
+  /**
+   * Rate and concurrency: the resource's whole capacity and burst, every client's together
+   * (what a caller is held to, for the HTTP edge's RateLimit-Policy); `capacity` above is
+   * this client's share of it.
+   */
+  limit: z.strictObject({ capacity: quantity, burst: quantity }).optional(),
   family: z
     .strictObject({
       kind: z.enum(resourceKinds),

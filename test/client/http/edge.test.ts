@@ -290,6 +290,44 @@ describe('a cluster-wide limit at the edge', () => {
     expect(last.statusCode).toBe(429)
     expect(last.headers['ratelimit-policy']).toBe('"search";q=10;w=1')
   })
+
+  it("states the resource's limit, not this process's share of it, in every header set", async () => {
+    const cluster = new Cluster()
+    cleanup.push(() => cluster.close())
+    await cluster.start({
+      server: { limits: { roundDebounceMs: 0 } },
+      resources: [
+        {
+          match: 'search',
+          kind: 'rate',
+          capacity: 100,
+          burst: 100,
+          refreshMs: 100,
+          learningMs: 0,
+          unsafeLearning: true,
+        },
+      ],
+    })
+    // Two gateways asking for all of it: each is leased half.
+    const [a, b] = [await cluster.client('gw-a'), await cluster.client('gw-b')]
+    const search = a.resource('search', { wants: 100 })
+    b.resource('search', { wants: 100 })
+    for (let i = 0; i < 5; i++) await cluster.step(100)
+    expect(search.lease?.capacity).toBeCloseTo(50, 6)
+    const app = Fastify()
+    cleanup.push(() => app.close())
+    await app.register(fastifyRateLimit, { resource: search, headers: 'both' })
+    app.get('/search', async () => 'results')
+    const res = await app.inject('/search')
+    expect(res.statusCode).toBe(200)
+    expect(res.headers['ratelimit-policy']).toBe('"search";q=100;w=1')
+    expect(res.headers['x-ratelimit-limit']).toBe('100')
+    // The limit outlives a lapse: the coordinator gone, what the caller is held to is unchanged.
+    await cluster.stop()
+    for (let i = 0; i < 60 && search.mode === 'leased'; i++) await cluster.step(1000)
+    expect(search.mode).not.toBe('leased')
+    expect((await app.inject('/search')).headers['ratelimit-policy']).toBe('"search";q=100;w=1')
+  })
 })
 
 describe('the middleware in Express', () => {
