@@ -1,6 +1,7 @@
 export { bearerHeader, bearerToken } from './bearer.js'
 export { seededRandom } from './random.js'
 export { backoffDelayMs } from './backoff.js'
+export { durationOption, parseDuration } from './limiters/index.js'
 export type { Clock, Timer } from './clock.js'
 export { ManualClock, systemClock } from './clock.js'
 export { CoarseClock, sharedCoarseClock } from './coarse-clock.js'

@@ -44,6 +44,24 @@ export interface Decision {
   /** The local limiter charged, when the response may give the cost back (`settle`). */
   readonly charged: Limiter | undefined
   readonly cost: number
+  /** The request's key, and the limits it was checked against (for `info`). */
+  readonly key: string
+  readonly limiter: Limiter | undefined
+  readonly shared: SharedLimit | undefined
+  /** A refusal's context (what `onLimited` and `errorResponse` were given); undefined when allowed. */
+  readonly context: LimitContext | undefined
+}
+
+/** What express-rate-limit puts on `req.rateLimit`: the tightest limit the request was checked against. */
+export interface RateLimitInfo {
+  /** Its quota per window (0 when the limit cannot say). */
+  readonly limit: number
+  /** Used of it in the window: limit − remaining. */
+  readonly used: number
+  readonly remaining: number
+  /** When the quota is whole again. */
+  readonly resetTime: Date
+  readonly key: string
 }
 
 /** The policy a limiter's shape announces: the window its burst refills in, and that window's quota. */
@@ -107,7 +125,7 @@ export class RateLimitCore {
   readonly #maxDelayMs: number
   readonly #maxKeys: number
   readonly #statusCode: number
-  readonly #headerSet: HeaderSet
+  readonly #headerSet: Exclude<HeaderSet, 'draft-8'>
   /** The IETF fields only (`ietf` or `ietf-lean`): the common case, made with the least work. */
   readonly #ietfOnly: boolean
   /** RateLimit-Policy on every response (all but `ietf-lean`). */
@@ -151,7 +169,8 @@ export class RateLimitCore {
     this.#maxDelayMs = o.maxDelayMs ?? 1000
     this.#maxKeys = o.maxKeys ?? 10_000
     this.#statusCode = o.statusCode ?? 429
-    this.#headerSet = o.headers ?? 'ietf'
+    // draft-8 is the structured form the current draft keeps: the IETF fields.
+    this.#headerSet = o.headers === undefined || o.headers === 'draft-8' ? 'ietf' : o.headers
     this.#ietfOnly = this.#headerSet === 'ietf' || this.#headerSet === 'ietf-lean'
     this.#policyAlways = this.#headerSet !== 'ietf-lean'
     this.#subnet = o.ipv6Subnet ?? 64
@@ -266,6 +285,37 @@ export class RateLimitCore {
     return this.#refused(req, key, limiter, resource, cost, charged)
   }
 
+  /**
+   * The tightest limit a decision was checked against, as express-rate-limit's
+   * `req.rateLimit` says it (read now: made only when asked for).
+   */
+  info(decision: Decision): RateLimitInfo {
+    let limit = 0
+    let remaining = Infinity
+    let resetMs = 0
+    if (decision.limiter !== undefined) {
+      const state = this.#stateOf(decision.limiter, false)
+      remaining = state.remaining
+      resetMs = state.resetSec * 1000
+      limit = this.#policyOf(decision.limiter)?.quota ?? 0
+    }
+    const shared = decision.shared
+    if (shared !== undefined && shared.remaining() < remaining) {
+      remaining = shared.remaining()
+      resetMs = shared.msUntilReset()
+      limit = derivePolicy(shared.describe()).quota
+    }
+    if (!Number.isFinite(remaining)) remaining = 0
+    remaining = Math.max(0, Math.floor(remaining))
+    return {
+      limit,
+      used: Math.max(0, limit - remaining),
+      remaining,
+      resetTime: new Date(this.#clock.wallNow() + Math.ceil(resetMs)),
+      key: decision.key,
+    }
+  }
+
   /** After the response: gives the cost back to the local limiter when the skip options say so. */
   settle(decision: Decision, statusCode: number): void {
     const o = this.options
@@ -320,6 +370,10 @@ export class RateLimitCore {
       body: undefined,
       charged: this.settles ? limiter : undefined,
       cost,
+      key,
+      limiter,
+      shared: resource,
+      context: undefined,
     }
   }
 
@@ -350,7 +404,7 @@ export class RateLimitCore {
       limiter !== undefined && !limiterCharged
         ? this.#policyName
         : (resource?.id ?? this.#policyName)
-    return this.#refusal(req, key, headers, waitMs, false, limit)
+    return this.#refusal(req, key, headers, waitMs, false, limit, limiter, resource)
   }
 
   #blockedAnswer(req: RequestInfo, key: string, waitMs: number): Decision {
@@ -370,7 +424,7 @@ export class RateLimitCore {
       this.#headerSet,
       headers,
     )
-    return this.#refusal(req, key, headers, waitMs, true, name)
+    return this.#refusal(req, key, headers, waitMs, true, name, limiter, resource)
   }
 
   #refusal(
@@ -380,6 +434,8 @@ export class RateLimitCore {
     waitMs: number,
     blocked: boolean,
     limit: string,
+    limiter: Limiter | undefined,
+    resource: SharedLimit | undefined,
   ): Decision {
     const retryAfterSec = retryAfterSeconds(waitMs)
     headers['retry-after'] = String(retryAfterSec)
@@ -392,18 +448,20 @@ export class RateLimitCore {
     }
     this.options.onLimited?.(req, context)
     const body =
-      this.options.errorResponse === undefined
-        ? {
-            error: {
-              code: 'SLUICE_ERR_HTTP_RATE_LIMITED',
-              message: blocked
-                ? `${errorCatalogue.SLUICE_ERR_HTTP_RATE_LIMITED.message}: blocked for ${retryAfterSec} s`
-                : errorCatalogue.SLUICE_ERR_HTTP_RATE_LIMITED.message,
-              retryable: true,
-              limit,
-            },
-          }
-        : this.options.errorResponse(req, context)
+      this.options.errorResponse !== undefined
+        ? this.options.errorResponse(req, context)
+        : this.options.message !== undefined
+          ? this.options.message
+          : {
+              error: {
+                code: 'SLUICE_ERR_HTTP_RATE_LIMITED',
+                message: blocked
+                  ? `${errorCatalogue.SLUICE_ERR_HTTP_RATE_LIMITED.message}: blocked for ${retryAfterSec} s`
+                  : errorCatalogue.SLUICE_ERR_HTTP_RATE_LIMITED.message,
+                retryable: true,
+                limit,
+              },
+            }
     return {
       allowed: false,
       statusCode: this.#statusCode,
@@ -411,6 +469,10 @@ export class RateLimitCore {
       body,
       charged: undefined,
       cost: 0,
+      key,
+      limiter,
+      shared: resource,
+      context,
     }
   }
 

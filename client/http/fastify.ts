@@ -1,4 +1,5 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
+import { SluiceError } from '../../shared/index.js'
 import { RateLimitCore, type Decision } from './core.js'
 import {
   checkRateLimitOptions,
@@ -94,11 +95,21 @@ function send(reply: FastifyReply, decision: Decision): void {
  * Retry-After.
  */
 const plugin: FastifyPluginAsync<RateLimitOptions> = async (app, options) => {
-  const global = new RateLimitCore(options, 'fastifyRateLimit')
+  if (options?.handler !== undefined)
+    throw new SluiceError(
+      'SLUICE_ERR_OPTION_INVALID',
+      'fastifyRateLimit: handler is the middleware’s (req, res, next); here the refusal’s body is errorResponse: (req, context) => body, and onLimited for side effects',
+    )
+  // global: false: only routes with a config.rateLimit of their own are limited, the plugin's
+  // options their defaults (which then need not name a limit by themselves).
+  const global =
+    options?.global === false
+      ? (checkRateLimitOptions(options, 'fastifyRateLimit'), undefined)
+      : new RateLimitCore(options, 'fastifyRateLimit')
   // An onResponse hook costs every request it runs for (a few percent of a hello route, counted
   // in instructions: docs/benchmarks.md, "HTTP edge"), so one runs only where a limit gives costs
   // back: for every route when the plugin's options do, else on the routes whose own options do.
-  const settleAll = global.settles
+  const settleAll = global?.settles === true
   // One core per route config object, made when the route is declared.
   const perRoute = new WeakMap<RateLimitOptions, RateLimitCore>()
   const coreFor = (config: RateLimitOptions, where: string): RateLimitCore => {
@@ -150,13 +161,14 @@ const plugin: FastifyPluginAsync<RateLimitOptions> = async (app, options) => {
     const routeConfig = configOf(req)
     const config = routeConfig.rateLimit
     if (config === false) return done()
+    if (config === undefined && global === undefined) return done()
     let core: RateLimitCore
     let decision: ReturnType<RateLimitCore['decide']>
     try {
       // A route declared before the plugin was registered is checked here, on its first request.
       core =
         config === undefined
-          ? global
+          ? global!
           : coreFor(config, `route ${routeConfig.url}: config.rateLimit`)
       decision = core.decide(info(req, routeConfig.url))
     } catch (error) {

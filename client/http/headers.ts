@@ -56,10 +56,14 @@ export interface LimitState {
  */
 export function limitHeaders(
   states: readonly LimitState[],
-  set: 'ietf' | 'ietf-lean' | 'legacy' | 'both' | 'none',
+  set: 'ietf' | 'ietf-lean' | 'legacy' | 'both' | 'none' | 'draft-6' | 'draft-7',
   out: Record<string, string>,
 ): void {
   if (set === 'none' || states.length === 0) return
+  if (set === 'draft-6' || set === 'draft-7') {
+    draftHeaders(tightestOf(states), set, out)
+    return
+  }
   if (set !== 'legacy') {
     let policies = ''
     let limits = ''
@@ -74,11 +78,44 @@ export function limitHeaders(
     out.ratelimit = limits
   }
   if (set === 'legacy' || set === 'both') {
-    let tightest = states[0]!
-    for (const s of states) if (s.remaining < tightest.remaining) tightest = s
+    const tightest = tightestOf(states)
     if (tightest.policy !== undefined)
       out['x-ratelimit-limit'] = String(Math.floor(tightest.policy.quota))
     out['x-ratelimit-remaining'] = String(Math.max(0, Math.floor(tightest.remaining)))
     out['x-ratelimit-reset'] = String(Math.max(0, Math.ceil(tightest.resetSec)))
   }
+}
+
+/** The limit with the least remaining: the one a single set of fields describes. */
+function tightestOf(states: readonly LimitState[]): LimitState {
+  let tightest = states[0]!
+  for (const s of states) if (s.remaining < tightest.remaining) tightest = s
+  return tightest
+}
+
+/**
+ * The earlier drafts' fields, as express-rate-limit sends them for `standardHeaders`:
+ * `draft-6`: RateLimit-Policy `100;w=60`, RateLimit-Limit, RateLimit-Remaining and
+ * RateLimit-Reset (seconds); `draft-7`: RateLimit-Policy and one RateLimit field
+ * `limit=100, remaining=99, reset=59`. One limit: the tightest.
+ */
+function draftHeaders(
+  s: LimitState,
+  set: 'draft-6' | 'draft-7',
+  out: Record<string, string>,
+): void {
+  const remaining = Math.max(0, Math.floor(s.remaining))
+  const reset = Math.max(0, Math.ceil(s.resetSec))
+  const quota = s.policy === undefined ? undefined : Math.floor(s.policy.quota)
+  if (s.policy !== undefined)
+    out['ratelimit-policy'] = `${quota};w=${Math.ceil(s.policy.windowSec)}`
+  if (set === 'draft-6') {
+    if (quota !== undefined) out['ratelimit-limit'] = String(quota)
+    out['ratelimit-remaining'] = String(remaining)
+    out['ratelimit-reset'] = String(reset)
+  } else
+    out.ratelimit =
+      quota === undefined
+        ? `remaining=${remaining}, reset=${reset}`
+        : `limit=${quota}, remaining=${remaining}, reset=${reset}`
 }

@@ -1,10 +1,10 @@
 export { RateLimitCore, derivePolicy, policyFits } from './core.js'
-export type { Decision } from './core.js'
+export type { Decision, RateLimitInfo } from './core.js'
 export { fastifyRateLimit } from './fastify.js'
 export { limitHeaders, policyHeader, rateLimitHeader, retryAfterSeconds } from './headers.js'
 export type { LimitState, RateLimitPolicy } from './headers.js'
 export { ipKey } from './keys.js'
-export { createRateLimitMiddleware } from './middleware.js'
+export { createRateLimitMiddleware, rateLimitOf } from './middleware.js'
 export type { Middleware } from './middleware.js'
 export { checkRateLimitOptions } from './options.js'
 export type {

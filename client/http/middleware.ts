@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { RateLimitCore, type Decision } from './core.js'
+import { SluiceError } from '../../shared/index.js'
+import { RateLimitCore, type Decision, type RateLimitInfo } from './core.js'
 import type { RateLimitOptions } from './options.js'
 
 export type Middleware = (
@@ -23,9 +24,37 @@ function pathOf(url: string | undefined): string {
   return q === -1 ? url : url.slice(0, q)
 }
 
+/** Where the middleware puts what express-rate-limit calls `req.rateLimit`: read when asked for. */
+function defineRateLimit(req: IncomingMessage, core: RateLimitCore, decision: Decision): void {
+  let info: RateLimitInfo | undefined
+  Object.defineProperty(req, 'rateLimit', {
+    configurable: true,
+    enumerable: true,
+    get: () => (info ??= core.info(decision)),
+  })
+}
+
+const noNext = (): void => undefined
+
+/**
+ * What the middleware put on a request it checked (`req.rateLimit`, as express-rate-limit
+ * names it), typed: the tightest limit's quota, what was used and remains, when it is whole
+ * again, and the key. Undefined for a request it did not limit (skipped, allow-listed).
+ */
+export function rateLimitOf(req: object): RateLimitInfo | undefined {
+  return (req as { rateLimit?: RateLimitInfo }).rateLimit
+}
+
 export function createRateLimitMiddleware(options: RateLimitOptions): Middleware {
+  if (options?.global !== undefined)
+    throw new SluiceError(
+      'SLUICE_ERR_OPTION_INVALID',
+      'createRateLimitMiddleware: global: the fastify plugin’s option (which routes it limits); the middleware limits the requests it is called for',
+    )
   const core = new RateLimitCore(options, 'createRateLimitMiddleware')
+  const handler = core.options.handler
   const answer = (
+    req: IncomingMessage,
     res: ServerResponse,
     decision: Decision | undefined,
     next: ((error?: unknown) => void) | undefined,
@@ -33,12 +62,18 @@ export function createRateLimitMiddleware(options: RateLimitOptions): Middleware
     if (decision !== undefined) {
       const headers = decision.headers
       for (const name in headers) res.setHeader(name, headers[name]!)
+      defineRateLimit(req, core, decision)
     }
     if (decision === undefined || decision.allowed) {
       if (decision !== undefined && core.settles)
         res.once('finish', () => core.settle(decision, res.statusCode))
       next?.()
       return true
+    }
+    if (handler !== undefined) {
+      res.statusCode = decision.statusCode
+      handler(req, res, next ?? noNext, decision.context!)
+      return false
     }
     res.statusCode = decision.statusCode
     if (typeof decision.body === 'string') {
@@ -80,7 +115,7 @@ export function createRateLimitMiddleware(options: RateLimitOptions): Middleware
     } catch (error) {
       return Promise.reject(error instanceof Error ? error : new Error(String(error)))
     }
-    if (decision instanceof Promise) return decision.then((d) => answer(res, d, next))
-    return answer(res, decision, next) ? allowed : Promise.resolve(false)
+    if (decision instanceof Promise) return decision.then((d) => answer(req, res, d, next))
+    return answer(req, res, decision, next) ? allowed : Promise.resolve(false)
   }
 }

@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders } from 'node:http'
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http'
 import { z } from 'zod'
 import { SluiceError, describeIssues, type Clock } from '../../shared/index.js'
 import type { Limiter } from '../../shared/limiters/index.js'
@@ -18,8 +18,12 @@ export interface RequestInfo {
 export type KeySource =
   'ip' | 'route' | { readonly header: string } | ((req: RequestInfo) => string)
 
-/** Which header fields a limited response carries. */
-export type HeaderSet = 'ietf' | 'ietf-lean' | 'legacy' | 'both' | 'none'
+/**
+ * Which header fields a limited response carries. `draft-6`, `draft-7` and `draft-8` are
+ * express-rate-limit's `standardHeaders` values (`draft-8` is the current form: `ietf`).
+ */
+export type HeaderSet =
+  'ietf' | 'ietf-lean' | 'legacy' | 'both' | 'none' | 'draft-6' | 'draft-7' | 'draft-8'
 
 /** What a refusal knows, for `errorResponse` and `onLimited`. */
 export interface LimitContext {
@@ -71,13 +75,40 @@ export interface RateLimitOptions {
   /**
    * `ietf` (RateLimit and RateLimit-Policy on every response; default),
    * `ietf-lean` (RateLimit on every response, RateLimit-Policy on a key's
-   * first response and on refusals), `legacy` (X-RateLimit-*), `both`, `none`.
+   * first response and on refusals), `legacy` (X-RateLimit-*), `both`, `none`; and the
+   * fields of express-rate-limit's `standardHeaders`: `draft-6` (RateLimit-Limit,
+   * -Remaining, -Reset and RateLimit-Policy), `draft-7` (`RateLimit: limit=…, remaining=…,
+   * reset=…` and RateLimit-Policy), `draft-8` (the same as `ietf`).
    */
   readonly headers?: HeaderSet | undefined
   /** Status of a refusal; default 429. */
   readonly statusCode?: number | undefined
   /** The body of a refusal (an object is sent as JSON, a string as text). */
   readonly errorResponse?: ((req: RequestInfo, context: LimitContext) => unknown) | undefined
+  /**
+   * A fixed body for every refusal (an object is sent as JSON, a string as text), as
+   * express-rate-limit's `message`; `errorResponse` wins when both are given.
+   */
+  readonly message?: string | Record<string, unknown> | undefined
+  /**
+   * The middleware only: answers a refusal itself, as express-rate-limit's `handler`
+   * (headers and Retry-After are already set; `res.statusCode` is not). The fastify plugin
+   * refuses it: there, `errorResponse`.
+   */
+  readonly handler?:
+    | ((
+        req: IncomingMessage,
+        res: ServerResponse,
+        next: (error?: unknown) => void,
+        context: LimitContext,
+      ) => void)
+    | undefined
+  /**
+   * The fastify plugin only: `false` limits only the routes with a `config.rateLimit` of their
+   * own (the plugin's options are then their defaults), as @fastify/rate-limit's `global`.
+   * Default true: every route.
+   */
+  readonly global?: boolean | undefined
   /** Called on every refusal. */
   readonly onLimited?: ((req: RequestInfo, context: LimitContext) => void) | undefined
   /** Called on every request let through by a limit (as @fastify/rate-limit's onExceeding). */
@@ -143,9 +174,31 @@ const schema = z
       quota: positive,
       windowSec: positive,
     }),
-    headers: z.enum(['ietf', 'ietf-lean', 'legacy', 'both', 'none']),
+    headers: z.enum([
+      'ietf',
+      'ietf-lean',
+      'legacy',
+      'both',
+      'none',
+      'draft-6',
+      'draft-7',
+      'draft-8',
+    ]),
     statusCode: z.number().int().min(400).max(599),
     errorResponse: fn<(req: RequestInfo, context: LimitContext) => unknown>(),
+    message: z.union([z.string(), z.record(z.string(), z.unknown())], {
+      error: 'must be a string (sent as text) or an object (sent as JSON)',
+    }),
+    handler:
+      fn<
+        (
+          req: IncomingMessage,
+          res: ServerResponse,
+          next: (error?: unknown) => void,
+          context: LimitContext,
+        ) => void
+      >(),
+    global: z.boolean(),
     onLimited: fn<(req: RequestInfo, context: LimitContext) => void>(),
     onExceeding: fn<(req: RequestInfo, key: string) => void>(),
     skipSuccessfulRequests: z.boolean(),
@@ -170,20 +223,18 @@ const hints: Readonly<Record<string, string>> = {
   windowMs: 'the limiter’s window: limiter: () => new FixedWindow({ limit, windowMs })',
   duration: 'the limiter’s window: limiter: () => new FixedWindow({ limit, windowMs })',
   errorResponseBuilder: 'errorResponse: (req, context) => body',
-  handler: 'errorResponse: (req, context) => body, and onLimited for side effects',
-  message: 'errorResponse: (req, context) => body',
   onExceeded: 'onLimited: (req, context) => void',
   onLimitReached: 'onLimited: (req, context) => void',
   addHeaders: "headers: 'ietf' | 'ietf-lean' | 'legacy' | 'both' | 'none'",
   addHeadersOnExceeding: "headers: 'ietf' | 'ietf-lean' | 'legacy' | 'both' | 'none'",
   enableDraftSpec: "headers: 'ietf' (the default)",
-  standardHeaders: "headers: 'ietf' (the default)",
-  legacyHeaders: "headers: 'legacy' or 'both'",
+  standardHeaders:
+    "headers: 'draft-6' | 'draft-7' | 'draft-8' (standardHeaders' values; 'ietf', the default, is draft-8)",
+  legacyHeaders: "headers: 'legacy' (X-RateLimit-* only) or 'both' (with the IETF fields)",
   ban: 'blockMs: a key refused once is refused for this long',
   blockDuration: 'blockMs (milliseconds)',
   whitelist: 'allowList',
   allowlist: 'allowList',
-  global: 'a route turns the plugin off with config: { rateLimit: false }',
   store: 'resource: client.resource(id) for a limit shared by every process (no store needed)',
   redis: 'resource: client.resource(id) for a limit shared by every process (no store needed)',
 }

@@ -5,6 +5,8 @@
  * wall-clock time.
  */
 
+import { parseDuration } from '../../shared/index.js'
+
 /** A window as config states it, parsed. */
 export type WindowSpec =
   | { readonly kind: 'fixed'; readonly ms: number }
@@ -21,21 +23,8 @@ export interface QuotaWindow {
   readonly endMs: number
 }
 
-const units: Readonly<Record<string, number>> = {
-  ms: 1,
-  s: 1000,
-  m: 60_000,
-  h: 3_600_000,
-  d: 86_400_000,
-}
-
-/** `60s`, `15m`, `1h`, `1d`, `500ms` → ms; undefined when it is not one. */
-export function parseDuration(text: string): number | undefined {
-  const m = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)$/.exec(text.trim())
-  if (m === null) return undefined
-  const ms = Number(m[1]) * units[m[2]!]!
-  return Number.isFinite(ms) && ms > 0 ? ms : undefined
-}
+/** Durations are read as everywhere else: `60s`, `1h`, `1d`, `'1 day'`. */
+export { parseDuration }
 
 /** Whether `timeZone` is one Intl knows. */
 export function isTimeZone(timeZone: string): boolean {

@@ -1,11 +1,28 @@
 import { systemClock, type Clock } from '../clock.js'
+import { durationOption } from './duration.js'
+import { SluiceError } from '../errors.js'
 import { BaseLimiter, positiveOption, type LimiterShape } from './base.js'
 
-export interface WindowOptions {
+export type WindowOptions = {
   /** Most tokens per window. */
   readonly limit: number
-  readonly windowMs: number
   readonly clock?: Clock | undefined
+} & (
+  | { readonly windowMs: number; readonly window?: undefined }
+  /** The window as text: `'1 minute'`, `'10s'`, `'1h'`, `'1 day'` (as @fastify/rate-limit's `timeWindow`). */
+  | { readonly window: string; readonly windowMs?: undefined }
+)
+
+/** The window of a limiter's options, ms: `windowMs`, or `window` as text; exactly one. */
+function windowMsOf(owner: string, options: WindowOptions): number {
+  if (options.window !== undefined && options.windowMs !== undefined)
+    throw new SluiceError(
+      'SLUICE_ERR_OPTION_INVALID',
+      `${owner}: give windowMs (milliseconds) or window (a text such as '1 minute'), not both`,
+    )
+  return options.window !== undefined
+    ? durationOption(owner, 'window', options.window)
+    : positiveOption(owner, 'windowMs', options.windowMs)
 }
 
 /** Fixed window: at most `limit` per aligned window of `windowMs`; resets at each boundary. */
@@ -17,7 +34,7 @@ export class FixedWindow extends BaseLimiter {
   constructor(options: WindowOptions) {
     super(options.clock ?? systemClock)
     this.#limit = positiveOption('FixedWindow', 'limit', options.limit)
-    this.#windowMs = positiveOption('FixedWindow', 'windowMs', options.windowMs)
+    this.#windowMs = windowMsOf('FixedWindow', options)
   }
   #roll(): number {
     const now = this.clock.now()
@@ -75,7 +92,7 @@ export class SlidingLog extends BaseLimiter {
   constructor(options: WindowOptions) {
     super(options.clock ?? systemClock)
     this.#limit = positiveOption('SlidingLog', 'limit', options.limit)
-    this.#windowMs = positiveOption('SlidingLog', 'windowMs', options.windowMs)
+    this.#windowMs = windowMsOf('SlidingLog', options)
   }
   describe(): LimiterShape {
     return { ratePerSec: (this.#limit * 1000) / this.#windowMs, burst: this.#limit }
@@ -141,7 +158,7 @@ export class SlidingWindowCounter extends BaseLimiter {
   constructor(options: WindowOptions) {
     super(options.clock ?? systemClock)
     this.#limit = positiveOption('SlidingWindowCounter', 'limit', options.limit)
-    this.#windowMs = positiveOption('SlidingWindowCounter', 'windowMs', options.windowMs)
+    this.#windowMs = windowMsOf('SlidingWindowCounter', options)
   }
   #estimate(): { now: number; estimate: number } {
     const now = this.clock.now()

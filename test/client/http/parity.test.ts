@@ -73,6 +73,25 @@ const scenarios: Scenario[] = [
     ],
   },
   {
+    name: 'global: false: only the routes with a rateLimit config of their own are limited',
+    reference: { global: false, max: 3, timeWindow: windowMs },
+    sluice: (clock) => ({ global: false, limiter: window(3, clock), clock }),
+    strict: {
+      reference: { max: 2, timeWindow: windowMs },
+      sluice: (clock) => ({ limiter: window(2, clock) }),
+    },
+    requests: [...times(5, { url: '/hello' }), ...times(4, { url: '/strict' })],
+  },
+  {
+    name: "a window as text: timeWindow: '1 minute', window: '1 minute'",
+    reference: { max: 2, timeWindow: '1 minute' },
+    sluice: (clock) => ({
+      limiter: () => new FixedWindow({ limit: 2, window: '1 minute', clock }),
+      clock,
+    }),
+    requests: times(4, { url: '/hello' }),
+  },
+  {
     name: 'an allow list',
     reference: { max: 1, timeWindow: windowMs, allowList: ['10.9.9.9'] },
     sluice: (clock) => ({ limiter: window(1, clock), allowList: ['10.9.9.9'], clock }),
