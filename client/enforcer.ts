@@ -37,6 +37,8 @@ export interface Enforcer {
   readonly refills: boolean
   /** The capacity in force changed. */
   apply(capacity: number, burst: number): void
+  /** Rate: the lease says the bucket may start full (`full`); a no-op for other kinds. */
+  fill(): void
   /** Milliseconds until `cost` would be admitted (Infinity: not by waiting). */
   msUntil(cost: number): number
   /** Whole tokens or slots available now. */
@@ -107,6 +109,10 @@ export class RateEnforcer implements Enforcer {
 
   apply(capacity: number, burst: number): void {
     this.#bucket.setRate(capacity, burst)
+  }
+
+  fill(): void {
+    this.#bucket.fill()
   }
 
   msUntil(cost: number): number {
@@ -218,6 +224,8 @@ export class SlotEnforcer implements Enforcer {
     this.#limit = wholeSlots(capacity)
   }
 
+  fill(): void {}
+
   msUntil(cost: number): number {
     return this.#inFlight + cost <= this.#limit ? 0 : Infinity
   }
@@ -312,6 +320,8 @@ export class QuotaEnforcer implements Enforcer {
   apply(capacity: number): void {
     this.#budget = wholeSlots(capacity)
   }
+
+  fill(): void {}
 
   window(index: number, endsInMs: number): void {
     // A new window: a new budget, nothing used yet.

@@ -417,7 +417,8 @@ export class Resource extends EventEmitter<ResourceEvents> {
     this.#expiryTimer = this.#clock.setTimeout(() => this.#lapse(grant), grant.ttlMs).unref()
     this.#setState({ mode: 'leased', lease: grant })
     this.#refused = undefined
-    this.#applyCapacity()
+    // Nobody held the resource for its burst's refill time: this bucket may start full.
+    this.#applyCapacity(grant.full === true)
     this.emit('lease', grant)
     for (const w of [...this.#readyWaiters]) w.resolve()
     return this.drainedToLimit
@@ -505,7 +506,7 @@ export class Resource extends EventEmitter<ResourceEvents> {
     if (changed) this.emit('mode', state.mode)
   }
 
-  #applyCapacity(): void {
+  #applyCapacity(fill = false): void {
     const capacity = this.capacity
     const state = this.#state
     const burst =
@@ -515,6 +516,7 @@ export class Resource extends EventEmitter<ResourceEvents> {
           ? Math.min(this.#fallbackBurst, capacity)
           : capacity
     this.#enforcer.apply(capacity, burst)
+    if (fill) this.#enforcer.fill()
     this.#serve()
   }
 

@@ -80,6 +80,8 @@ export class Coordinator {
   #writeAhead: WriteAhead | undefined
   /** Whether this coordinator started from a trusted ledger (no learning). */
   #restored = false
+  /** Its ledger was new (nothing was ever leased from it): see attachLedger. */
+  #neverLeased = false
   /** Leadership comes from an election: a replica that cannot write its ledger steps down. */
   #elected = false
   /** Until when this replica surely leads (an election's lease); always, without one. */
@@ -188,6 +190,8 @@ export class Coordinator {
     if (this.#closed || this.#role === 'leader') return
     this.#startedMs = this.#clock.now()
     this.#restored = restored !== undefined
+    // A previous leader may have leased anything: the pool knows only from now.
+    this.#neverLeased = false
     this.#pool = this.#newPool()
     this.#role = 'leader'
     this.#leaderUrl = undefined
@@ -252,6 +256,9 @@ export class Coordinator {
   attachLedger(ledger: Ledger, restored: readonly LedgerEntry[] | undefined): void {
     this.#writeAhead = new WriteAhead(ledger, this.#clock, this.#writeAheadHost)
     this.#restored = restored !== undefined
+    // A ledger never written before, trusted: nothing was ever leased, so no bucket anywhere
+    // holds a token of any resource (a first lease may start full at once).
+    this.#neverLeased = ledger.fresh && restored !== undefined
     this.#pool = this.#newPool()
     if (restored !== undefined) {
       const n = this.#pool.restore(restored, this.#restoredUntil(restored), this.#clock.now())
@@ -654,6 +661,8 @@ export class Coordinator {
           ? 0
           : this.config.server.ledgerMaxWriteMs,
       quotaClock: this.#quotaClock,
+      // From now on the pool sees every lease (before: what the ledger restored, or learning).
+      quietSinceMs: this.#neverLeased ? -Infinity : this.#clock.now(),
     })
   }
 

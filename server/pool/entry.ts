@@ -70,6 +70,14 @@ export class ResourceState {
   /** Entries whose target is above their newest lease, waiting for free capacity. */
   readonly starved = new Set<Entry>()
   learningUntilMs: number
+  /**
+   * The latest time any lease of this resource recorded so far may be enforced (its fallback
+   * hold included); before any, when the pool began to know what is held. A grant may start a
+   * bucket full only once this is burst ÷ capacity in the past (`quietFor`).
+   */
+  heldUntilMs: number
+  /** The time of the round whose grants started full: every grant of that instant may. */
+  fullAtMs = Number.NaN
   rounds = 0
   /** While learning: what each client's hello claimed, and what of it was confirmed. */
   readonly claims = new Map<
@@ -81,9 +89,15 @@ export class ResourceState {
     }
   >()
 
-  constructor(settings: ResourceSettings, learningUntilMs: number) {
+  constructor(settings: ResourceSettings, learningUntilMs: number, quietSinceMs = -Infinity) {
     this.settings = settings
     this.learningUntilMs = learningUntilMs
+    this.heldUntilMs = quietSinceMs
+  }
+
+  /** Notes a lease that may be enforced until `untilMs`. */
+  held(untilMs: number): void {
+    if (untilMs > this.heldUntilMs) this.heldUntilMs = untilMs
   }
 
   /** Differences below this are rounding noise, not lease changes. */
@@ -208,6 +222,8 @@ export class Entry {
   /** Restores leases a ledger kept (seq 0: no ack of this coordinator's matches them). */
   restore(records: readonly LeaseRecord[], nowMs: number): void {
     this.leases = [...records]
+    for (const l of records)
+      if (l.capacity > 0 || l.fallback > 0) this.resource.held(l.fallbackUntilMs)
     this.#setCommitted(nowMs)
   }
 
@@ -234,6 +250,7 @@ export class Entry {
       acked: false,
       lapsed: false,
     })
+    if (capacity > 0 || fallback > 0) this.resource.held(holdUntilMs + s.safeHoldMs)
     this.resendDue = false
     this.#setCommitted(nowMs)
   }
@@ -263,6 +280,7 @@ export class Entry {
       const holdUntilMs = Math.max(l.holdUntilMs, nowMs + l.ttlMs + s.graceMs)
       l.fallbackUntilMs += holdUntilMs - l.holdUntilMs
       l.holdUntilMs = holdUntilMs
+      if (l.capacity > 0 || l.fallback > 0) this.resource.held(l.fallbackUntilMs)
     }
   }
 

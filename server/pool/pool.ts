@@ -167,6 +167,25 @@ export function clientKey(tenant: string | undefined, clientId: string): string 
  * (`refreshSettings` re-reads them); state goes out as frozen snapshots,
  * never as the pool's own records.
  */
+/**
+ * How long a resource's burst takes to refill at its capacity, ms: for a keyed family, the
+ * longest of its keys'. Infinity where no bucket may start full: a kind that does not refill
+ * (slots, a quota's budget) or a family's hot key (the family's shares hold it too).
+ */
+function burstRefillMs(s: ResourceSettings): number {
+  const family = s.family
+  if (s.quotaWindow !== undefined || family?.role === 'key') return Infinity
+  if (family?.role === 'family') {
+    if (!kindTraits[family.keyKind].refills || !(family.keyCapacity > 0)) return Infinity
+    let worst = family.keyBurst / family.keyCapacity
+    for (const p of Object.values(family.plan))
+      worst = Math.max(worst, p.capacity > 0 ? p.burst / p.capacity : Infinity)
+    return worst * 1000
+  }
+  if (!kindTraits[s.kind].refills || !(s.capacity > 0)) return Infinity
+  return (s.burst / s.capacity) * 1000
+}
+
 export class Pool {
   readonly #clients = new Map<string, ClientState>()
   /** Per keyed family (its own resource id), the resources of its keys now in the pool (hot keys). */
@@ -175,6 +194,9 @@ export class Pool {
   readonly #tenantResources = new Map<string, Map<string, number>>()
   readonly #resources = new Map<string, ResourceState>()
   readonly #startMs: number
+  readonly #quietSinceMs: number
+  /** Resources forgotten (no entries) whose last lease may still be enforced, or was lately. */
+  readonly #quietAfter = new Map<string, { heldUntilMs: number; refillMs: number }>()
   readonly #settingsFor: SettingsLookup
   #batches = new Map<ClientState, LeaseBatch>()
   readonly #waiting = new Set<string>()
@@ -204,9 +226,16 @@ export class Pool {
       track?: boolean
       sendDelayMs?: number
       quotaClock?: QuotaClock
+      /**
+       * Since when the pool knows every lease that may be enforced (what it restored, what
+       * it sends): default `startMs`; -Infinity for a ledger that has never been written
+       * (nothing was ever leased).
+       */
+      quietSinceMs?: number
     } = {},
   ) {
     this.#startMs = startMs
+    this.#quietSinceMs = options.quietSinceMs ?? startMs
     this.#settingsFor = settingsFor
     this.#learn = options.learn ?? true
     this.#track = options.track ?? false
@@ -986,6 +1015,8 @@ export class Pool {
   /** Drops lapsed leases everywhere, and forgets what nothing holds any more. */
   sweep(nowMs: number): void {
     for (const r of this.#resources.values()) this.#sweep(r, nowMs)
+    for (const [id, q] of this.#quietAfter)
+      if (nowMs >= q.heldUntilMs + q.refillMs) this.#quietAfter.delete(id)
   }
 
   /**
@@ -1034,6 +1065,10 @@ export class Pool {
   /** A resource with no entries left leaves the pool (and its family's hot keys). */
   #forget(r: ResourceState): void {
     this.#resources.delete(r.settings.id)
+    // Until the resource is quiet, a new state of it must know when its last lease may end.
+    const refillMs = burstRefillMs(r.settings)
+    if (refillMs < Infinity && r.heldUntilMs > -Infinity)
+      this.#quietAfter.set(r.settings.id, { heldUntilMs: r.heldUntilMs, refillMs })
     const family = r.settings.family
     if (family?.role !== 'key') return
     const keys = this.#familyKeys.get(family.familyId)
@@ -1087,7 +1122,12 @@ export class Pool {
     let r = this.#resources.get(resourceId)
     if (r === undefined) {
       // Learning runs for learningMs after the coordinator starts, whenever the resource first appears.
-      r = new ResourceState(settings, this.#startMs + (this.#learn ? settings.learningMs : 0))
+      r = new ResourceState(
+        settings,
+        this.#startMs + (this.#learn ? settings.learningMs : 0),
+        Math.max(this.#quietSinceMs, this.#quietAfter.get(resourceId)?.heldUntilMs ?? -Infinity),
+      )
+      this.#quietAfter.delete(resourceId)
       this.#resources.set(resourceId, r)
       const family = settings.family
       if (family?.role === 'key') {
@@ -1204,6 +1244,12 @@ export class Pool {
       window === undefined
         ? leaseTtlMsAt(s, nowMs)
         : Math.max(0, Math.floor(window.endMs - nowMs - s.graceMs))
+    // Before this lease is recorded (which marks the resource held): may its bucket start full?
+    const full =
+      window === undefined &&
+      capacity > 0 &&
+      entry.leases.length === 0 &&
+      this.#quietFor(entry.resource, nowMs)
     // The fallback never exceeds the lease: what a silent client may enforce is what it was leased.
     const safeShare = s.safeCapacity ?? s.capacity / Math.max(1, entry.resource.entries.size)
     const safeCapacity = Math.min(capacity, inKindUnits(s.kind, safeShare))
@@ -1219,6 +1265,7 @@ export class Pool {
       refreshMs: s.refreshMs,
       safeCapacity,
       safeHoldMs: s.safeHoldMs,
+      ...(full ? { full: true as const } : {}),
       ...(s.family?.role === 'family' ? { family: familyPayload(s.family) } : {}),
       ...(window === undefined
         ? s.family?.role === 'family'
@@ -1238,6 +1285,28 @@ export class Pool {
             },
           }),
     })
+  }
+
+  /**
+   * Whether a rate lease sent now may start its bucket full: nobody could enforce any of the
+   * resource (no lease, no fallback, no learning) for the burst's refill time before now, so
+   * no token of the burst was spent in it and the bound capacity·t + burst holds over any
+   * interval (docs/allocation.md). Every grant of the round that finds it so may (together
+   * they hold at most the capacity, so at most the burst); the next round sees them held.
+   * Never for a keyed family's hot key, whose capacity the family's shares also hold.
+   */
+  #quietFor(r: ResourceState, nowMs: number): boolean {
+    if (r.fullAtMs === nowMs) return true
+    const refillMs = burstRefillMs(r.settings)
+    if (!(refillMs < Infinity)) return false
+    let quietFromMs = Math.max(r.heldUntilMs, r.learningUntilMs)
+    // A family's keys are held by its hot-key leases too.
+    if (r.settings.family?.role === 'family')
+      for (const key of this.#familyKeys.get(r.settings.id) ?? [])
+        quietFromMs = Math.max(quietFromMs, key.heldUntilMs)
+    if (nowMs < quietFromMs + refillMs) return false
+    r.fullAtMs = nowMs
+    return true
   }
 
   #flush(): readonly LeaseBatch[] {

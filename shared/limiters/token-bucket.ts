@@ -109,6 +109,12 @@ export class TokenBucket {
     if (this.#tokens - this.#taken > burst) this.#tokens = burst + this.#taken
   }
 
+  /** Fills the bucket to its burst (what a lease that may start full allows). */
+  fill(): void {
+    this.#refill(this.#clock.now())
+    this.#tokens = this.#burst + this.#taken
+  }
+
   #refill(now: number): void {
     if (now <= this.#lastMs) return
     const coarse = this.#coarse

@@ -203,6 +203,12 @@ export const leaseGrant = z.strictObject({
    * this client's share of it.
    */
   limit: z.strictObject({ capacity: quantity, burst: quantity }).optional(),
+  /**
+   * Rate: the bucket may start full (its `burst`) rather than empty. Sent only when nobody
+   * could enforce any of the resource for burst ÷ capacity seconds before this lease (so no
+   * token of the burst can have been spent by another process), once per such quiet spell.
+   */
+  full: z.literal(true).optional(),
   family: z
     .strictObject({
       kind: z.enum(resourceKinds),

@@ -1,0 +1,128 @@
+import { afterEach, describe, expect, it } from 'vitest'
+import type { ConfigInput } from '../../server/config/index.js'
+import { Cluster } from '../helpers/cluster.js'
+
+// A rate lease's bucket starts empty and earns at the lease's rate (docs/client.md), except
+// when the coordinator says it may start full: nobody could enforce any of the resource for
+// the burst's refill time before it (docs/allocation.md, "A bucket that starts full").
+
+const cleanup: (() => Promise<void>)[] = []
+afterEach(async () => {
+  for (const f of cleanup.splice(0).reverse()) await f()
+})
+
+const config = (extra: Record<string, unknown> = {}): ConfigInput => ({
+  server: { limits: { roundDebounceMs: 0 } },
+  resources: [
+    {
+      match: 'api',
+      kind: 'rate',
+      capacity: 1000,
+      burst: 1000,
+      leaseTtlMs: 2000,
+      refreshMs: 200,
+      graceMs: 200,
+      safeHoldMs: 500,
+      learningMs: 0,
+      unsafeLearning: true,
+      ...extra,
+    },
+    {
+      match: 'ip/*',
+      keyed: true,
+      kind: 'rate',
+      capacity: 10,
+      burst: 10,
+      leaseTtlMs: 2000,
+      refreshMs: 200,
+      graceMs: 200,
+      safeHoldMs: 500,
+      learningMs: 0,
+      unsafeLearning: true,
+    },
+  ],
+})
+
+async function cluster(): Promise<Cluster> {
+  const c = new Cluster()
+  cleanup.push(() => c.close())
+  await c.start(config())
+  return c
+}
+
+/** tryAcquire calls admitted of `n` made at one instant. */
+function burstOf(resource: { tryAcquire(): boolean }, n: number): number {
+  let admitted = 0
+  for (let i = 0; i < n; i++) if (resource.tryAcquire()) admitted++
+  return admitted
+}
+
+describe('a first lease on a quiet resource starts full', () => {
+  it('admits the first requests at once after ready() when nobody held the resource', async () => {
+    const c = await cluster()
+    await c.step(1000) // the coordinator has known every lease (none) for the burst's refill time
+    const client = await c.client('first')
+    const api = client.resource('api', { wants: 1000 })
+    let ready = false
+    void api.ready().then(() => (ready = true))
+    // Time moves until the lease comes, not after: what the bucket holds is what it started with.
+    for (let i = 0; i < 50 && !ready; i++) await c.step(10)
+    expect(ready).toBe(true)
+    expect(api.lease?.full).toBe(true)
+    // The issue's case: a 1000/s lease, five requests the instant ready() resolves.
+    expect(burstOf(api, 5)).toBe(5)
+    expect(burstOf(api, 2000)).toBe(995) // the whole burst, never more
+  })
+
+  it('starts empty when the coordinator has not known the resource for that long', async () => {
+    const c = await cluster()
+    const client = await c.client('early')
+    const api = client.resource('api', { wants: 1000 })
+    for (let i = 0; i < 50 && api.lease === undefined; i++) await c.step(10)
+    expect(api.lease?.capacity).toBe(1000)
+    expect(api.lease?.full).toBeUndefined()
+    expect(burstOf(api, 5)).toBe(0)
+  })
+
+  it('starts empty while another process holds it, or did within the refill time', async () => {
+    const c = await cluster()
+    await c.step(1000)
+    const a = await c.client('a')
+    const apiA = a.resource('api', { wants: 1000 })
+    for (let i = 0; i < 50 && apiA.lease === undefined; i++) await c.step(10)
+    expect(apiA.lease?.full).toBe(true)
+    expect(burstOf(apiA, 1000)).toBe(1000) // a spends the whole burst
+    const b = await c.client('b')
+    const apiB = b.resource('api', { wants: 1000 })
+    for (let i = 0; i < 50 && apiB.lease === undefined; i++) await c.step(10)
+    expect(apiB.lease?.full).toBeUndefined()
+    expect(burstOf(apiB, 5)).toBe(0)
+    // Both go; the resource is quiet again once their leases (and fallbacks) are over and a
+    // refill time has passed: 2 s lease + 0.2 s grace + 0.5 s safe hold + 1 s.
+    await a.close()
+    await b.close()
+    const c2 = await c.client('c')
+    const apiC = c2.resource('api', { wants: 1000 })
+    for (let i = 0; i < 50 && apiC.lease === undefined; i++) await c.step(10)
+    expect(apiC.lease?.full).toBeUndefined()
+    apiC.release()
+    await c2.close()
+    await c.step(3800)
+    const d = await c.client('d')
+    const apiD = d.resource('api', { wants: 1000 })
+    for (let i = 0; i < 50 && apiD.lease === undefined; i++) await c.step(10)
+    expect(apiD.lease?.full).toBe(true)
+    expect(burstOf(apiD, 5)).toBe(5)
+  })
+
+  it("a keyed family's first share on a quiet family: a new key's first requests at once", async () => {
+    const c = await cluster()
+    await c.step(1000)
+    const client = await c.client('gw')
+    const perIp = client.keyed('ip')
+    for (let i = 0; i < 50 && perIp.mode !== 'leased'; i++) await c.step(10)
+    expect(perIp.mode).toBe('leased')
+    // The key's whole burst (10) at the instant of its first request, and no more.
+    expect(burstOf({ tryAcquire: () => perIp.tryAcquire('10.0.0.1') }, 12)).toBe(10)
+  })
+})
