@@ -36,7 +36,12 @@ import {
   type AdmissionContext,
 } from './admission.js'
 import { AuthGuard } from './auth-guard.js'
-import { CoordinatorMetrics, Observer, ResourceView } from '../observe/index.js'
+import {
+  CoordinatorMetrics,
+  Observer,
+  ResourceView,
+  type ResourceFigures,
+} from '../observe/index.js'
 import { provenHolding, signBatches, type ClaimedHolding, type HoldingsKeys } from './proofs.js'
 import { RoundScheduler } from './scheduler.js'
 import type { SessionPort } from './session-port.js'
@@ -107,7 +112,7 @@ export class Coordinator {
     this.#role = role
     this.view = new ResourceView(() => this.#pool, clock)
     this.metrics = new CoordinatorMetrics(
-      () => this.view.resources(),
+      () => this.#resourcesForMetrics(),
       (id) => this.observer.usage.current(id, this.#clock.now()),
       () => this.limits.maxUsageSeries,
       () => this.view.families(0),
@@ -173,6 +178,24 @@ export class Coordinator {
   /** The tenant whose token this is (constant-time look-up). */
   tenantByToken(token: string): string | undefined {
     return this.#settings.config.tenantByToken(token)
+  }
+
+  /**
+   * Every resource with clients, then each named resource of the config no client uses yet,
+   * idle: a dashboard and its alerts see the series from the start, not from the first client.
+   */
+  #resourcesForMetrics(): ResourceFigures[] {
+    const inUse = this.view.resources()
+    if (this.#role !== 'leader') return inUse
+    const seen = new Set(inUse.map((r) => r.id))
+    for (const t of this.config.resources) {
+      if (t.match.includes('*') || t.keyed || seen.has(t.match)) continue
+      const s = this.#settings.lookup(t.match)
+      if (s === undefined) continue
+      seen.add(t.match)
+      inUse.push(idleFigures(s))
+    }
+    return inUse
   }
 
   /** Settings of a resource as the pool runs it (a downstream's capacity is its parent's lease). */
@@ -758,5 +781,21 @@ export class Coordinator {
 
   #dropSchedule(resourceId: string): void {
     if (this.#rounds.drop(resourceId)) this.#settings.upstream?.unlink(resourceId)
+  }
+}
+
+/** A configured resource no client uses: its capacity, nothing committed, asked or leased. */
+function idleFigures(s: ResourceSettings): ResourceFigures {
+  return {
+    id: s.id,
+    kind: s.kind,
+    capacity: s.capacity,
+    committed: 0,
+    free: s.capacity,
+    demand: 0,
+    grant: 0,
+    clients: 0,
+    learning: false,
+    rounds: 0,
   }
 }

@@ -120,7 +120,7 @@ export class CoordinatorMetrics {
     // first: the registry collects in order, and this collect fills the gauges below it.
     new Gauge({
       name: 'sluice_resources',
-      help: 'Resources with clients',
+      help: 'Resources with clients, and named resources of the config no client uses yet',
       registers: this.#registers,
       collect() {
         for (const [g] of gauges) g.reset()

@@ -1,5 +1,5 @@
 import type { Clock, Timer, Usage } from '../../shared/index.js'
-import { ResourceHistory, historyFields, type HistorySeries } from './history.js'
+import { ResourceHistory, historyFields, type HistoryField, type HistorySeries } from './history.js'
 import type { CoordinatorMetrics } from './metrics.js'
 import { clientKey } from '../pool/index.js'
 import {
@@ -113,7 +113,14 @@ export class Observer {
 
   /** A resource's samples between two wall-clock times (ms since the epoch). */
   history(id: string, fromMs: number, toMs: number): HistorySeries | undefined {
-    return this.#histories.get(id)?.history.range(fromMs, toMs)
+    const found = this.#histories.get(id)
+    if (found !== undefined) return found.history.range(fromMs, toMs)
+    // A resource the pool knows but has not sampled yet (it appeared within the last second,
+    // or while learning): no samples yet, not an unknown resource.
+    if (this.#o.view.resource(id) === undefined) return undefined
+    const columns = {} as Record<HistoryField, number[]>
+    for (const f of historyFields) columns[f] = []
+    return { stepMs: sampleMs, t: [], columns }
   }
 
   /** Resources with a history now. */

@@ -33,6 +33,15 @@ export const usageTauMs = 5000
 /** A client is "refusing" while its reports said so within this long. */
 export const refusingMs = 5000
 
+/**
+ * Refusals worth calling "refusing": 1% of the calls or more, over the usage time constant.
+ * A client that gets what it asks for but refuses a stray call now and then (a burst over its
+ * bucket: 0.5/s of 100/s asked) is not refusing.
+ */
+export function refusingMuch(refused: number, admitted: number): boolean {
+  return refused > 0 && refused >= 0.01 * (refused + admitted)
+}
+
 interface Sums {
   atMs: number
   windowMs: number
@@ -44,6 +53,8 @@ interface Sums {
   inFlight: number | undefined
   peakInFlight: number | undefined
   lastRefusedAtMs: number | undefined
+  /** When a report last said it refused much (`refusingMuch`). */
+  lastRefusingAtMs: number | undefined
   refusingSinceMs: number | undefined
   /** Its recent rates, admitted and refused interleaved, a ring of `recentShape.samples`. */
   recent: Float32Array | undefined
@@ -87,7 +98,7 @@ function rates(s: Sums, nowMs: number): ClientUsage {
     peakInFlight: s.peakInFlight,
     lastRefusedAtMs: s.lastRefusedAtMs,
     refusingSinceMs:
-      s.lastRefusedAtMs !== undefined && nowMs - s.lastRefusedAtMs <= refusingMs
+      s.lastRefusingAtMs !== undefined && nowMs - s.lastRefusingAtMs <= refusingMs
         ? s.refusingSinceMs
         : undefined,
   }
@@ -152,6 +163,7 @@ export class UsageBook {
         inFlight: undefined,
         peakInFlight: undefined,
         lastRefusedAtMs: undefined,
+        lastRefusingAtMs: undefined,
         refusingSinceMs: undefined,
         recent: undefined,
         recentNext: 0,
@@ -171,9 +183,12 @@ export class UsageBook {
     s.inFlight = usage.inFlight
     s.peakInFlight = usage.peakInFlight
     if (usage.refusedCalls > 0) {
-      if (s.lastRefusedAtMs === undefined || nowMs - s.lastRefusedAtMs > refusingMs)
-        s.refusingSinceMs = nowMs
       s.lastRefusedAtMs = nowMs
+      if (refusingMuch(s.refusedCalls, s.admittedCalls)) {
+        if (s.lastRefusingAtMs === undefined || nowMs - s.lastRefusingAtMs > refusingMs)
+          s.refusingSinceMs = nowMs
+        s.lastRefusingAtMs = nowMs
+      }
     }
   }
 
@@ -250,7 +265,7 @@ export class UsageBook {
         waiting += u.waiting
         inFlight += u.inFlight ?? 0
       }
-      if (u.lastRefusedAtMs !== undefined && nowMs - u.lastRefusedAtMs <= refusingMs) refusing++
+      if (u.refusingSinceMs !== undefined) refusing++
     }
     return { admittedPerSec, refusedPerSec, waiting, inFlight, reporting: clients.size, refusing }
   }

@@ -104,6 +104,26 @@ describe('HTTP API', () => {
     expect(res.body).toMatch(/sluice_lease_messages_total \d+/)
   })
 
+  it('has a series for each named resource of the config before any client uses it', async () => {
+    const started = await startCoordinator({
+      server: { limits: { roundDebounceMs: 0 } },
+      resources: [
+        { match: 'api', kind: 'rate', capacity: 300 },
+        { match: 'db', kind: 'concurrency', capacity: 20 },
+        { match: 'tenant/*', kind: 'rate', capacity: 10 },
+      ],
+    })
+    running.push(started.server)
+    const body = (await started.server.http.inject('/metrics')).body
+    expect(body).toContain('sluice_resource_capacity{resource="api"} 300')
+    expect(body).toContain('sluice_resource_capacity{resource="db"} 20')
+    expect(body).toContain('sluice_resource_clients{resource="api"} 0')
+    expect(body).toContain('sluice_resource_committed{resource="db"} 0')
+    // A pattern names no resource until one is used.
+    expect(body).not.toContain('resource="tenant/*"')
+    expect(body).toContain('sluice_resources 2')
+  })
+
   it('refuses admin routes without the admin token', async () => {
     const { server } = await startWithClients()
     const none = await server.http.inject({ method: 'POST', url: '/v1/admin/reload' })

@@ -259,6 +259,73 @@ describe('dashboard', () => {
     // 401s for the first load are expected console noise; nothing else may fail.
     expect(problems.filter((p) => !p.includes('401'))).toEqual([])
   })
+  it('draws capacity over committed, a gap as a gap, a stray refusal as no alarm, and the header as it is now', async () => {
+    const cluster = await started()
+    const alpha = await cluster.client('alpha', { name: 'checkout-1' })
+    const beta = await cluster.client('beta', { name: 'search-7' })
+    // Both ask for more than all of it between them: fully leased, committed = capacity.
+    const a = new Load(alpha.resource('api', { wants: 250 }), 100)
+    const b = new Load(beta.resource('api', { wants: 250 }), 100)
+    await run(cluster, [], 2) // the leases first: nothing refused for want of one
+    await run(cluster, [a, b], 6)
+    // A stray refusal now and then (beta drains its bucket at once, then one call is refused,
+    // every 2 s: 0.5/s, well under 1% of what is asked): no alarm.
+    const beApi = beta.resource('api')
+    for (let i = 0; i < 60; i++) {
+      a.tick(100)
+      b.tick(100)
+      if (i % 20 === 0) while (beApi.tryAcquire());
+      await cluster.step(100)
+    }
+    const { page, problems } = await newPage()
+    await page.goto(`${cluster.server.url}/dashboard`)
+    const api = page.locator('section.card[data-id="api"]')
+    await expect.poll(() => api.locator('canvas').count()).toBeGreaterThan(0)
+    // Capacity is the last series drawn, so it shows over committed at the same height.
+    await expect
+      .poll(() => api.locator('.chart').getAttribute('data-series'))
+      .toBe('committed,demand,admitted,refused,capacity')
+    expect(await api.getAttribute('class')).not.toContain('refusing')
+    expect(await api.locator('.badge.refusing').count()).toBe(0)
+    // Nobody learns: the header says leader, and nothing about learning.
+    await expect.poll(() => page.locator('#role').textContent()).toMatch(/^leader/)
+    expect(await page.locator('#role').textContent()).not.toContain('learning')
+
+    // Every client goes; the resource leaves the pool (no samples) until one comes back.
+    await alpha.close()
+    await beta.close()
+    for (let i = 0; i < 30; i++) await cluster.step(1000)
+    const gamma = await cluster.client('gamma')
+    const g = new Load(gamma.resource('api', { wants: 100 }), 100)
+    await run(cluster, [g], 5)
+    await page.reload()
+    await expect.poll(() => api.locator('canvas').count()).toBeGreaterThan(0)
+    await expect
+      .poll(async () => Number(await api.locator('.chart').getAttribute('data-gaps')))
+      .toBeGreaterThanOrEqual(1)
+    await page.screenshot({ path: `${shots}/gap.png`, fullPage: true })
+    expect(problems).toEqual([])
+  })
+
+  it('says learning in the header while the coordinator learns, and stops saying so when it ends', async () => {
+    const cluster = await started({
+      server: { limits: { roundDebounceMs: 0 } },
+      resources: [
+        { match: 'api', kind: 'rate', capacity: 100, learningMs: 3000, unsafeLearning: true },
+      ],
+    })
+    const alpha = await cluster.client('alpha')
+    alpha.resource('api', { wants: 50 })
+    await cluster.step(100)
+    const { page, problems } = await newPage()
+    await page.goto(`${cluster.server.url}/dashboard`)
+    await expect.poll(() => page.locator('#role').textContent()).toContain('learning: api')
+    for (let i = 0; i < 40; i++) await cluster.step(100)
+    await expect.poll(() => page.locator('#role').textContent()).toMatch(/^leader/)
+    await expect.poll(() => page.locator('#role').textContent()).not.toContain('learning')
+    expect(problems).toEqual([])
+  })
+
   it('shows a quota as what remains of its window’s budget and when the window ends', async () => {
     const cluster = await started({
       server: { limits: { roundDebounceMs: 0 } },

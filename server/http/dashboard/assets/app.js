@@ -159,17 +159,16 @@ function chartSeries(kind) {
       line('admitted', colors.admitted, { fill: 'rgba(44,160,44,0.10)' }),
       line('refused', colors.refused, { fill: 'rgba(214,39,40,0.10)' }),
     ]
-  const common = [
-    {},
-    line('capacity', colors.capacity, { dash: [6, 4] }),
-    line('committed', colors.committed),
-    line('demand', colors.demand),
-  ]
+  // Capacity is drawn last, wider and dashed, so it shows over a committed line at the same
+  // height (a resource fully leased: the usual case).
+  const capacity = line('capacity', colors.capacity, { dash: [6, 4], width: 2.5 })
+  const common = [{}, line('committed', colors.committed), line('demand', colors.demand)]
   if (kind === 'rate' || kind === 'quota')
     return [
       ...common,
       line('admitted', colors.admitted, { fill: 'rgba(44,160,44,0.10)' }),
       line('refused', colors.refused, { fill: 'rgba(214,39,40,0.10)' }),
+      capacity,
     ]
   return [
     ...common,
@@ -177,25 +176,39 @@ function chartSeries(kind) {
     line('waiting', colors.waiting),
     line('admitted', '#17becf', { scale: 'ops', dash: [2, 3] }),
     line('refused', colors.refused, { scale: 'ops' }),
+    capacity,
   ]
 }
-function chartData(kind, held) {
-  const c = held.columns ?? {}
-  const t = held.t.map((x) => x / 1000)
-  const col = (k) => c[k] ?? []
-  if (kind.startsWith('client')) return [t, col('admitted'), col('refused')]
+/** The columns of each chart, in the order of its series. */
+function chartColumns(kind) {
+  if (kind.startsWith('client')) return ['admitted', 'refused']
   if (kind === 'rate' || kind === 'quota')
-    return [t, col('capacity'), col('committed'), col('demand'), col('admitted'), col('refused')]
-  return [
-    t,
-    col('capacity'),
-    col('committed'),
-    col('demand'),
-    col('inFlight'),
-    col('waiting'),
-    col('admitted'),
-    col('refused'),
-  ]
+    return ['committed', 'demand', 'admitted', 'refused', 'capacity']
+  return ['committed', 'demand', 'inFlight', 'waiting', 'admitted', 'refused', 'capacity']
+}
+/**
+ * The samples with a null where a step or more is missing (the coordinator was down, the
+ * resource had no clients): uPlot draws a gap there instead of a straight line across.
+ */
+function withGaps(held, keys) {
+  const c = held.columns ?? {}
+  const stepMs = held.stepMs ?? 1000
+  const t = []
+  const cols = keys.map(() => [])
+  let gaps = 0
+  for (let i = 0; i < held.t.length; i++) {
+    if (i > 0 && held.t[i] - held.t[i - 1] > 1.5 * stepMs) {
+      t.push((held.t[i - 1] + stepMs) / 1000)
+      for (const col of cols) col.push(null)
+      gaps++
+    }
+    t.push(held.t[i] / 1000)
+    keys.forEach((k, j) => cols[j].push(c[k]?.[i] ?? null))
+  }
+  return { data: [t, ...cols], gaps }
+}
+function chartData(kind, held) {
+  return withGaps(held, chartColumns(kind)).data
 }
 function makeChart(container, kind, height, live) {
   const tick = (_u, values) => values.map((v) => num(v))
@@ -273,9 +286,15 @@ function drawChart(slot, id, kind, held, height, rangeS) {
       if (w !== chart.plot.width) chart.plot.setSize({ width: w, height })
     }).observe(box)
   }
-  chart.plot.setData(chartData(kind, held))
+  const { data, gaps } = withGaps(held, chartColumns(kind))
+  chart.plot.setData(data)
   const n = held.t.length
   chart.box.dataset.points = String(n)
+  chart.box.dataset.gaps = String(gaps)
+  chart.box.dataset.series = chartSeries(kind)
+    .slice(1)
+    .map((s) => s.label)
+    .join(',')
   const c = held.columns ?? {}
   const lastOf = (k) => (n > 0 && c[k] ? c[k][n - 1] : null)
   // How long the refusals have gone on: the latest unbroken run of samples with any.
@@ -337,7 +356,7 @@ function resourceFigures(r) {
     num(r.refusedPerSec),
     (r.kind === 'concurrency' ? ' acq/s' : '/s') +
       (r.refusedPerSec > 0 ? ' (' + pct(refusedShare(r)) + ')' : ''),
-    r.refusedPerSec > 0 ? 'big bad' : 'big',
+    refusingMuch(r.admittedPerSec, r.refusedPerSec) ? 'big bad' : 'big',
   )
   refused.dataset.figure = 'refused'
   const items = [
@@ -363,12 +382,21 @@ function resourceFigures(r) {
     items.push(figure('waiting', num(r.waiting), 'callers'))
   return el('div', { class: 'figures' }, ...items)
 }
+/**
+ * Whether refusals are worth a colour: 1% of what is asked or more (the coordinator's rule for
+ * a client "refusing"). A resource whose clients get what they ask for but refuse a stray
+ * request now and then (a burst over the bucket) is not shown refusing.
+ */
+function refusingMuch(admittedPerSec, refusedPerSec) {
+  const refused = refusedPerSec ?? 0
+  return refused > 0 && refused >= 0.01 * ((admittedPerSec ?? 0) + refused)
+}
 function badges(r) {
   const out = []
   if (r.clients === 0) out.push(el('span', { class: 'badge idle', text: 'no clients' }))
   else if (r.learning) out.push(el('span', { class: 'badge learning', text: 'learning' }))
   else out.push(el('span', { class: 'badge leasing', text: 'leasing' }))
-  if (r.refusedPerSec > 0 || r.refusing > 0)
+  if (refusingMuch(r.admittedPerSec, r.refusedPerSec) || r.refusing > 0)
     out.push(el('span', { class: 'badge refusing', text: 'refusing' }))
   out.push(el('span', { class: 'badge', text: r.kind }))
   return el('span', {}, ...out.flatMap((b) => [b, ' ']))
@@ -402,7 +430,7 @@ async function renderOverview(main) {
     }
     // Keep the cards in the order of the list (sorted by id).
     if (cards.children[i] !== card) cards.insertBefore(card, cards.children[i] ?? null)
-    card.classList.toggle('refusing', r.refusedPerSec > 0)
+    card.classList.toggle('refusing', refusingMuch(r.admittedPerSec, r.refusedPerSec))
     card
       .querySelector('.card-head')
       .replaceChildren(
