@@ -25,8 +25,8 @@ if (server === 'fastify') {
   if (limiter === 'skip')
     await app.register(fastifyRateLimit, { ...sluiceOptions, skip: () => true })
   if (limiter === 'sluice') await app.register(fastifyRateLimit, sluiceOptions)
-  if (limiter === 'lean')
-    await app.register(fastifyRateLimit, { ...sluiceOptions, headers: 'ietf-lean' as const })
+  if (limiter === 'full')
+    await app.register(fastifyRateLimit, { ...sluiceOptions, headers: 'ietf' as const })
   // @fastify/rate-limit as its README sets it up, in memory.
   if (limiter === 'peer') await app.register(fastifyRateLimitPeer, { max: 1e9, timeWindow: 60_000 })
   // The parts of a limiter's cost: an empty hook, one and two constant header fields (as Sluice's).

@@ -21,12 +21,12 @@ const variants = [
   ],
   [
     'fastify-sluice',
-    'fastify + `fastifyRateLimit` (per-IP token bucket, IETF headers)',
+    "fastify + `fastifyRateLimit` (per-IP token bucket, its default headers: `'ietf-lean'`, RateLimit-Policy on a key's first response and refusals)",
     'fastify-none',
   ],
   [
-    'fastify-lean',
-    "fastify + `fastifyRateLimit`, `headers: 'ietf-lean'` (RateLimit-Policy on a key's first response and refusals)",
+    'fastify-full',
+    "fastify + `fastifyRateLimit`, `headers: 'ietf'` (RateLimit-Policy on every response)",
     'fastify-none',
   ],
   ['fastify-peer', 'fastify + @fastify/rate-limit (in memory, its defaults)', 'fastify-none'],

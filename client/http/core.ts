@@ -170,7 +170,8 @@ export class RateLimitCore {
     this.#maxKeys = o.maxKeys ?? 10_000
     this.#statusCode = o.statusCode ?? 429
     // draft-8 is the structured form the current draft keeps: the IETF fields.
-    this.#headerSet = o.headers === undefined || o.headers === 'draft-8' ? 'ietf' : o.headers
+    this.#headerSet =
+      o.headers === undefined ? 'ietf-lean' : o.headers === 'draft-8' ? 'ietf' : o.headers
     this.#ietfOnly = this.#headerSet === 'ietf' || this.#headerSet === 'ietf-lean'
     this.#policyAlways = this.#headerSet !== 'ietf-lean'
     this.#subnet = o.ipv6Subnet ?? 64

@@ -73,9 +73,9 @@ export interface RateLimitOptions {
    */
   readonly policy?: RateLimitPolicy | undefined
   /**
-   * `ietf` (RateLimit and RateLimit-Policy on every response; default),
-   * `ietf-lean` (RateLimit on every response, RateLimit-Policy on a key's
-   * first response and on refusals), `legacy` (X-RateLimit-*), `both`, `none`; and the
+   * `ietf-lean` (the default: RateLimit on every response, RateLimit-Policy on a key's
+   * first response and on refusals, when a caller needs it), `ietf` (both on every
+   * response), `legacy` (X-RateLimit-*), `both`, `none`; and the
    * fields of express-rate-limit's `standardHeaders`: `draft-6` (RateLimit-Limit,
    * -Remaining, -Reset and RateLimit-Policy), `draft-7` (`RateLimit: limit=…, remaining=…,
    * reset=…` and RateLimit-Policy), `draft-8` (the same as `ietf`).
@@ -227,9 +227,10 @@ const hints: Readonly<Record<string, string>> = {
   onLimitReached: 'onLimited: (req, context) => void',
   addHeaders: "headers: 'ietf' | 'ietf-lean' | 'legacy' | 'both' | 'none'",
   addHeadersOnExceeding: "headers: 'ietf' | 'ietf-lean' | 'legacy' | 'both' | 'none'",
-  enableDraftSpec: "headers: 'ietf' (the default)",
+  enableDraftSpec:
+    "headers: 'ietf' (or the default 'ietf-lean': the policy when a caller needs it)",
   standardHeaders:
-    "headers: 'draft-6' | 'draft-7' | 'draft-8' (standardHeaders' values; 'ietf', the default, is draft-8)",
+    "headers: 'draft-6' | 'draft-7' | 'draft-8' (standardHeaders' values; 'ietf' is draft-8)",
   legacyHeaders: "headers: 'legacy' (X-RateLimit-* only) or 'both' (with the IETF fields)",
   ban: 'blockMs: a key refused once is refused for this long',
   blockDuration: 'blockMs (milliseconds)',

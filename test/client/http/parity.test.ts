@@ -173,6 +173,7 @@ describe('parity of the IETF fields with the draft fields of @fastify/rate-limit
         app.register(fastifyRateLimit, {
           limiter: window(3, clock),
           policy: { name: 'per-ip', quota: 3, windowSec: 60 },
+          headers: 'ietf', // the policy on every response, as the reference sends its limit
           clock,
         }),
       undefined,
