@@ -1,6 +1,7 @@
 export { loadScenarioFile, parseScenario, scenarioSchema } from './scenario.js'
 export type { Scenario, ScenarioInput } from './scenario.js'
 export { simulate } from './run.js'
+export { checkExpectations, summariseQuota } from './summary.js'
 export type { SimResourceSummary, SampleRow, SimResult } from './run.js'
 export { toCsv, toJson, toTable } from './report.js'
 export { toSvg } from './chart.js'

@@ -38,6 +38,18 @@ export function toTable(result: SimResult): string {
     `scenario ${s.name}: ${s.clients} clients, ${s.simulatedSec} s simulated in ${(s.wallMs / 1000).toFixed(1)} s; ${s.messages} messages (${s.lost} packet losses resent), ${s.crashes} coordinator crash(es)`,
   ]
   for (const r of s.resources) {
+    if (r.quota !== undefined) {
+      // A quota: its windows, not rates.
+      out.push(`  ${r.resource} (quota)`)
+      for (const w of r.quota.windows)
+        out.push(
+          `    window ${w.index}${w.whole ? '' : ' (not whole: the run or its first learning cuts it)'}   used ${w.used} of ${w.capacity} (${pct(w.capacity > 0 ? w.used / w.capacity : 0)}), asked ${w.asked}`,
+        )
+      out.push(
+        `    stranded at a window's end        ${pct(r.quota.worstStranded)} of the budget at worst (windows whose demand exceeded it)`,
+      )
+      continue
+    }
     const conv = r.convergence.filter((c) => c.refreshes !== undefined && !c.disturbed)
     const worst = conv.length === 0 ? undefined : Math.max(...conv.map((c) => c.refreshes!))
     const never = r.convergence.filter((c) => c.refreshes === undefined && !c.disturbed).length

@@ -8,12 +8,18 @@ import {
   systemClock,
 } from '../../shared/index.js'
 import { allocate } from '../allocation/index.js'
-import { parseConfig, templateLearningMs, type Config } from '../config/index.js'
+import { parseConfig, templateLearningMs, windowAt, type Config } from '../config/index.js'
 import { DemandCurve } from './demand.js'
 import { jain } from './metrics.js'
 import { SimHost } from './network.js'
 import type { Scenario } from './scenario.js'
-import { checkExpectations, summariseResource, type RunRecord, type SimEvent } from './summary.js'
+import {
+  checkExpectations,
+  summariseQuota,
+  summariseResource,
+  type RunRecord,
+  type SimEvent,
+} from './summary.js'
 import type { ResourceTrack, SampleRow, SimClient, SimResult, TrackedClient } from './types.js'
 
 export type {
@@ -146,6 +152,9 @@ export class SimRun {
       sampleDemand: 0,
       idealVersion: -1,
       ideal: new Map(),
+      ...(s.quotaWindow === undefined
+        ? {}
+        : { quota: { spec: s.quotaWindow, windows: new Map() } }),
     }
     this.#tracks.set(id, track)
     return track
@@ -286,10 +295,12 @@ export class SimRun {
     c.client = client
     client.on('error', () => undefined)
     c.demand = c.curve.at(this.#clock.now() / 1000)
+    const kind = this.#tracks.get(c.resource)?.kind
     c.handle = client.resource(c.resource, {
       wants: c.demand,
       weight: c.weight,
       failureMode: c.failureMode,
+      ...(kind === 'quota' ? { kind } : {}),
     })
     c.handle.on('lease', () => (c.lastLeaseMs = this.#clock.now()))
     this.#version++
@@ -358,6 +369,20 @@ export class SimRun {
     if (admitted > 0) r.tryAcquire(admitted)
     track.sampleAdmitted += admitted
     track.sampleDemand += asked
+    if (track.quota !== undefined) this.#countWindow(track.quota, admitted, asked)
+  }
+
+  /** A quota's use, counted in the window the wall clock is in (as the coordinator's). */
+  #countWindow(quota: NonNullable<ResourceTrack['quota']>, used: number, asked: number): void {
+    const w = windowAt(quota.spec, this.#clock.wallNow())
+    let use = quota.windows.get(w.index)
+    if (use === undefined)
+      quota.windows.set(
+        w.index,
+        (use = { index: w.index, startMs: w.startMs, endMs: w.endMs, used: 0, asked: 0 }),
+      )
+    use.used += used
+    use.asked += asked
   }
 
   /** A resource's tick: its ideal shares, each client's distance from them, what was admitted. */
@@ -474,6 +499,15 @@ export class SimRun {
         releasedSec: this.#crashTimesMs.map((_, i) =>
           released[i] === undefined ? undefined : released[i] / 1000,
         ),
+        quota:
+          track.quota === undefined
+            ? undefined
+            : // Windows are measured from the end of the first start's learning (a quota
+              // learns for a whole window without a trusted ledger) to the end of the run.
+              summariseQuota(track.quota.windows, track.capacity, [
+                this.#clock.wallNow() - this.#clock.now() + (this.#disturbed[0]?.[1] ?? 0),
+                this.#clock.wallNow(),
+              ]),
       }
     })
     return {

@@ -111,6 +111,8 @@ export const scenarioSchema = z.strictObject({
       maxOverAdmission: z.number().min(0).optional(),
       maxConvergenceRefreshes: z.number().min(0).optional(),
       minJain: z.number().min(0).max(1).optional(),
+      /** Quota: the most budget (a share of capacity) left stranded at a whole window's end. */
+      maxStranded: z.number().min(0).max(1).optional(),
     })
     .default({}),
 })

@@ -1,6 +1,8 @@
 import { convergenceMs, episodes, worstExcessOverBound, worstWindowRatio } from './metrics.js'
 import type { Scenario } from './scenario.js'
 import type {
+  QuotaSummary,
+  QuotaWindowUse,
   ConvergenceRecord,
   ResourceTrack,
   SampleRow,
@@ -125,6 +127,34 @@ function catchUp(track: ResourceTrack, run: RunRecord): number[] {
   return out
 }
 
+/**
+ * A quota's windows over a run: what was used of each budget, and what blocks left stranded
+ * at the end of a whole window whose demand exceeded its budget.
+ */
+export function summariseQuota(
+  windows: ReadonlyMap<number, QuotaWindowUse>,
+  capacity: number,
+  [runStartMs, runEndMs]: readonly [number, number],
+): QuotaSummary {
+  const out = [...windows.values()]
+    .sort((a, b) => a.index - b.index)
+    .map((w) => ({
+      index: w.index,
+      whole: w.startMs >= runStartMs && w.endMs <= runEndMs,
+      used: w.used,
+      asked: w.asked,
+      capacity,
+    }))
+  let worstUsed = 0
+  let worstStranded = 0
+  for (const w of out) {
+    if (capacity > 0) worstUsed = Math.max(worstUsed, w.used / capacity)
+    if (w.whole && capacity > 0 && w.asked >= 1.05 * capacity)
+      worstStranded = Math.max(worstStranded, (capacity - w.used) / capacity)
+  }
+  return { windows: out, worstUsed, worstStranded }
+}
+
 /** The scenario's `expect` block, checked against each resource's summary. */
 export function checkExpectations(
   expected: Scenario['expect'],
@@ -132,6 +162,21 @@ export function checkExpectations(
 ): SimResult['summary']['checks'] {
   const checks: { name: string; ok: boolean; detail: string }[] = []
   for (const s of summaries) {
+    if (s.quota !== undefined) {
+      // A quota's bound, always checked: no window used more than its budget.
+      checks.push({
+        name: `${s.resource}: used ≤ capacity in every window`,
+        ok: s.quota.worstUsed <= 1 + 1e-9,
+        detail: `at most ${(s.quota.worstUsed * 100).toFixed(2)}% of the budget, over ${s.quota.windows.length} window(s)`,
+      })
+      if (expected.maxStranded !== undefined)
+        checks.push({
+          name: `${s.resource}: budget stranded at a window's end ≤ ${(expected.maxStranded * 100).toFixed(1)}% when demand exceeds it`,
+          ok: s.quota.worstStranded <= expected.maxStranded,
+          detail: `at most ${(s.quota.worstStranded * 100).toFixed(2)}% of the budget`,
+        })
+      continue
+    }
     if (expected.minUtilisation !== undefined)
       checks.push({
         name: `${s.resource}: utilisation under excess demand ≥ ${expected.minUtilisation}`,

@@ -1,6 +1,6 @@
 import type { Resource, SluiceClient } from '../../client/index.js'
 import type { FailureMode, ResourceKind } from '../../shared/index.js'
-import type { Config } from '../config/index.js'
+import type { Config, WindowSpec } from '../config/index.js'
 import type { DemandCurve } from './demand.js'
 import type { Scenario } from './scenario.js'
 
@@ -60,6 +60,8 @@ export interface SimResourceSummary {
    * coordinator sent (undefined: not before the next crash or the end).
    */
   readonly releasedSec: readonly (number | undefined)[]
+  /** Quota resources: each window's use. */
+  readonly quota?: QuotaSummary | undefined
 }
 
 export interface TrackedClient {
@@ -125,4 +127,37 @@ export interface ResourceTrack {
   sampleDemand: number
   idealVersion: number
   ideal: Map<string, number>
+  /** Quota: the window rule, and what was asked and admitted in each window (by its number). */
+  readonly quota?: {
+    readonly spec: WindowSpec
+    readonly windows: Map<number, QuotaWindowUse>
+  }
+}
+
+/** What the clients asked for and admitted of a quota in one window, wall-clock bounds. */
+export interface QuotaWindowUse {
+  readonly index: number
+  readonly startMs: number
+  readonly endMs: number
+  used: number
+  asked: number
+}
+
+/** A quota's windows over a run. */
+export interface QuotaSummary {
+  readonly windows: readonly {
+    readonly index: number
+    /** The whole window lies inside the run, after the first start's learning: it is measured. */
+    readonly whole: boolean
+    readonly used: number
+    readonly asked: number
+    readonly capacity: number
+  }[]
+  /** The most used in a window ÷ capacity (≤ 1: the budget held in every window). */
+  readonly worstUsed: number
+  /**
+   * The most budget left unused at a whole window's end whose demand exceeded it
+   * (≥ 105% of capacity asked), ÷ capacity: what blocks stranded. 0 when no window qualifies.
+   */
+  readonly worstStranded: number
 }

@@ -3,7 +3,14 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { runCli } from '../../../server/cli/main.js'
-import { loadScenarioFile, parseScenario, simulate, toCsv } from '../../../server/sim/index.js'
+import {
+  checkExpectations,
+  loadScenarioFile,
+  parseScenario,
+  summariseQuota,
+  simulate,
+  toCsv,
+} from '../../../server/sim/index.js'
 import type { ScenarioInput } from '../../../server/sim/index.js'
 
 const api = {
@@ -89,6 +96,35 @@ describe('simulator', () => {
     expect(db!.excessOverBound).toBeLessThanOrEqual(0)
     expect(db!.utilisationSteady).toBeGreaterThan(0.98)
     for (const row of result.rows) expect(row.enforced).toBeLessThanOrEqual(row.capacity)
+  })
+
+  it('quotas over compressed days: never more than the budget in a window, nearly all of it used, a crash and a silent client included', async () => {
+    const result = simulate(await loadScenarioFile('examples/scenarios/quota-day.yaml'))
+    for (const check of result.summary.checks)
+      expect(check, check.detail).toMatchObject({ ok: true })
+    expect(result.summary.crashes).toBe(1)
+    for (const r of result.summary.resources) {
+      const q = r.quota!
+      for (const w of q.windows)
+        expect(w.used, `${r.resource} window ${w.index}`).toBeLessThanOrEqual(30_000)
+      // Three whole windows measured, each opened with a full budget and spent to within 1%.
+      const whole = q.windows.filter((w) => w.whole)
+      expect(whole.length, r.resource).toBe(3)
+      for (const w of whole)
+        expect(w.used, `${r.resource} window ${w.index}`).toBeGreaterThanOrEqual(29_700)
+    }
+    // The checks are not vacuous: a window used beyond its budget, or stranding more than
+    // allowed, fails them.
+    const windows = new Map([
+      [7, { index: 7, startMs: 0, endMs: 600_000, used: 30_001, asked: 40_000 }],
+      [8, { index: 8, startMs: 600_000, endMs: 1_200_000, used: 29_000, asked: 40_000 }],
+    ])
+    const quota = summariseQuota(windows, 30_000, [0, 1_200_000])
+    expect(quota.worstStranded).toBeCloseTo(1 / 30, 9)
+    const checks = checkExpectations({ maxStranded: 0.01 }, [
+      { ...result.summary.resources[0]!, quota },
+    ])
+    expect(checks.map((c) => c.ok)).toEqual([false, false])
   })
 
   it('is reproducible: the same scenario and seed give the same series', () => {
