@@ -1,14 +1,12 @@
-import { spawn, spawnSync } from 'node:child_process'
-import { existsSync } from 'node:fs'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Redis } from 'ioredis'
 import { RateLimiterRedis } from 'rate-limiter-flexible'
 import { createClient, type KeyedFamily, type SluiceClient } from '../client/index.js'
 import { CoordinatorProcess, freePort, sleep } from './faults/harness.js'
 import { summarise } from './stats.js'
 import { seededUniform, zipf } from './zipf.js'
+import { startRedis } from './redis.js'
 
 /**
  * `npm run bench -- keys`: per-key limits on one Zipf(1.1) workload over
@@ -106,20 +104,12 @@ export async function benchKeys(runs: number): Promise<string[]> {
     )
 
     // rate-limiter-flexible RateLimiterRedis: a round trip per decision.
-    const redisPath = spawnSync('which', ['redis-server']).stdout.toString().trim()
+    const store = await startRedis(dir)
     let redisMedian = NaN
-    if (redisPath === '') rows.push('| RateLimiterRedis | not run (no redis-server) | — | — |')
+    if (store === undefined) rows.push('| RateLimiterRedis | not run (no redis-server) | — | — |')
     else {
-      const socket = join(dir, 'redis.sock')
-      const server = spawn(
-        redisPath,
-        ['--port', '0', '--unixsocket', socket, '--save', '', '--appendonly', 'no', '--dir', dir],
-        { stdio: 'ignore' },
-      )
       try {
-        for (let i = 0; i < 250 && !existsSync(socket); i++) await sleep(20)
-        const redis = new Redis({ path: socket, maxRetriesPerRequest: 1 })
-        await redis.ping()
+        const redis = store.redis
         const limiter = new RateLimiterRedis({
           storeClient: redis,
           points: capacity,
@@ -140,13 +130,12 @@ export async function benchKeys(runs: number): Promise<string[]> {
           r.perSec.push(m.perSec)
           r.p99.push(m.p99Us)
         }
-        redis.disconnect()
         redisMedian = summarise(r.perSec).median
         rows.push(
           `| rate-limiter-flexible \`RateLimiterRedis.consume(key)\` (redis-server on a unix socket, awaited) | ${fmt(r.perSec)} | ${fmt(r.p99, ' µs')} | ${(summarise(sluice.perSec).median / redisMedian).toFixed(0)}× fewer |`,
         )
       } finally {
-        server.kill('SIGTERM')
+        store.stop()
       }
     }
 

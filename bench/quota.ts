@@ -1,13 +1,11 @@
-import { spawn, spawnSync } from 'node:child_process'
-import { existsSync } from 'node:fs'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Redis } from 'ioredis'
 import { RateLimiterRedis } from 'rate-limiter-flexible'
 import { createClient, type Resource } from '../client/index.js'
 import { CoordinatorProcess, freePort, sleep } from './faults/harness.js'
 import { summarise } from './stats.js'
+import { startRedis } from './redis.js'
 
 /**
  * `npm run bench -- quota`: one daily quota, side by side in one run:
@@ -103,21 +101,13 @@ export async function benchQuota(runs: number): Promise<string[]> {
       `| Sluice \`resource('calls', { kind: 'quota' }).tryAcquire()\` (in-process) | ${fmt(sluice.perSec)} | ${fmt(sluice.p99, ' µs')} | ${pct(sluice.admitted)} | 1.00× |`,
     )
 
-    const redisPath = spawnSync('which', ['redis-server']).stdout.toString().trim()
-    if (redisPath === '') rows.push('| RateLimiterRedis | not run (no redis-server) | — | — | — |')
+    const store = await startRedis(dir)
+    if (store === undefined)
+      rows.push('| RateLimiterRedis | not run (no redis-server) | — | — | — |')
     else {
-      const socket = join(dir, 'redis.sock')
-      const server = spawn(
-        redisPath,
-        ['--port', '0', '--unixsocket', socket, '--save', '', '--appendonly', 'no', '--dir', dir],
-        { stdio: 'ignore' },
-      )
       try {
-        for (let i = 0; i < 250 && !existsSync(socket); i++) await sleep(20)
-        const redis = new Redis({ path: socket, maxRetriesPerRequest: 1 })
-        await redis.ping()
         const limiter = new RateLimiterRedis({
-          storeClient: redis,
+          storeClient: store.redis,
           points: capacity,
           duration: 86_400,
           keyPrefix: 'bench-quota',
@@ -137,12 +127,11 @@ export async function benchQuota(runs: number): Promise<string[]> {
           r.p99.push(m.p99Us)
           r.admitted.push(m.admitted)
         }
-        redis.disconnect()
         rows.push(
           `| rate-limiter-flexible \`RateLimiterRedis.consume('calls')\`, duration 86,400 s (redis-server on a unix socket, awaited) | ${fmt(r.perSec)} | ${fmt(r.p99, ' µs')} | ${pct(r.admitted)} | ${(summarise(sluice.perSec).median / summarise(r.perSec).median).toFixed(0)}× |`,
         )
       } finally {
-        server.kill('SIGTERM')
+        store.stop()
       }
     }
   } finally {
