@@ -1302,9 +1302,7 @@ export class Pool {
     // While a resource learns, the pool does not know what is held: quiet from its end at the
     // earliest. A pool that never learned knows every lease from its quietSinceMs on.
     let quietFromMs =
-      r.learningUntilMs > this.#startMs
-        ? Math.max(r.heldUntilMs, r.learningUntilMs)
-        : r.heldUntilMs
+      r.learningUntilMs > this.#startMs ? Math.max(r.heldUntilMs, r.learningUntilMs) : r.heldUntilMs
     // A family's keys are held by its hot-key leases too.
     if (r.settings.family?.role === 'family')
       for (const key of this.#familyKeys.get(r.settings.id) ?? [])
