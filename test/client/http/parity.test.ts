@@ -197,3 +197,36 @@ describe('parity of the IETF fields with the draft fields of @fastify/rate-limit
     }
   })
 })
+
+describe("parity of a refusal's body with @fastify/rate-limit's errorResponseBuilder", () => {
+  it('errorResponse sends the same body and status the peer’s errorResponseBuilder does', async () => {
+    const clock = new ManualClock()
+    const body = { statusCode: 429, error: 'Too Many Requests', message: 'slow down' }
+    const reference = await build(
+      (app) =>
+        app.register(fastifyRateLimitReference, {
+          max: 1,
+          timeWindow: windowMs,
+          errorResponseBuilder: () => body,
+        }),
+      undefined,
+    )
+    const sluice = await build(
+      (app) =>
+        app.register(fastifyRateLimit, {
+          limiter: window(1, clock),
+          errorResponse: () => body,
+          clock,
+        }),
+      undefined,
+    )
+    for (let i = 0; i < 3; i++) {
+      const [a, b] = [
+        await send(reference, { url: '/hello' }),
+        await send(sluice, { url: '/hello' }),
+      ]
+      expect(b.statusCode, `request ${i}`).toBe(a.statusCode)
+      if (a.statusCode === 429) expect(b.json(), `request ${i}`).toEqual(a.json())
+    }
+  })
+})
