@@ -410,10 +410,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
     // what the new one has earned since: capacity that moved here brings no burst with it
     // (the process it came from may have spent it just before), so the bound capacity·t +
     // burst holds across the move.
-    // A full lease (nobody held the family for a key's burst refill time, so no key's burst was
-    // spent anywhere): new keys start with the whole share's burst at once.
-    if (grant.full === true) this.#baseShare = grant.capacity
-    else if (grant.capacity > this.#share) {
+    if (grant.capacity > this.#share) {
       this.#baseShare = this.#share
       this.#increasedAtMs = this.#hotClock.now()
     } else this.#baseShare = grant.capacity

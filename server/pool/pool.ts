@@ -168,20 +168,16 @@ export function clientKey(tenant: string | undefined, clientId: string): string 
  * never as the pool's own records.
  */
 /**
- * How long a resource's burst takes to refill at its capacity, ms: for a keyed family, the
- * longest of its keys'. Infinity where no bucket may start full: a kind that does not refill
- * (slots, a quota's budget) or a family's hot key (the family's shares hold it too).
+ * How long a resource's burst takes to refill at its capacity, ms. Infinity where no bucket
+ * may start full: a kind that does not refill (slots, a quota's budget), a keyed family and
+ * its hot keys.
  */
 function burstRefillMs(s: ResourceSettings): number {
-  const family = s.family
-  if (s.quotaWindow !== undefined || family?.role === 'key') return Infinity
-  if (family?.role === 'family') {
-    if (!kindTraits[family.keyKind].refills || !(family.keyCapacity > 0)) return Infinity
-    let worst = family.keyBurst / family.keyCapacity
-    for (const p of Object.values(family.plan))
-      worst = Math.max(worst, p.capacity > 0 ? p.burst / p.capacity : Infinity)
-    return worst * 1000
-  }
+  // Not a keyed family either: with a family's first share full, every process started each new
+  // key with its share of the key's burst at once, and the keyed fault scenario measured a key
+  // 0.54 tokens over its bound under a loaded CI run (0.6 inside it alone). Until that is
+  // understood, a family's keys earn their burst as before.
+  if (s.quotaWindow !== undefined || s.family !== undefined) return Infinity
   if (!kindTraits[s.kind].refills || !(s.capacity > 0)) return Infinity
   return (s.burst / s.capacity) * 1000
 }
@@ -1293,7 +1289,7 @@ export class Pool {
    * no token of the burst was spent in it and the bound capacity·t + burst holds over any
    * interval (docs/allocation.md). Every grant of the round that finds it so may (together
    * they hold at most the capacity, so at most the burst); the next round sees them held.
-   * Never for a keyed family's hot key, whose capacity the family's shares also hold.
+   * Never for a keyed family or its hot keys (burstRefillMs).
    */
   #quietFor(r: ResourceState, nowMs: number): boolean {
     if (r.fullAtMs === nowMs) return true
@@ -1301,12 +1297,8 @@ export class Pool {
     if (!(refillMs < Infinity)) return false
     // While a resource learns, the pool does not know what is held: quiet from its end at the
     // earliest. A pool that never learned knows every lease from its quietSinceMs on.
-    let quietFromMs =
+    const quietFromMs =
       r.learningUntilMs > this.#startMs ? Math.max(r.heldUntilMs, r.learningUntilMs) : r.heldUntilMs
-    // A family's keys are held by its hot-key leases too.
-    if (r.settings.family?.role === 'family')
-      for (const key of this.#familyKeys.get(r.settings.id) ?? [])
-        quietFromMs = Math.max(quietFromMs, key.heldUntilMs)
     if (nowMs < quietFromMs + refillMs) return false
     r.fullAtMs = nowMs
     return true
