@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { RateLimiterRedis } from 'rate-limiter-flexible'
 import { createClient, type KeyedFamily, type SluiceClient } from '../client/index.js'
 import { CoordinatorProcess, freePort, sleep } from './faults/harness.js'
-import { summarise } from './stats.js'
+import { medianRange, summarise } from './stats.js'
 import { seededUniform, zipf } from './zipf.js'
 import { startRedis } from './redis.js'
 
@@ -79,16 +79,7 @@ export async function benchKeys(runs: number): Promise<string[]> {
   const dir = await mkdtemp(join(tmpdir(), 'sluice-keys-'))
   const coordinator = await startCoordinator(dir)
   const rows: string[] = []
-  const fmt = (values: number[], unit = ''): string => {
-    const s = summarise(values)
-    const f = (x: number): string =>
-      x >= 1e6
-        ? `${(x / 1e6).toFixed(1)}M`
-        : x >= 1e3
-          ? `${(x / 1e3).toFixed(1)}k`
-          : x.toFixed(x < 10 ? 2 : 0)
-    return `${f(s.median)}${unit} (${f(s.min)}–${f(s.max)})`
-  }
+  const fmt = medianRange
   try {
     // Sluice: one process's decisions, in-process.
     const a = await family(coordinator.port, 'bench-a')

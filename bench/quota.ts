@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { RateLimiterRedis } from 'rate-limiter-flexible'
 import { createClient, type Resource } from '../client/index.js'
 import { CoordinatorProcess, freePort, sleep } from './faults/harness.js'
-import { summarise } from './stats.js'
+import { medianRange, summarise } from './stats.js'
 import { startRedis } from './redis.js'
 
 /**
@@ -68,16 +68,7 @@ export async function benchQuota(runs: number): Promise<string[]> {
   const coordinator = new CoordinatorProcess(config, await freePort())
   await coordinator.start()
   const rows: string[] = []
-  const fmt = (values: number[], unit = ''): string => {
-    const s = summarise(values)
-    const f = (x: number): string =>
-      x >= 1e6
-        ? `${(x / 1e6).toFixed(1)}M`
-        : x >= 1e3
-          ? `${(x / 1e3).toFixed(1)}k`
-          : x.toFixed(x < 10 ? 2 : 0)
-    return `${f(s.median)}${unit} (${f(s.min)}–${f(s.max)})`
-  }
+  const fmt = medianRange
   const pct = (values: number[]): string => `${(summarise(values).median * 100).toFixed(1)}%`
   try {
     const client = createClient({
