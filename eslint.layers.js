@@ -83,6 +83,20 @@ export const layers = [
     ]),
   },
   {
+    // The coordinator's parts read it through Core (core.ts): none imports the coordinator.
+    files: ['server/coordinator/**/*.ts'],
+    ignores: ['server/coordinator/coordinator.ts', 'server/coordinator/index.ts'],
+    rules: restrict([
+      indexOnly,
+      noApplications,
+      libraryBelowApps,
+      {
+        regex: '^\\./coordinator\\.js$',
+        message: "The coordinator's parts read it through Core (core.ts): they never import it.",
+      },
+    ]),
+  },
+  {
     files: ['server/sim/**/*.ts'],
     rules: restrict([
       indexOnly,

@@ -1,4 +1,10 @@
 export { FileLedger } from './file.js'
 export { MemoryLedger } from './memory.js'
-export { applyChanges, entryKey, restoredUntilMs, writtenBeforeLast } from './types.js'
+export {
+  applyChanges,
+  entryKey,
+  restoredUntilFor,
+  restoredUntilMs,
+  writtenBeforeLast,
+} from './types.js'
 export type { Ledger, LedgerChange, LedgerCommitment, LedgerEntry } from './types.js'

@@ -113,6 +113,22 @@ export function writtenBeforeLast(entries: readonly LedgerEntry[]): (e: LedgerEn
       : Math.max(0, last.get(e.epoch)! - e.writtenMono)
 }
 
+/**
+ * Each restored commitment's end on this process's clock (`restoredUntilMs`):
+ * at least what it had left at its writer's last write (exact on the
+ * writer's monotonic clock), so a wall clock stepped either way cannot
+ * shorten it, and a lease that had run out by the crash is not brought back.
+ */
+export function restoredUntilFor(
+  entries: readonly LedgerEntry[],
+  nowWallMs: number,
+  nowMonoMs: number,
+): (untilWallMs: number, e: LedgerEntry) => number {
+  const before = writtenBeforeLast(entries)
+  return (untilWallMs, e) =>
+    restoredUntilMs(untilWallMs, e.writtenMs, nowWallMs, nowMonoMs, before(e))
+}
+
 /** Applies changes to a map of entries (the reference every ledger must agree with). */
 export function applyChanges(
   state: Map<string, LedgerEntry>,

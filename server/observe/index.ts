@@ -1,3 +1,4 @@
+export { withIdleResources } from './idle.js'
 export { CoordinatorMetrics } from './metrics.js'
 export { Observer } from './observer.js'
 export { ResourceView } from './view.js'

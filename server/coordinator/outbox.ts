@@ -1,0 +1,105 @@
+import { randomBytes } from 'node:crypto'
+import type { Logger } from 'pino'
+import type { Clock } from '../../shared/index.js'
+import type { Ledger } from '../ledger/index.js'
+import type { CoordinatorMetrics } from '../observe/index.js'
+import type { LeaseBatch, Pool } from '../pool/index.js'
+import { signBatches, type HoldingsKeys } from './proofs.js'
+import type { SessionTable } from './session-table.js'
+import { WriteAhead, type WriteAheadHost } from './write-ahead.js'
+
+/** What the outbox reads of the coordinator, each time. */
+export interface OutboxHost {
+  readonly clock: Clock
+  readonly log: Logger
+  readonly metrics: CoordinatorMetrics
+  readonly sessions: SessionTable
+  readonly pool: Pool
+  readonly closed: boolean
+  readonly keys: HoldingsKeys | undefined
+  /** How long a batch may wait for its write and still be sent (`server.ledgerMaxWriteMs`). */
+  readonly maxWriteMs: number
+  /** A ledger write failed: an elected leader steps down. */
+  writeFailed(): void
+}
+
+/**
+ * Where lease batches leave: with a ledger, only once the changes that cover
+ * them are written (`WriteAhead`; a failed write sends nothing, its leases
+ * stay counted and lapse), signed when a holdings key is set, to each
+ * client's live session.
+ */
+export class Outbox {
+  readonly #host: OutboxHost
+  /** This process's epoch: ledger entries it writes carry it with its monotonic clock. */
+  readonly #epoch = randomBytes(8).toString('hex')
+  #writeAhead: WriteAhead | undefined
+
+  constructor(host: OutboxHost) {
+    this.#host = host
+  }
+
+  /** The ledger commitments are written to before the leases they cover are sent. */
+  get ledger(): Ledger | undefined {
+    return this.#writeAhead?.ledger
+  }
+
+  /** The id of the ledger this coordinator resumed from or started (a welcome names it). */
+  get ledgerId(): string | undefined {
+    const id = this.#writeAhead?.ledger.id
+    return id === undefined || id === '' ? undefined : id
+  }
+
+  attach(ledger: Ledger): void {
+    this.#writeAhead = new WriteAhead(ledger, this.#host.clock, this.#writeAheadHost)
+  }
+
+  dispatch(batches: readonly LeaseBatch[]): void {
+    if (this.#host.closed) return
+    if (this.#writeAhead === undefined) return this.#send(batches)
+    this.#writeAhead.dispatch(batches)
+  }
+
+  /** Resolves once no ledger write is in flight or queued (tests and orderly shutdown). */
+  idle(): Promise<void> {
+    return this.#writeAhead?.idle() ?? Promise.resolve()
+  }
+
+  #send(batches: readonly LeaseBatch[]): void {
+    if (batches.length === 0) return
+    const { keys, sessions, pool, clock } = this.#host
+    if (keys !== undefined)
+      signBatches(
+        keys,
+        batches,
+        (key) => sessions.get(key),
+        (resource) => pool.settings(resource)?.graceMs ?? 0,
+        clock.wallNow(),
+      )
+    this.#host.metrics.pushes.inc(sessions.dispatch(batches))
+  }
+
+  /** What the write-ahead queue calls back (read through `#host` each time). */
+  readonly #writeAheadHost: WriteAheadHost = ((self: Outbox) => ({
+    takeChanges: () => {
+      const { clock, pool } = self.#host
+      const changes = pool.takeChanges((monoMs) => monoMs - clock.now() + clock.wallNow())
+      const writtenMs = clock.wallNow()
+      const writtenMono = clock.now()
+      const epoch = self.#epoch
+      return changes.map((c) =>
+        'put' in c ? { put: { ...c.put, writtenMs, writtenMono, epoch } } : c,
+      )
+    },
+    send: (batches) => self.#send(batches),
+    unsent: (batches) => self.#host.pool.unsent(batches),
+    failed: () => self.#host.writeFailed(),
+    maxWriteMs: () => self.#host.maxWriteMs,
+    get metrics() {
+      return self.#host.metrics
+    },
+    get log() {
+      return self.#host.log
+    },
+  }))(this)
+}

@@ -1,0 +1,83 @@
+import type { Clock } from '../../shared/index.js'
+import { restoredUntilFor, type Ledger, type LedgerEntry } from '../ledger/index.js'
+import { Pool } from '../pool/index.js'
+import { wallClockWindows } from './quota-clock.js'
+import type { SettingsSource } from './settings.js'
+
+/**
+ * What a coordinator's pool starts from, and so how far it trusts what
+ * clients claim: a trusted ledger's entries (restored: no learning), or
+ * nothing (learning for the resources' learning periods from `startedMs`).
+ * A pool is made anew on every change of role or ledger.
+ */
+export class PoolStart {
+  readonly #clock: Clock
+  readonly #settings: SettingsSource
+  readonly #ledger: () => Ledger | undefined
+  #startedMs: number
+  #restored = false
+  /** Its ledger was new (nothing was ever leased from it): a first lease may start full. */
+  #neverLeased = false
+
+  constructor(clock: Clock, settings: SettingsSource, ledger: () => Ledger | undefined) {
+    this.#clock = clock
+    this.#settings = settings
+    this.#ledger = ledger
+    this.#startedMs = clock.now()
+  }
+
+  /** Whether the pool started from a trusted ledger (no learning). */
+  get restored(): boolean {
+    return this.#restored
+  }
+
+  /** What is left of the learning period (0 once restored or over). */
+  get learningLeftMs(): number {
+    if (this.#restored) return 0
+    const endMs = this.#startedMs + this.#settings.config.maxLearningMs()
+    return Math.max(0, endMs - this.#clock.now())
+  }
+
+  /** Elected: a pool from now, restored from `entries` or learning (a previous leader may have leased anything). */
+  elected(restored: boolean): Pool {
+    this.#startedMs = this.#clock.now()
+    this.#restored = restored
+    this.#neverLeased = false
+    return this.pool()
+  }
+
+  /** A ledger attached: restored from its entries, or (untrusted) learning as without one. */
+  attached(ledger: Ledger, restored: boolean): Pool {
+    this.#restored = restored
+    // A ledger never written before, trusted: nothing was ever leased, so no bucket anywhere
+    // holds a token of any resource.
+    this.#neverLeased = ledger.fresh && restored
+    return this.pool()
+  }
+
+  /** A client witnessed a ledger this one does not know: learning now, as from the start. */
+  distrusted(pool: Pool): void {
+    this.#restored = false
+    pool.learnFromStart()
+  }
+
+  /** A new, empty pool as this start says. */
+  pool(): Pool {
+    const ledger = this.#ledger()
+    return new Pool(this.#startedMs, this.#settings.lookup, {
+      learn: !this.#restored,
+      track: ledger !== undefined,
+      sendDelayMs:
+        ledger?.synchronous === false ? this.#settings.config.config.server.ledgerMaxWriteMs : 0,
+      quotaClock: wallClockWindows(this.#clock),
+      // From now on the pool sees every lease (before: what the ledger restored, or learning).
+      quietSinceMs: this.#neverLeased ? -Infinity : this.#clock.now(),
+    })
+  }
+
+  /** Fills `pool` from a ledger's entries (`restoredUntilFor`); how many it took. */
+  restore(pool: Pool, entries: readonly LedgerEntry[]): number {
+    const nowMs = this.#clock.now()
+    return pool.restore(entries, restoredUntilFor(entries, this.#clock.wallNow(), nowMs), nowMs)
+  }
+}
