@@ -14,6 +14,7 @@ import {
   encodeMessage,
   clampQuantity,
   closeCodeOf,
+  domainLimits,
   internalCloseCode,
   protocolVersion,
   codeOfClose,
@@ -363,11 +364,17 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
     this.#watch(ws, this.options.connectTimeoutMs, 'no welcome in time')
     ws.on('open', () => {
       const holdings = []
+      const keyHoldings: ReturnType<KeyedFamily['holdings']> = []
       for (const r of this.#resources.values()) {
         const h = r.holding()
         if (h !== undefined) holdings.push(h)
       }
-      for (const f of this.#families.values()) holdings.push(...f.holdings())
+      for (const f of this.#families.values())
+        for (const h of f.holdings()) (h.resource === f.familyId ? holdings : keyHoldings).push(h)
+      // One message carries at most maxEntries: resources and family shares first, then the
+      // keys' own leases. A lease left out is not learnt, and it lapses before a learning
+      // coordinator grants anything new (a restored one knows it from its ledger).
+      for (const h of keyHoldings) if (holdings.length < domainLimits.maxEntries) holdings.push(h)
       this.#send({
         type: 'hello',
         v: protocolVersion,
@@ -628,8 +635,13 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
     }
     for (const f of this.#families.values())
       if (f.refused === undefined) for (const entry of f.takeReport()) resources.push(entry)
-    if (resources.length === 0) return
-    this.#send({ type: 'demand', resources, ...(early ? { early: true } : {}) })
+    // A process with more hot keys than one message may carry reports them in several.
+    for (let i = 0; i < resources.length; i += domainLimits.maxEntries)
+      this.#send({
+        type: 'demand',
+        resources: resources.slice(i, i + domainLimits.maxEntries),
+        ...(early ? { early: true } : {}),
+      })
   }
 
   /**

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import { KeyedFamily } from '../../client/index.js'
-import { ManualClock, type LeaseGrant } from '../../shared/index.js'
+import { ManualClock, domainLimits, type LeaseGrant } from '../../shared/index.js'
 import type { ConfigInput } from '../../server/config/index.js'
 import { Cluster } from '../helpers/cluster.js'
 
@@ -141,6 +141,65 @@ describe('keyed families (real sockets, manual clock)', () => {
     expect(families[0]!.limitOf('gold')).toEqual({ capacity: 30, burst: 30 })
     expect(enforced(families, 'gold')).toBeCloseTo(30, 9)
   })
+})
+
+describe('a process with more hot keys than one message carries (real sockets, manual clock)', () => {
+  it('reports them in several messages, and reconnects with a hello within the bound', async () => {
+    const maxEntries = domainLimits.maxEntries
+    const hot = maxEntries + 2000
+    cluster = new Cluster()
+    const bigConfig: ConfigInput = {
+      server: {
+        limits: {
+          roundDebounceMs: 0,
+          maxEntriesPerSec: 1_000_000,
+          maxFrameBytes: 16 * 2 ** 20,
+          maxResources: 100_000,
+        },
+      },
+      resources: [
+        {
+          match: 'apikey/*',
+          keyed: true,
+          kind: 'rate',
+          capacity: 1,
+          refreshMs,
+          leaseTtlMs: 1000,
+          graceMs: 200,
+          learningMs: 0,
+          unsafeLearning: true,
+          maxHotKeys: 2 * hot,
+        },
+      ],
+    }
+    await cluster.start(bigConfig)
+    const client = await cluster.client('a')
+    const errors: string[] = []
+    client.on('error', (e) => errors.push(e.code))
+    const f = client.keyed('apikey', { maxKeys: 2 * hot, maxKeysPerReport: maxEntries })
+    for (let i = 0; i < 30 && !((f.lease?.capacity ?? 0) > 0.99); i++) await cluster.step(refreshMs)
+    await cluster.step(2000) // every new key's bucket starts full (1 token)
+    // Each key asked for twice: the second is refused, so every key asks to be leased alone.
+    for (let i = 0; i < hot; i++) for (let j = 0; j < 2; j++) f.tryAcquire(`k${i}`)
+    const hotKeys = (): number => cluster!.server.coordinator.view.families(0)[0]?.hotKeys ?? 0
+    // A report of the family and maxEntries candidates is maxEntries + 1 entries: two messages.
+    await cluster.step(refreshMs)
+    expect(hotKeys()).toBe(maxEntries)
+    for (let i = 0; i < hot; i++) for (let j = 0; j < 2; j++) f.tryAcquire(`k${i}`)
+    await cluster.step(refreshMs)
+    expect(hotKeys()).toBe(hot)
+    expect(errors).toEqual([])
+    expect(client.connected).toBe(true)
+    // A new coordinator on the same port: the hello claims what one message carries.
+    const port = cluster.port
+    await cluster.stop()
+    await cluster.start(bigConfig, port)
+    await cluster.reconnected()
+    await cluster.step(refreshMs)
+    expect(errors).toEqual([])
+    expect(client.connected).toBe(true)
+    expect(f.lease?.capacity).toBeGreaterThan(0.99)
+  }, 60_000)
 })
 
 describe('a keyed family’s buckets', () => {
