@@ -5,7 +5,7 @@ import { RateLimiterRedis } from 'rate-limiter-flexible'
 import { createClient, type KeyedFamily, type SluiceClient } from '../client/index.js'
 import { CoordinatorProcess, freePort, sleep } from './faults/harness.js'
 import { medianRange, summarise } from './stats.js'
-import { seededUniform, zipf } from './zipf.js'
+import { seededRandom, zipf } from '../shared/index.js'
 import { startRedis } from './redis.js'
 
 /**
@@ -35,7 +35,7 @@ async function measure(
   n: number,
   async: boolean,
 ): Promise<{ perSec: number; p99Us: number; admitted: number }> {
-  const draw = zipf(keys, 1.1, seededUniform(7))
+  const draw = zipf(keys, 1.1, seededRandom(7))
   const names = Array.from({ length: keys }, (_, i) => `k${i}`)
   const order = Array.from({ length: n }, () => names[draw()]!)
   const times = new Float64Array(n)

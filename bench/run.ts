@@ -6,6 +6,7 @@ import { benchE2e, demands, limitPerSec } from './e2e.js'
 import { benchFailover, benchRestart } from './failover.js'
 import { benchHttp, benchHttpInstructions } from './http.js'
 import { benchKeys } from './keys.js'
+import { benchKeysScale } from './keys-scale.js'
 import { benchQuota } from './quota.js'
 import { benchMassRestart } from './mass-restart.js'
 import { benchSafeHold } from './safe-hold.js'
@@ -112,6 +113,14 @@ if (only === 'keys') {
   console.log('| limiter | decisions/s | p99 per decision | Sluice ÷ this |')
   console.log('| --- | --- | --- | --- |')
   for (const row of await benchKeys(runs)) console.log(row)
+}
+
+// Not in the default set: a coordinator and two gateway processes for a minute or more.
+if (only === 'keys-scale') {
+  console.log(
+    `\n## keyed families at scale: new keys by the million a minute, thousands hot (coordinator read from its /metrics each second)\n`,
+  )
+  for (const row of await benchKeysScale()) console.log(row)
 }
 
 // Not in the default set: it starts redis-server and a coordinator.

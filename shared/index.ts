@@ -1,5 +1,5 @@
 export { bearerHeader, bearerToken } from './bearer.js'
-export { seededRandom } from './random.js'
+export { seededRandom, zipf } from './random.js'
 export { backoffDelayMs } from './backoff.js'
 export { durationOption, parseDuration } from './limiters/index.js'
 export type { Clock, Timer } from './clock.js'

@@ -1,7 +1,6 @@
 import { createClient } from '../../client/index.js'
-import { systemClock } from '../../shared/index.js'
+import { seededRandom, systemClock, zipf } from '../../shared/index.js'
 import { hostMs } from './host-time.js'
-import { seededUniform, zipf } from '../zipf.js'
 
 /** A client process of the keyed fault scenario and benchmark. */
 export interface KeyedWorkerSpec {
@@ -46,7 +45,7 @@ async function main(): Promise<void> {
   client.on('disconnect', () => out.push(JSON.stringify({ t: hostMs(), connected: false })))
   // As a gateway would: serve once the family lease is in (a first start serves at once).
   await family.ready({ timeoutMs: 10_000 }).catch(() => undefined)
-  const draw = zipf(spec.keys, spec.zipfS, seededUniform(spec.seed))
+  const draw = zipf(spec.keys, spec.zipfS, seededRandom(spec.seed))
   const seen = new Uint8Array(spec.keys)
   let owed = 0
   let last = systemClock.now()
