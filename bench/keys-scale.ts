@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process'
+import { execFileSync, spawn } from 'node:child_process'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
@@ -27,9 +27,9 @@ async function scrape(port: number): Promise<Scrape> {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text()
   return {
     atMs: performance.now(),
-    cpuSec: metric(text, 'process_cpu_seconds_total'),
-    rssBytes: metric(text, 'process_resident_memory_bytes'),
-    heapBytes: metric(text, 'nodejs_heap_size_used_bytes'),
+    cpuSec: metric(text, 'sluice_process_cpu_seconds_total'),
+    rssBytes: metric(text, 'sluice_process_resident_memory_bytes'),
+    heapBytes: metric(text, 'sluice_nodejs_heap_size_used_bytes'),
     hotKeys: metric(text, 'sluice_family_hot_keys'),
     holders: metric(text, 'sluice_family_holders'),
   }
@@ -98,6 +98,7 @@ export async function benchKeysScale(): Promise<string[]> {
   const idleMs = 5000
   const coldMs = seconds * 500
   const hotMs = seconds * 1000
+  let lateWrites = 0
   const scrapes: { phase: string; s: Scrape }[] = []
   const outs: WorkerOut[] = []
   try {
@@ -149,6 +150,11 @@ export async function benchKeysScale(): Promise<string[]> {
     }
     await Promise.all(children)
   } finally {
+    lateWrites = coordinator.log.split('ledger write took longer').length - 1
+    // BENCH_SCALE_LOG=1 (with SLUICE_FAULTS_LOG_LEVEL=info): the coordinator's warnings and errors.
+    if (process.env.BENCH_SCALE_LOG === '1')
+      for (const line of coordinator.log.split('\n'))
+        if (/"level":(40|50)/.test(line)) console.error(line.slice(0, 400))
     await coordinator.stop()
     await rm(dir, { recursive: true, force: true })
   }
@@ -171,9 +177,26 @@ export async function benchKeysScale(): Promise<string[]> {
     '',
     `Coordinator memory per hot key per holding process: **${f(perHotKeyBytes, 0)} bytes** of heap (${f(perHotKeyRssBytes, 0)} of RSS); per cold key: ${f(((cold.heapMb - idle.heapMb) * 2 ** 20) / ((keysPerMin / 60) * (coldMs / 1000)), 2)} bytes of heap (${Math.round((keysPerMin / 60) * (coldMs / 1000)).toLocaleString('en-US')} cold keys seen, none reported).`,
     '',
+    `Ledger writes that took longer than server.ledgerMaxWriteMs (their batches were not sent; the clients renewed at their next report): ${lateWrites}.`,
+    '',
     '| process | keys tracked (maxKeys) | heap per tracked key | hot decisions/s | hot keys leased one by one | hot admitted/s of what max-min allows |',
     '| --- | --- | --- | --- | --- | --- |',
   ]
+  // The pool's own share, measured in-process after full collections (the heap above also
+  // holds the ledger's copy, the sockets' buffers and garbage not yet collected).
+  const probe = JSON.parse(
+    execFileSync(process.execPath, [
+      '--expose-gc',
+      join(here, 'keys-memory.js'),
+      String(hotKeys),
+    ]).toString(),
+  ) as { bytesPerHotKeyPerHolder: number }
+  rows.splice(
+    rows.indexOf('') + 2,
+    0,
+    `Of which the pool (entries, the keys' settings, demand histories), measured in-process after full collections (\`node --expose-gc dist/bench/keys-memory.js ${hotKeys}\`): **${f(probe.bytesPerHotKeyPerHolder, 0)} bytes** per hot key per holding process.`,
+    '',
+  )
   const maxMin = maxMinShares(asks, capacity)
   outs.forEach((out, i) => {
     const hotSeconds = out.seconds.filter((s) => s.phase === 'hot').slice(5) // after the moves

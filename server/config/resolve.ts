@@ -183,6 +183,11 @@ export class CompiledConfig {
   readonly #tenantsByToken = new Map<string, string>()
   readonly #tenantCaps = new Map<string, PatternList<number>>()
   readonly #tenantResources = new Map<string, PatternList<true>>()
+  #uncappedTenants: ResourceSettings['tenants'] | undefined
+  readonly #families = new Map<
+    ResourceTemplate,
+    { family?: FamilySettings | undefined; key?: FamilySettings | undefined }
+  >()
 
   constructor(config: Config) {
     this.config = config
@@ -229,17 +234,36 @@ export class CompiledConfig {
     return max
   }
 
+  /**
+   * The tenants' weights and caps for resource `id`; the same frozen object for every id
+   * no tenant caps (a family's keys, by the thousand, share one).
+   */
+  #tenantsFor(id: string): ResourceSettings['tenants'] {
+    let capped = false
+    const tenants: Record<string, { weight: number; cap?: number }> = {}
+    for (const [name, tenant] of Object.entries(this.config.tenants)) {
+      const cap = this.#tenantCaps.get(name)!.match(id)
+      if (cap !== undefined) capped = true
+      tenants[name] = cap === undefined ? { weight: tenant.weight } : { weight: tenant.weight, cap }
+    }
+    if (capped) return Object.freeze(tenants)
+    return (this.#uncappedTenants ??= Object.freeze(tenants))
+  }
+
+  /** A template's family settings, made once per template and role (its keys share them). */
+  #familyOf(t: ResourceTemplate, role: 'family' | 'key'): FamilySettings | undefined {
+    if (!t.keyed) return undefined
+    let roles = this.#families.get(t)
+    if (roles === undefined) this.#families.set(t, (roles = {}))
+    return (roles[role] ??= familyOf(t, role))
+  }
+
   /** Settings for resource `id`, or undefined when no template matches. */
   settingsFor(id: string): ResourceSettings | undefined {
     const t = this.#templates.match(id)
     if (t === undefined) return undefined
-    const tenants: Record<string, { weight: number; cap?: number }> = {}
-    for (const [name, tenant] of Object.entries(this.config.tenants)) {
-      const cap = this.#tenantCaps.get(name)!.match(id)
-      tenants[name] = cap === undefined ? { weight: tenant.weight } : { weight: tenant.weight, cap }
-    }
     const safeHoldMs = safeHoldMsOf(t)
-    const family = familyOf(t, id === t.match ? 'family' : 'key')
+    const family = this.#familyOf(t, id === t.match ? 'family' : 'key')
     // A keyed family's own resource is a share of every key: capacity 1, fractional, held.
     const shape =
       family === undefined
@@ -259,7 +283,7 @@ export class CompiledConfig {
       safeCapacity: t.safeCapacity,
       safeHoldMs,
       ...(t.demand ?? defaultDemandOf(t.kind)),
-      tenants: Object.freeze(tenants),
+      tenants: this.#tenantsFor(id),
       failureMode: t.failureMode,
       headroomTolerance:
         family?.role === 'family' ? 0 : t.surplus === 'spread' ? t.headroomTolerance : 0,

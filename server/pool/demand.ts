@@ -21,7 +21,8 @@ export const peakDecayPerReport = 0.125
  * - `ewma` with α = 2 / (window + 1).
  */
 export class DemandHistory {
-  readonly #samples: Float64Array
+  /** A plain array: a typed array's buffer costs ~150 bytes more per entry (a family's hot keys, by the thousand). */
+  readonly #samples: number[]
   readonly #estimator: DemandEstimator
   #next = 0
   #count = 0
@@ -32,7 +33,7 @@ export class DemandHistory {
 
   constructor(estimator: DemandEstimator, window: number) {
     this.#estimator = estimator
-    this.#samples = new Float64Array(Math.max(1, window))
+    this.#samples = new Array<number>(Math.max(1, window)).fill(0)
   }
 
   record(wants: number): void {
