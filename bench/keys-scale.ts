@@ -194,8 +194,8 @@ export async function benchKeysScale(): Promise<string[]> {
   rows.splice(
     rows.indexOf('') + 2,
     0,
-    `Of which the pool (entries, the keys' settings, demand histories), measured in-process after full collections (\`node --expose-gc dist/bench/keys-memory.js ${hotKeys}\`): **${f(probe.bytesPerHotKeyPerHolder, 0)} bytes** per hot key per holding process.`,
     '',
+    `Of which the pool (entries, the keys' settings, demand histories), measured in-process after full collections (\`node --expose-gc dist/bench/keys-memory.js ${hotKeys}\`): **${f(probe.bytesPerHotKeyPerHolder, 0)} bytes** per hot key per holding process.`,
   )
   const maxMin = maxMinShares(asks, capacity)
   outs.forEach((out, i) => {
@@ -205,7 +205,7 @@ export async function benchKeysScale(): Promise<string[]> {
     const allowed = maxMin[i]! * hotKeys
     const heap = out.heap
     rows.push(
-      `| gateway-${i} (asks ${asks[i]}/s of each hot key) | ${heap?.keys.toLocaleString('en-US') ?? '—'} | ${heap === undefined ? '—' : `${f((heap.after - heap.before) / heap.keys, 0)} bytes`} | ${f(asked, 0)} | ${out.hotLeased ?? '—'} of ${hotKeys.toLocaleString('en-US')} | ${f((100 * admitted) / allowed)}% (${f(admitted, 0)} of ${f(allowed, 0)})${out.errors.length > 0 ? `; errors: ${[...new Set(out.errors)].join(', ')}` : ''} |`,
+      `| gateway-${i} (asks ${asks[i]}/s of each hot key) | ${heap?.keys.toLocaleString('en-US') ?? '—'} | ${heap === undefined ? '—' : `${f((heap.after - heap.before) / heap.keys, 0)} bytes`} | ${Math.round(asked).toLocaleString('en-US')} | ${out.hotLeased ?? '—'} of ${hotKeys.toLocaleString('en-US')} | ${f((100 * admitted) / allowed)}% (${f(admitted, 0)} of ${f(allowed, 0)})${out.errors.length > 0 ? `; errors: ${[...new Set(out.errors)].join(', ')}` : ''} |`,
     )
   })
   return rows
