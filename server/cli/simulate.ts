@@ -17,7 +17,7 @@ export async function simulateCommand(args: readonly string[], io: CommandIo): P
   for (const file of positionals) {
     const scenario = await loadScenarioFile(file)
     const result = simulate(scenario)
-    await writeFile(join(out, `${scenario.name}.csv`), toCsv(result))
+    if (result.rows.length > 0) await writeFile(join(out, `${scenario.name}.csv`), toCsv(result))
     await writeFile(join(out, `${scenario.name}.json`), toJson(result) + '\n')
     for (const r of result.summary.resources) {
       const suffix =

@@ -75,6 +75,15 @@ export function toTable(result: SimResult): string {
         `  ${r.resource}: every client leased by the new coordinator ${Math.min(...released).toFixed(1)}–${Math.max(...released).toFixed(1)} s after a crash${released.length < r.releasedSec.length ? ` (${r.releasedSec.length - released.length} never)` : ''}`,
       )
   }
+  for (const f of s.families)
+    out.push(
+      `  ${f.family} (keyed family, ${f.keys.toLocaleString('en-US')} keys)`,
+      `    keys asked for                    ${f.keysSeen.toLocaleString('en-US')}; ${f.checks.toLocaleString('en-US')} checks, ${pct(f.checks > 0 ? f.admitted / f.checks : 0)} admitted`,
+      `    over capacity·t + burst, per key  ${f.keysOverBound} key(s); ${f.worstExcess > 0 ? `${f.worstExcess.toFixed(2)} tokens over at worst` : `the tightest ${(-f.worstExcess).toFixed(2)} tokens inside`}`,
+      `    the hottest keys' due             least ${pct(f.hottestShareMin)}, mean ${pct(f.hottestShareMean)} of min(capacity, demand) outside failovers`,
+      `    first checks admitted             ${f.firstAdmitted.toLocaleString('en-US')} of ${f.firstChecks.toLocaleString('en-US')} (${pct(f.firstChecks > 0 ? f.firstAdmitted / f.firstChecks : 1)})`,
+      `    leased one by one at the end      ${f.hotKeysAtEnd} key(s)`,
+    )
   for (const c of s.checks) out.push(`  ${c.ok ? 'ok  ' : 'FAIL'} ${c.name}: ${c.detail}`)
   return out.join('\n') + '\n'
 }

@@ -6,10 +6,12 @@ import {
   kindTraits,
   seededRandom,
   systemClock,
+  zipf,
 } from '../../shared/index.js'
 import { allocate } from '../allocation/index.js'
 import { parseConfig, templateLearningMs, windowAt, type Config } from '../config/index.js'
 import { DemandCurve } from './demand.js'
+import { checkFamilies, FamilyTrack } from './families.js'
 import { jain } from './metrics.js'
 import { SimHost } from './network.js'
 import type { Scenario } from './scenario.js'
@@ -58,6 +60,8 @@ export class SimRun {
   readonly #tickMs: number
   readonly #ticksPerSample: number
   readonly #tracks = new Map<string, ResourceTrack>()
+  /** Keyed families, counted key by key (their processes are clients with `keys`). */
+  readonly #families = new Map<string, FamilyTrack>()
   readonly #clients: SimClient[] = []
   /** Bumped whenever the true demands change, so ideals are recomputed only then. */
   #version = 0
@@ -162,7 +166,8 @@ export class SimRun {
 
   #addClients(random: () => number): void {
     for (const group of this.#scenario.clients) {
-      this.#track(group.resource)
+      if (group.keys === undefined) this.#track(group.resource)
+      else this.#family(group.resource, group.keys.count)
       for (let i = 0; i < group.count; i++) {
         const seed = Math.floor(random() * 2 ** 31)
         this.#clients.push({
@@ -176,6 +181,11 @@ export class SimRun {
           seed,
           client: undefined,
           handle: undefined,
+          family: undefined,
+          draw:
+            group.keys === undefined
+              ? undefined
+              : zipf(group.keys.count, group.keys.zipf, seededRandom(seed ^ 0x21bf)),
           demand: 0,
           carry: 0,
           held: 0,
@@ -183,6 +193,29 @@ export class SimRun {
         })
       }
     }
+  }
+
+  /** The track of a keyed family (a rate family: its keys are what the bound is checked on). */
+  #family(id: string, keys: number): FamilyTrack {
+    const s = this.#host.coordinator!.settingsFor(id)
+    const family = s?.family
+    if (family?.role !== 'family' || family.keyKind !== 'rate')
+      throw new SluiceError(
+        'SLUICE_ERR_CLI_INPUT',
+        `clients with keys: ${JSON.stringify(id)} is not a keyed rate family (a template with keyed: true, kind: rate, matched as <prefix>/*)`,
+      )
+    let track = this.#families.get(id)
+    if (track !== undefined && track.keys !== keys)
+      throw new SluiceError(
+        'SLUICE_ERR_CLI_INPUT',
+        `clients of ${JSON.stringify(id)}: every group of a family asks for the same keys (keys.count ${track.keys} and ${keys})`,
+      )
+    if (track === undefined)
+      this.#families.set(
+        id,
+        (track = new FamilyTrack(id, keys, family.keyCapacity, family.keyBurst)),
+      )
+    return track
   }
 
   /** Crashes, capacity changes and partitions on the clock; joins, leaves and steps as events. */
@@ -264,9 +297,10 @@ export class SimRun {
 
   /** Charted clients: the first of each group, then the next of each, up to eight. */
   #chooseTracked(): TrackedClient[] {
-    const limit = Math.min(maxTracked, this.#clients.length)
+    const limit = Math.min(maxTracked, this.#clients.filter((c) => c.draw === undefined).length)
     for (let round = 0; this.#trackedClients.length < limit; round++) {
       for (const group of this.#scenario.clients) {
+        if (group.keys !== undefined) continue
         const members = this.#clients.filter(
           (c) => c.id === group.id || c.id.startsWith(`${group.id}-`),
         )
@@ -295,6 +329,13 @@ export class SimRun {
     c.client = client
     client.on('error', () => undefined)
     c.demand = c.curve.at(this.#clock.now() / 1000)
+    const family = this.#families.get(c.resource)
+    if (family !== undefined) {
+      c.family = client.keyed(family.prefix, { weight: c.weight })
+      c.family.on('lease', () => (c.lastLeaseMs = this.#clock.now()))
+      this.#version++
+      return
+    }
     const kind = this.#tracks.get(c.resource)?.kind
     c.handle = client.resource(c.resource, {
       wants: c.demand,
@@ -310,6 +351,7 @@ export class SimRun {
     void c.client?.close()
     c.client = undefined
     c.handle = undefined
+    c.family = undefined
     this.#version++
   }
 
@@ -323,7 +365,10 @@ export class SimRun {
       if (c.client === undefined && nowMs >= c.joinMs && nowMs < c.leaveMs) this.#join(c)
       else if (c.client !== undefined && nowMs >= c.leaveMs) this.#leave(c)
       if (c.handle !== undefined) this.#admit(c, nowMs / 1000)
+      else if (c.family !== undefined) this.#admitKeys(c, nowMs)
     }
+    const steady = this.#steadyAt(nowMs)
+    for (const family of this.#families.values()) if (steady) family.steadyTick(this.#tickMs)
     for (const track of this.#tracks.values()) this.#record(track)
     this.#watchRelease(nowMs)
   }
@@ -370,6 +415,23 @@ export class SimRun {
     track.sampleAdmitted += admitted
     track.sampleDemand += asked
     if (track.quota !== undefined) this.#countWindow(track.quota, admitted, asked)
+  }
+
+  /** A family's process: as many checks as its demand asks for this tick, each of a key drawn by Zipf. */
+  #admitKeys(c: SimClient, nowMs: number): void {
+    const family = this.#families.get(c.resource)!
+    c.demand = c.curve.at(nowMs / 1000)
+    c.carry += (c.demand * this.#tickMs) / 1000
+    const steady = this.#steadyAt(nowMs)
+    for (; c.carry >= 1; c.carry--) {
+      const k = c.draw!()
+      family.check(k, c.family!.tryAcquire(family.key(k)), nowMs, steady)
+    }
+  }
+
+  /** Outside every failover, partition and start-up window. */
+  #steadyAt(ms: number): boolean {
+    return !this.#disturbed.some(([a, b]) => ms > a && ms <= b)
   }
 
   /** A quota's use, counted in the window the wall clock is in (as the coordinator's). */
@@ -510,6 +572,11 @@ export class SimRun {
               ]),
       }
     })
+    const families = [...this.#families.values()].map((f) =>
+      f.summarise(
+        this.#host.coordinator?.view.families(0).find((x) => x.id === f.id)?.hotKeys ?? 0,
+      ),
+    )
     return {
       scenario: this.#scenario,
       rows: this.#rows,
@@ -523,7 +590,11 @@ export class SimRun {
         lost: this.#host.lost,
         crashes: this.#crashes,
         resources,
-        checks: checkExpectations(this.#scenario.expect, resources),
+        families,
+        checks: [
+          ...checkExpectations(this.#scenario.expect, resources),
+          ...checkFamilies(this.#scenario.expect, families),
+        ],
       },
     }
   }

@@ -45,6 +45,16 @@ export const clientGroupSchema = z.strictObject({
   /** Each client joins at joinSec plus a random delay up to this, so their report timers are out of phase. */
   joinSpreadSec: sec.default(1),
   leaveSec: sec.optional(),
+  /**
+   * `resource` is a keyed family (`<prefix>/*`): each client asks for keys k0 … k(count−1)
+   * drawn by Zipf(zipf), `demand` requests a second over all of them.
+   */
+  keys: z
+    .strictObject({
+      count: z.number().int().min(1).max(10_000_000),
+      zipf: z.number().min(0).max(5).default(1.1),
+    })
+    .optional(),
   demand: demandCurveSchema,
 })
 
@@ -113,6 +123,10 @@ export const scenarioSchema = z.strictObject({
       minJain: z.number().min(0).max(1).optional(),
       /** Quota: the most budget (a share of capacity) left stranded at a whole window's end. */
       maxStranded: z.number().min(0).max(1).optional(),
+      /** Keyed families: the 20 most asked-for keys' admitted ÷ min(capacity·t, asked), outside failovers. */
+      minHotShare: z.number().min(0).max(2).optional(),
+      /** Keyed families: the share of keys' first checks (anywhere) admitted. */
+      minFirstAdmitted: z.number().min(0).max(1).optional(),
     })
     .default({}),
 })

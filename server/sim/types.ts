@@ -1,7 +1,8 @@
-import type { Resource, SluiceClient } from '../../client/index.js'
+import type { KeyedFamily, Resource, SluiceClient } from '../../client/index.js'
 import type { FailureMode, ResourceKind } from '../../shared/index.js'
 import type { Config, WindowSpec } from '../config/index.js'
 import type { DemandCurve } from './demand.js'
+import type { FamilySummary } from './families.js'
 import type { Scenario } from './scenario.js'
 
 /** One CSV row: one resource at one sample time. */
@@ -85,6 +86,7 @@ export interface SimResult {
     readonly lost: number
     readonly crashes: number
     readonly resources: readonly SimResourceSummary[]
+    readonly families: readonly FamilySummary[]
     readonly checks: readonly { name: string; ok: boolean; detail: string }[]
   }
 }
@@ -101,6 +103,9 @@ export interface SimClient {
   readonly seed: number
   client: SluiceClient | undefined
   handle: Resource | undefined
+  /** A client of a keyed family: its handle while it runs, and its draw of key ranks. */
+  family: KeyedFamily | undefined
+  readonly draw: (() => number) | undefined
   demand: number
   carry: number
   /** Concurrency: slots held since the last tick. */

@@ -5,6 +5,8 @@ import { describe, expect, it } from 'vitest'
 import { runCli } from '../../../server/cli/main.js'
 import {
   checkExpectations,
+  checkFamilies,
+  FamilyTrack,
   loadScenarioFile,
   parseScenario,
   summariseQuota,
@@ -125,6 +127,49 @@ describe('simulator', () => {
       { ...result.summary.resources[0]!, quota },
     ])
     expect(checks.map((c) => c.ok)).toEqual([false, false])
+  })
+
+  it('keyed families: Zipf over many keys, a cut and a crash; every key within its bound, the hottest get their due, new keys admitted at once', async () => {
+    const scenario = await loadScenarioFile('examples/scenarios/keys-zipf.yaml')
+    // The example, shortened for the suite: 20,000 keys, 90 s.
+    const group = scenario.clients[0]!
+    const result = simulate({
+      ...scenario,
+      durationSec: 90,
+      clients: [
+        { ...group, keys: { count: 20_000, zipf: 1.1 }, demand: { type: 'constant', rate: 2000 } },
+      ],
+      events: [
+        { type: 'partition', atSec: 15, clients: 'gateway-1', durationSec: 10 },
+        { type: 'crash', atSec: 45 },
+      ],
+    })
+    const [f] = result.summary.families
+    expect(f!.keysSeen).toBeGreaterThan(5000)
+    expect(f!.keysOverBound).toBe(0)
+    expect(f!.worstExcess).toBeLessThanOrEqual(1e-6)
+    expect(f!.hottestShareMin).toBeGreaterThanOrEqual(0.95)
+    expect(f!.firstAdmitted / f!.firstChecks).toBeGreaterThanOrEqual(0.99)
+    expect(f!.hotKeysAtEnd).toBeGreaterThan(0)
+    expect(result.summary.crashes).toBe(1)
+    expect(result.summary.checks.every((c) => c.ok)).toBe(true)
+    expect(result.summary.checks.map((c) => c.name)).toHaveLength(3)
+  })
+
+  it('counts a key over its bound when the processes together admit more than capacity·t + burst', () => {
+    const track = new FamilyTrack('ip/*', 3, 10, 10)
+    // Key 0: 10 at once (the burst), then 10/s: held exactly. Key 1: 11 at once: one over.
+    for (let i = 0; i < 10; i++) track.check(0, true, 0, true)
+    for (let t = 100; t <= 1000; t += 100) track.check(0, true, t, true)
+    for (let i = 0; i < 11; i++) track.check(1, true, 0, true)
+    track.check(2, false, 0, true)
+    const summary = track.summarise(0)
+    expect(summary.keysOverBound).toBe(1)
+    expect(summary.worstExcess).toBeCloseTo(1, 9)
+    expect(summary.firstChecks).toBe(3)
+    expect(summary.firstAdmitted).toBe(2)
+    const [bound] = checkFamilies({}, [summary])
+    expect(bound!.ok).toBe(false)
   })
 
   it('is reproducible: the same scenario and seed give the same series', () => {
