@@ -1,6 +1,12 @@
 #!/usr/bin/env node
 import { runCli } from './main.js'
 
+// A reader that stops reading (`sluice simulate … | head`) ends the output, not with a crash.
+process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (error.code !== 'EPIPE') throw error
+  process.exit(process.exitCode ?? 0)
+})
+
 process.exitCode = await runCli(process.argv.slice(2), {
   stdin: process.stdin,
   stdout: process.stdout,
