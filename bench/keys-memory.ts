@@ -1,4 +1,5 @@
 import { CompiledConfig, parseConfig, type ResourceSettings } from '../server/config/index.js'
+import { applyChanges, type LedgerEntry } from '../server/ledger/index.js'
 import { Pool, type LeaseBatch } from '../server/pool/index.js'
 
 /**
@@ -7,7 +8,9 @@ import { Pool, type LeaseBatch } from '../server/pool/index.js'
  * keys-scale benchmark drives it), its changes taken for a ledger each
  * round. Prints the heap it holds per hot key per holding process, after a
  * full collection: the pool's entries, the keys' settings (cached, as the
- * coordinator caches them) and their demand histories.
+ * coordinator caches them) and their demand histories; and apart, what a
+ * file ledger keeps in memory of the same commitments (its latest entry per
+ * client and key).
  */
 function main(): void {
   const gc = (globalThis as { gc?: () => void }).gc
@@ -37,9 +40,16 @@ function main(): void {
   const ack = (batches: readonly LeaseBatch[]): void => {
     for (const b of batches) pool.acknowledge(b.clientKey, b.seq, undefined, nowMs)
   }
+  // What a file ledger keeps in memory beside its file: the latest entry per client and key.
+  const ledger = new Map<string, LedgerEntry>()
   const round = (): void => {
     ack(pool.roundMany(pool.familyIds('key/*'), nowMs))
-    pool.takeChanges((ms) => ms)
+    const changes = pool
+      .takeChanges((ms) => ms)
+      .map((c) =>
+        'put' in c ? { put: { ...c.put, writtenMs: nowMs, writtenMono: nowMs, epoch: 'e' } } : c,
+      )
+    applyChanges(ledger, changes)
   }
   for (const c of clients) {
     pool.connect(c.key, c.key, undefined, undefined, nowMs)
@@ -58,10 +68,15 @@ function main(): void {
   }
   gc()
   const after = process.memoryUsage().heapUsed
+  const holdings = pool.hotKeyCount('key/*') * clients.length
+  ledger.clear()
+  gc()
+  const withoutLedger = process.memoryUsage().heapUsed
   console.log(
     JSON.stringify({
       hotKeys: pool.hotKeyCount('key/*'),
-      bytesPerHotKeyPerHolder: (after - before) / (pool.hotKeyCount('key/*') * clients.length),
+      bytesPerHotKeyPerHolder: (withoutLedger - before) / holdings,
+      ledgerBytesPerHotKeyPerHolder: (after - withoutLedger) / holdings,
     }),
   )
 }

@@ -61,14 +61,24 @@ export class ClientState {
   }
 }
 
+/** What a client's hello claimed of a learning resource, and what of it was confirmed. */
+export interface Claim {
+  readonly capacity: number
+  readonly issued: readonly [number, number] | undefined
+  accepted: number
+}
+
+const noEntries: ReadonlySet<Entry> = new Set()
+const noClaims: ReadonlyMap<Entry, Claim> = new Map()
+
 /** One resource's pool state: its settings and one entry per client using it. */
 export class ResourceState {
   settings: ResourceSettings
   readonly entries = new Map<string, Entry>()
   /** Σ entry.committed, kept incrementally and recomputed exactly each round. */
   committedSum = 0
-  /** Entries whose target is above their newest lease, waiting for free capacity. */
-  readonly starved = new Set<Entry>()
+  /** Entries whose target is above their newest lease, waiting for free capacity (made when first needed). */
+  #starved: Set<Entry> | undefined
   learningUntilMs: number
   /**
    * The latest time any lease of this resource recorded so far may be enforced (its fallback
@@ -79,20 +89,48 @@ export class ResourceState {
   /** The time of the round whose grants started full: every grant of that instant may. */
   fullAtMs = Number.NaN
   rounds = 0
-  /** While learning: what each client's hello claimed, and what of it was confirmed. */
-  readonly claims = new Map<
-    Entry,
-    {
-      readonly capacity: number
-      readonly issued: readonly [number, number] | undefined
-      accepted: number
-    }
-  >()
+  /** While learning: what each client's hello claimed, and what of it was confirmed (made when first needed). */
+  #claims: Map<Entry, Claim> | undefined
 
   constructor(settings: ResourceSettings, learningUntilMs: number, quietSinceMs = -Infinity) {
     this.settings = settings
     this.learningUntilMs = learningUntilMs
     this.heldUntilMs = quietSinceMs
+  }
+
+  // A family's hot keys come by the thousand and most never starve or learn: their sets are
+  // made on first use (an empty Map or Set costs about 100 bytes).
+
+  get starved(): ReadonlySet<Entry> {
+    return this.#starved ?? noEntries
+  }
+
+  starve(entry: Entry): void {
+    ;(this.#starved ??= new Set()).add(entry)
+  }
+
+  unstarve(entry: Entry): void {
+    this.#starved?.delete(entry)
+  }
+
+  clearStarved(): void {
+    this.#starved?.clear()
+  }
+
+  get claims(): ReadonlyMap<Entry, Claim> {
+    return this.#claims ?? noClaims
+  }
+
+  claim(entry: Entry, claim: Claim): void {
+    ;(this.#claims ??= new Map()).set(entry, claim)
+  }
+
+  unclaim(entry: Entry): void {
+    this.#claims?.delete(entry)
+  }
+
+  clearClaims(): void {
+    this.#claims = undefined
   }
 
   /** Notes a lease that may be enforced until `untilMs`. */

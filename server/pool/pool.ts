@@ -548,7 +548,7 @@ export class Pool {
       const entry = this.#subscribe(client, h.resource, settings)
       const r = entry.resource
       if (nowMs >= r.learningUntilMs || entry.leases.length > 0) continue
-      r.claims.set(entry, {
+      r.claim(entry, {
         capacity: Math.max(h.capacity, h.inFlight ?? 0),
         issued: h.issued,
         accepted: 0,
@@ -818,7 +818,7 @@ export class Pool {
     }
     r.rounds++
     if (nowMs < r.learningUntilMs) return
-    if (r.claims.size > 0) r.claims.clear()
+    if (r.claims.size > 0) r.clearClaims()
 
     const silentSinceMs = nowMs - r.settings.refreshMs
     const quota =
@@ -874,8 +874,8 @@ export class Pool {
     // Decreases first: pushed at once, freeing capacity only on ack or lapse.
     const eps = r.epsilon
     for (const e of sharing) if (e.target < e.newest - eps) this.#send(e, e.target, nowMs)
-    r.starved.clear()
-    for (const e of sharing) if (e.target > e.newest + eps) r.starved.add(e)
+    r.clearStarved()
+    for (const e of sharing) if (e.target > e.newest + eps) r.starve(e)
     this.#grantIncreases(r, nowMs, true)
     // A client with no lease yet learns where it stands at once, even at 0 while it waits for
     // free capacity: it gets the lease's parameters (safe capacity, refresh) instead of guessing.
@@ -944,8 +944,8 @@ export class Pool {
     for (let i = 0; i < sharing.length; i++) sharing[i]!.target = used[i]! + blocks[i]!
     const eps = r.epsilon
     for (const e of sharing) if (e.target < e.newest - eps) this.#send(e, e.target, nowMs)
-    r.starved.clear()
-    for (const e of sharing) if (e.target > e.newest + eps) r.starved.add(e)
+    r.clearStarved()
+    for (const e of sharing) if (e.target > e.newest + eps) r.starve(e)
     this.#grantIncreases(r, nowMs, true)
     for (const e of sharing) if (e.leases.length === 0) this.#send(e, 0, nowMs)
   }
@@ -1032,7 +1032,7 @@ export class Pool {
     let free = r.settings.capacity - r.committedSum
     for (const e of r.starved) {
       if (!e.client.connected || e.target <= e.newest + eps) {
-        r.starved.delete(e)
+        r.unstarve(e)
         continue
       }
       if (free <= eps) break
@@ -1042,7 +1042,7 @@ export class Pool {
       const before = e.committed
       this.#send(e, grant, nowMs)
       free -= e.committed - before
-      if (grant >= e.target - eps) r.starved.delete(e)
+      if (grant >= e.target - eps) r.unstarve(e)
     }
     if (!partial && free > eps && r.starved.size > 0) this.#waiting.add(r.settings.id)
   }
@@ -1147,7 +1147,7 @@ export class Pool {
 
   #unsubscribe(entry: Entry): void {
     const { client, resource } = entry
-    resource.claims.delete(entry)
+    resource.unclaim(entry)
     if (resource.settings.family?.role === 'key') client.keyEntries--
     const used = client.tenant === undefined ? undefined : this.#tenantResources.get(client.tenant)
     if (used !== undefined) {
@@ -1160,7 +1160,7 @@ export class Pool {
     this.#gone({ clientKey: client.key, resource: resource.settings.id })
     client.entries.delete(resource.settings.id)
     resource.entries.delete(client.key)
-    resource.starved.delete(entry)
+    resource.unstarve(entry)
     resource.committedSum -= entry.committed
     if (client.entries.size === 0 && !client.connected) this.#clients.delete(client.key)
   }
@@ -1190,7 +1190,7 @@ export class Pool {
       moved.used = entry.used
       moved.usedWindow = entry.usedWindow
       r.entries.delete(client.key)
-      r.starved.delete(entry)
+      r.unstarve(entry)
       r.committedSum -= entry.committed
       r.entries.set(aside.key, moved)
       aside.entries.set(r.settings.id, moved)
