@@ -216,6 +216,30 @@ describe('a keyed family’s buckets', () => {
   })
   const owner = { requestEarlyReport: () => undefined, drained: () => undefined }
 
+  it('never forget a key that has spent anything: a key evicted and met again cannot start full twice', () => {
+    const clock = new ManualClock()
+    const f = new KeyedFamily('k', { maxKeys: 2 }, clock, clock, owner)
+    f.applyFamilyLease(grant(1))
+    clock.advance(5000)
+    // Key a spends its whole burst (10 tokens).
+    let spent = 0
+    while (f.tryAcquire('a')) spent++
+    expect(spent).toBe(10)
+    // Two more keys through a bound of two: b (full, untouched) is the one forgotten, not a.
+    expect(f.tryAcquire('b')).toBe(true)
+    clock.advance(200) // b refills its token
+    expect(f.tryAcquire('c')).toBe(true)
+    expect(f.size).toBe(2)
+    // a is still known, and still spent: 2 tokens earned in 200 ms, not a fresh 10.
+    let again = 0
+    while (f.tryAcquire('a')) again++
+    expect(again).toBe(2)
+    // Every key holding less than full: a new key is refused rather than one forgotten early.
+    expect(f.tryAcquire('d')).toBe(false)
+    expect(f.keysFull).toBe(1)
+    f.close()
+  })
+
   it('start a new key full of what the share held before its last rise, plus what it earned since', () => {
     const clock = new ManualClock()
     const f = new KeyedFamily('k', {}, clock, clock, owner)
