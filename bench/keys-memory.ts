@@ -44,11 +44,11 @@ function main(): void {
   const ledger = new Map<string, LedgerEntry>()
   const round = (): void => {
     ack(pool.roundMany(pool.familyIds('key/*'), nowMs))
-    const changes = pool
-      .takeChanges((ms) => ms)
-      .map((c) =>
-        'put' in c ? { put: { ...c.put, writtenMs: nowMs, writtenMono: nowMs, epoch: 'e' } } : c,
-      )
+    const changes = pool.takeChanges((ms) => ms, {
+      writtenMs: nowMs,
+      writtenMono: nowMs,
+      epoch: 'e',
+    })
     applyChanges(ledger, changes)
   }
   for (const c of clients) {

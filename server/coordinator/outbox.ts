@@ -83,13 +83,13 @@ export class Outbox {
   readonly #writeAheadHost: WriteAheadHost = ((self: Outbox) => ({
     takeChanges: () => {
       const { clock, pool } = self.#host
-      const changes = pool.takeChanges((monoMs) => monoMs - clock.now() + clock.wallNow())
       const writtenMs = clock.wallNow()
       const writtenMono = clock.now()
-      const epoch = self.#epoch
-      return changes.map((c) =>
-        'put' in c ? { put: { ...c.put, writtenMs, writtenMono, epoch } } : c,
-      )
+      return pool.takeChanges((monoMs) => monoMs - writtenMono + writtenMs, {
+        writtenMs,
+        writtenMono,
+        epoch: self.#epoch,
+      })
     },
     send: (batches) => self.#send(batches),
     unsent: (batches) => self.#host.pool.unsent(batches),

@@ -265,7 +265,11 @@ export class Pool {
    * What changed since the last call, as the ledger keeps it (wall-clock
    * times through `toWallMs`): each changed entry's leases, or its removal.
    */
-  takeChanges(toWallMs: (monoMs: number) => number): LedgerChange[] {
+  takeChanges(
+    toWallMs: (monoMs: number) => number,
+    /** The write's stamp, put on every entry (made here, not spread onto a copy: one object per entry). */
+    stamp: { writtenMs?: number; writtenMono?: number; epoch?: string } = {},
+  ): LedgerChange[] {
     const changes: LedgerChange[] = []
     for (const removed of this.#removed.splice(0)) changes.push({ remove: removed })
     for (const e of this.#dirty) {
@@ -286,6 +290,9 @@ export class Pool {
             fallback: l.fallback,
             fallbackUntilMs: Math.ceil(toWallMs(l.fallbackUntilMs)),
           })),
+          writtenMs: stamp.writtenMs,
+          writtenMono: stamp.writtenMono,
+          epoch: stamp.epoch,
         },
       })
     }
