@@ -121,6 +121,15 @@ function send(app: FastifyInstance, r: Request): Promise<LightMyRequestResponse>
   })
 }
 
+/** The same request to the reference, then to Sluice: their responses in that order. */
+async function both(
+  reference: FastifyInstance,
+  sluice: FastifyInstance,
+  r: Request,
+): Promise<[LightMyRequestResponse, LightMyRequestResponse]> {
+  return [await send(reference, r), await send(sluice, r)]
+}
+
 const num = (v: unknown): number | undefined => (v === undefined ? undefined : Number(v))
 
 describe('parity with @fastify/rate-limit', () => {
@@ -135,7 +144,7 @@ describe('parity with @fastify/rate-limit', () => {
       s.strict?.sluice(clock),
     )
     for (const [i, r] of s.requests.entries()) {
-      const [a, b] = [await send(reference, r), await send(sluice, r)]
+      const [a, b] = await both(reference, sluice, r)
       const at = `request ${i} (${r.url})`
       expect(b.statusCode, at).toBe(a.statusCode)
       // The limit and what remains: the same numbers, present on the same responses.
@@ -179,10 +188,7 @@ describe('parity of the IETF fields with the draft fields of @fastify/rate-limit
       undefined,
     )
     for (let i = 0; i < 5; i++) {
-      const [a, b] = [
-        await send(reference, { url: '/hello' }),
-        await send(sluice, { url: '/hello' }),
-      ]
+      const [a, b] = await both(reference, sluice, { url: '/hello' })
       expect(b.statusCode).toBe(a.statusCode)
       const policy = /^"per-ip";q=(\d+);w=(\d+)$/.exec(String(b.headers['ratelimit-policy']))
       const state = /^"per-ip";r=(\d+);t=(\d+)$/.exec(String(b.headers.ratelimit))
@@ -221,10 +227,7 @@ describe("parity of a refusal's body with @fastify/rate-limit's errorResponseBui
       undefined,
     )
     for (let i = 0; i < 3; i++) {
-      const [a, b] = [
-        await send(reference, { url: '/hello' }),
-        await send(sluice, { url: '/hello' }),
-      ]
+      const [a, b] = await both(reference, sluice, { url: '/hello' })
       expect(b.statusCode, `request ${i}`).toBe(a.statusCode)
       if (a.statusCode === 429) expect(b.json(), `request ${i}`).toEqual(a.json())
     }
