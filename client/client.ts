@@ -635,11 +635,13 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
     }
     for (const f of this.#families.values())
       if (f.refused === undefined) for (const entry of f.takeReport()) resources.push(entry)
-    // A process with more hot keys than one message may carry reports them in several.
-    for (let i = 0; i < resources.length; i += domainLimits.maxEntries)
+    // A process with more hot keys than one message may carry reports them in several
+    // (the usual report, within the bound, goes as it is: no copy).
+    const max = domainLimits.maxEntries
+    for (let i = 0; i < resources.length; i += max)
       this.#send({
         type: 'demand',
-        resources: resources.slice(i, i + domainLimits.maxEntries),
+        resources: resources.length <= max ? resources : resources.slice(i, i + max),
         ...(early ? { early: true } : {}),
       })
   }
