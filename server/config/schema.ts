@@ -303,12 +303,6 @@ export const resourceTemplateSchema = z
           path: ['window', 'timeZone'],
           message: `${JSON.stringify(t.window.timeZone)} is not a time zone this runtime knows (IANA names, e.g. Europe/Paris)`,
         })
-      if (t.keyed)
-        ctx.addIssue({
-          code: 'custom',
-          path: ['keyed'],
-          message: 'keyed quotas are not in this release: a quota per named resource',
-        })
     } else if (t.window !== undefined)
       ctx.addIssue({ code: 'custom', path: ['window'], message: 'a window is for kind: quota' })
     if (!t.keyed) {

@@ -177,6 +177,8 @@ export class Entry {
   /** Quota: units the client reported used in window `usedWindow`. */
   used = 0
   usedWindow = Number.NaN
+  /** Quota: the window of the newest lease sent (NaN before any, and for one a ledger restored). */
+  leaseWindow = Number.NaN
 
   constructor(client: ClientState, resource: ResourceState) {
     this.client = client

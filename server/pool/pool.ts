@@ -514,7 +514,8 @@ export class Pool {
     if (client !== undefined) {
       if (instance !== undefined && client.instance === instance) outcome = 'resumed'
       else {
-        this.#setAside(client, nowMs)
+        this.#clients.delete(client.key)
+        this.#setAside(client, [...client.entries.values()], nowMs)
         client = undefined
         outcome = 'replaced'
       }
@@ -673,18 +674,29 @@ export class Pool {
     }
   }
 
-  /** The client gives resources up: it promises not to use them, so their leases stop counting. */
+  /**
+   * The client gives resources up: it promises not to use them, so their leases stop counting.
+   * A quota's are spent, not given back: what was used of a block (reported or not) is gone for
+   * the window, so a released quota's leases count apart until the window ends, as a replaced
+   * process's do, and the client starts afresh if it takes the quota up again.
+   */
   release(key: string, resourceIds: readonly string[], nowMs: number): readonly LeaseBatch[] {
     const client = this.#clients.get(key)
     if (client === undefined) return []
     const touched: ResourceState[] = []
+    let spent: Entry[] | undefined
     for (const id of resourceIds) {
       const entry = client.entries.get(id)
       if (entry === undefined) continue
+      if (entry.resource.settings.quotaWindow !== undefined) {
+        ;(spent ??= []).push(entry)
+        continue
+      }
       entry.clear(nowMs)
       this.#unsubscribe(entry)
       touched.push(entry.resource)
     }
+    if (spent !== undefined) this.#setAside(client, spent, nowMs)
     for (const r of touched) this.#grantIncreases(r, nowMs, false)
     return this.#flush()
   }
@@ -849,7 +861,10 @@ export class Pool {
         reserved += e.committed
       } else sharing.push(e)
     }
-    if (quota !== undefined) return this.#quotaRound(r, sharing, reserved, nowMs)
+    if (quota !== undefined)
+      return r.settings.family?.role === 'family'
+        ? this.#familyQuotaRound(r, sharing, quota.index, nowMs)
+        : this.#quotaRound(r, sharing, reserved, nowMs)
     const defaults = r.settings.family?.role === 'family' ? defaultHolders(r, sharing) : undefined
     const clients: ClientDemand[] = sharing.map((e, i) => ({
       id: e.client.key,
@@ -955,6 +970,41 @@ export class Pool {
     for (const e of sharing) if (e.target > e.newest + eps) r.starve(e)
     this.#grantIncreases(r, nowMs, true)
     for (const e of sharing) if (e.leases.length === 0) this.#send(e, 0, nowMs)
+  }
+
+  /**
+   * A keyed quota's own round: each holder's default share of every key's
+   * budget for the window (a fraction; capacity 1 is every key's whole
+   * budget). A share sent in a window is never taken back within it: a
+   * process cannot say what it spent of a million keys, so its share counts
+   * as spent of every key until the window ends, whatever becomes of it. A
+   * share may grow, up to the holder's weighted part among the default
+   * holders (defaultHolders), out of what no share of the window holds; a
+   * holder that comes once the shares took everything gets none, and asks
+   * per key (its keys are leased on their own). Every holder without a
+   * lease of this window gets one, at 0 where nothing is free: with it go
+   * leases of the family's hot keys (#withFamilyLease), so no process takes
+   * a default share of a key that is leased on its own in the window.
+   */
+  #familyQuotaRound(
+    r: ResourceState,
+    sharing: readonly Entry[],
+    windowIndex: number,
+    nowMs: number,
+  ): void {
+    const defaults = defaultHolders(r, sharing)
+    let weights = 0
+    for (let i = 0; i < sharing.length; i++) if (defaults[i]! > 0) weights += sharing[i]!.weight
+    for (let i = 0; i < sharing.length; i++) {
+      const e = sharing[i]!
+      const fair = defaults[i]! > 0 ? e.weight / weights : 0
+      e.target = Math.max(e.newest, fair)
+    }
+    const eps = r.epsilon
+    r.clearStarved()
+    for (const e of sharing) if (e.target > e.newest + eps) r.starve(e)
+    this.#grantIncreases(r, nowMs, true)
+    for (const e of sharing) if (e.leaseWindow !== windowIndex) this.#send(e, e.newest, nowMs)
   }
 
   /**
@@ -1173,12 +1223,12 @@ export class Pool {
   }
 
   /**
-   * Moves what a replaced process holds under a key of its own, disconnected:
-   * it counts until it lapses, and nothing the new process does frees it.
+   * Moves `entries` of a client (all that a replaced process holds, or a
+   * quota it released) under a key of their own, disconnected: they count
+   * until they lapse, and nothing the client does next frees them.
    */
-  #setAside(client: ClientState, nowMs: number): void {
-    this.#clients.delete(client.key)
-    if (client.entries.size === 0) return
+  #setAside(client: ClientState, entries: readonly Entry[], nowMs: number): void {
+    if (entries.length === 0) return
     // A key no client has, restored ones included (a ledger may hold set-aside clients too).
     let asideKey: string
     do asideKey = `${client.key}\u0001${++this.#replaced}`
@@ -1186,7 +1236,7 @@ export class Pool {
     const aside = new ClientState(asideKey, client.clientId, client.tenant)
     aside.connected = false
     this.#clients.set(aside.key, aside)
-    for (const entry of [...client.entries.values()]) {
+    for (const entry of entries) {
       const r = entry.resource
       this.#dirty.delete(entry)
       this.#gone({ clientKey: client.key, resource: r.settings.id })
@@ -1196,6 +1246,12 @@ export class Pool {
       moved.priority = entry.priority
       moved.used = entry.used
       moved.usedWindow = entry.usedWindow
+      moved.leaseWindow = entry.leaseWindow
+      if (client.entries.get(r.settings.id) === entry) client.entries.delete(r.settings.id)
+      if (r.settings.family?.role === 'key') {
+        client.keyEntries--
+        aside.keyEntries++
+      }
       r.entries.delete(client.key)
       r.unstarve(entry)
       r.committedSum -= entry.committed
@@ -1208,10 +1264,14 @@ export class Pool {
   }
 
   #send(entry: Entry, capacity: number, nowMs: number): void {
-    const first = entry.leases.length === 0
+    const s = entry.resource.settings
+    if (s.family?.role !== 'family') return this.#sendOne(entry, capacity, nowMs)
+    // A keyed quota's holder starts anew each window: its first family lease of a window is a first.
+    const window = s.quotaWindow === undefined ? undefined : this.#quotaClock(s.quotaWindow, nowMs)
+    const first =
+      window === undefined ? entry.leases.length === 0 : entry.leaseWindow !== window.index
     this.#sendOne(entry, capacity, nowMs)
-    if (entry.resource.settings.family?.role === 'family')
-      this.#withFamilyLease(entry, first, nowMs)
+    this.#withFamilyLease(entry, first, window?.index, nowMs)
   }
 
   /**
@@ -1219,15 +1279,25 @@ export class Pool {
    * key with it, so the same batch carries what it must know of the hot keys.
    * A new holder gets a lease of 0 for each (it never enforces a default for
    * them); a known one, again, each key lease it has not acknowledged yet.
+   * A keyed quota's holder is new in each window (`windowIndex`): a key
+   * leased to it in an earlier window gets a lease of 0 for this one, or it
+   * would take its new default share of a key leased on its own.
    */
-  #withFamilyLease(entry: Entry, first: boolean, nowMs: number): void {
+  #withFamilyLease(
+    entry: Entry,
+    first: boolean,
+    windowIndex: number | undefined,
+    nowMs: number,
+  ): void {
     const keys = this.#familyKeys.get(entry.resource.settings.id)
     if (keys === undefined) return
     for (const r of keys) {
       const e = entry.client.entries.get(r.settings.id)
       if (e === undefined) {
         if (first) this.#sendOne(this.#subscribe(entry.client, r.settings.id, r.settings), 0, nowMs)
-      } else if (e.leases.at(-1)?.acked !== true) this.#sendOne(e, e.newest, nowMs)
+      } else if (windowIndex !== undefined && e.leaseWindow !== windowIndex)
+        this.#sendOne(e, 0, nowMs)
+      else if (e.leases.at(-1)?.acked !== true) this.#sendOne(e, e.newest, nowMs)
     }
   }
 
@@ -1257,6 +1327,7 @@ export class Pool {
     const safeShare = s.safeCapacity ?? s.capacity / Math.max(1, entry.resource.entries.size)
     const safeCapacity = Math.min(capacity, inKindUnits(s.kind, safeShare))
     entry.record(batch.seq, capacity, safeCapacity, ttlMs, nowMs, this.#sendDelayMs)
+    if (window !== undefined) entry.leaseWindow = window.index
     this.#touch(entry)
     const share = s.capacity > 0 ? capacity / s.capacity : 0
     batch.leases.push({

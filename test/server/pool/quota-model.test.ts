@@ -139,7 +139,7 @@ class World {
 }
 
 type Step =
-  | { op: 'join' | 'report' | 'disconnect' | 'crash'; p: Id }
+  | { op: 'join' | 'report' | 'disconnect' | 'crash' | 'release'; p: Id }
   | { op: 'deliver'; p: Id; ackLost: boolean }
   | { op: 'want'; p: Id; wants: number }
   | { op: 'spend'; p: Id; n: number }
@@ -156,7 +156,7 @@ const step: fc.Arbitrary<Step> = fc.oneof(
   {
     weight: 1,
     arbitrary: fc.record({
-      op: fc.constantFrom('disconnect', 'crash'),
+      op: fc.constantFrom('disconnect', 'crash', 'release'),
       p: fc.constantFrom(...ids),
     }),
   },
@@ -218,6 +218,15 @@ function run(steps: readonly Step[]): void {
         p!.inFlight = []
         p!.crashed = true
         break
+      case 'release':
+        // The process gives the quota up (client.close, or the resource released); a new
+        // resource of it later starts with nothing used, as client/enforcer.ts's does.
+        if (p!.connected) w.enqueue(w.pool.release(p!.id, [R], w.nowMs))
+        p!.lease = undefined
+        p!.window = undefined
+        p!.used = 0
+        p!.pendingAck = undefined
+        break
       case 'deliver':
         w.deliver(p!, s.ackLost)
         break
@@ -278,6 +287,23 @@ describe('quotas in the pool (model)', () => {
       // q asks for all of it and spends all it gets.
       { op: 'want', p: 'q', wants: 500 },
       ...Array.from({ length: 10 }, () => tick([0, 15, 0])),
+    ])
+  })
+
+  it('keeps what a released block used counted until the window ends (a process that closes, or takes the quota up again)', () => {
+    run([
+      { op: 'join', p: 'p' },
+      { op: 'join', p: 'q' },
+      { op: 'want', p: 'p', wants: 40 },
+      tick([0, 0, 0]),
+      tick([20, 0, 0]),
+      tick([20, 0, 0]),
+      { op: 'release', p: 'p' },
+      { op: 'want', p: 'q', wants: 500 },
+      ...Array.from({ length: 10 }, () => tick([0, 15, 0])),
+      // p takes the quota up again in the same window, with nothing used as far as it knows.
+      { op: 'report', p: 'p' },
+      ...Array.from({ length: 10 }, () => tick([15, 15, 0])),
     ])
   })
 
