@@ -70,11 +70,21 @@ export interface ClientEvents {
   error: [error: SluiceError]
 }
 
+/** Released quotas whose use a client remembers (see #releasedQuotas). */
+const maxReleasedQuotas = 4096
+
 export class SluiceClient extends EventEmitter<ClientEvents> implements ResourceOwner {
   readonly options: ResolvedClientOptions
   readonly #resources = new Map<string, Resource>()
   /** Keyed families, by their own resource id (`<prefix>/*`). */
   readonly #families = new Map<string, KeyedFamily>()
+  /** Resources released while no connection was up: released on the next one. */
+  readonly #unreleased = new Set<string>()
+  /**
+   * Quotas released, with what they had used in their window: one taken up again starts from
+   * it (Resource.carryUsed). At most maxReleasedQuotas, the oldest forgotten first.
+   */
+  readonly #releasedQuotas = new Map<string, { used: number; window: number }>()
   #ws: ClientSocket | undefined
   #urlIndex = 0
   #redirectUrl: string | undefined
@@ -206,6 +216,11 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
           'sluice: failureMode optimistic may admit beyond the cluster-wide capacity while the coordinator is unreachable',
         )
       r = new Resource(id, options, this.options.clock, this, this.#hotClock)
+      const released = this.#releasedQuotas.get(id)
+      if (released !== undefined) {
+        r.carryUsed(released.used, released.window)
+        this.#releasedQuotas.delete(id)
+      }
       this.#resources.set(id, r)
       this.#scheduleReports()
       // Tell the coordinator at once, so the first lease does not wait a whole period.
@@ -344,8 +359,17 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
     if (r === undefined) return
     this.#resources.delete(id)
     this.#pendingAcks.delete(id)
+    const used = r.usedInWindow()
+    if (used !== undefined && used.used > 0) {
+      if (this.#releasedQuotas.size >= maxReleasedQuotas)
+        this.#releasedQuotas.delete(this.#releasedQuotas.keys().next().value!)
+      this.#releasedQuotas.set(id, used)
+    }
     r.close()
     if (this.#connected) this.#send({ type: 'release', resources: [id] })
+    // Said on the next connection, before any report: the same process coming back keeps its
+    // leases there, and a quota taken up again here starts with nothing used.
+    else this.#unreleased.add(id)
   }
 
   // ---- connection ----
@@ -494,6 +518,10 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
         // A resource refused on an earlier connection is asked for once more (the config may
         // have changed since).
         for (const r of this.#resources.values()) r.retryRefused()
+        if (this.#unreleased.size > 0) {
+          this.#send({ type: 'release', resources: [...this.#unreleased] })
+          this.#unreleased.clear()
+        }
         this.#report(false)
         return
       case 'lease':
@@ -555,8 +583,11 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
       period = Math.min(period, grant.refreshMs)
       if (r === undefined) {
         const inForce = this.#applyKeyed(grant)
-        if (inForce) ready.push(grant.resource)
-        else {
+        if (inForce) {
+          // An older lease's held-back ack is void once a newer one is in force.
+          this.#pendingAcks.delete(grant.resource)
+          ready.push(grant.resource)
+        } else {
           this.#pendingAcks.set(grant.resource, msg.seq)
           held++
         }

@@ -334,6 +334,12 @@ export class QuotaEnforcer implements Enforcer {
     return this.#index === undefined ? undefined : { used: this.#used, window: this.#index }
   }
 
+  /** Starts from what a released handle of the same id used in `index` (Resource.carryUsed). */
+  carry(used: number, index: number): void {
+    this.#index = index
+    this.#used = used
+  }
+
   /** 0 while the budget has room; spent, until the window ends (when a new budget comes). */
   msUntil(cost: number): number {
     const now = this.#clock.now()
@@ -363,6 +369,7 @@ export class QuotaEnforcer implements Enforcer {
 /** One enforcer per kind, made once per resource: a lease names the kind in force. */
 export type Enforcers = Readonly<Record<ResourceKind, Enforcer>> & {
   readonly concurrency: SlotEnforcer
+  readonly quota: QuotaEnforcer
 }
 
 /** The enforcers of one resource, sharing its demand meter. */

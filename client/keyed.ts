@@ -24,9 +24,9 @@ export interface KeyedOptions {
 
 /** What one key may use in this process now, and where that comes from. */
 export interface KeyLease {
-  /** Tokens/s (rate) or slots (concurrency). */
+  /** Tokens/s (rate), slots (concurrency), or units of the window's budget (quota). */
   readonly capacity: number
-  /** Tokens the key's bucket holds at most (rate); slots for concurrency. */
+  /** Tokens the key's bucket holds at most (rate); slots for concurrency; the budget for a quota. */
   readonly burst: number
   /**
    * `default`: this process's default share of every key (the family lease); `key`: the
@@ -72,6 +72,12 @@ class KeyState {
   quietUntilMs = 0
   lastUsedMs = 0
   movedMs = 0
+  /** Quota: units spent in window `usedWindow` (the default share's and the key lease's alike). */
+  used = 0
+  usedWindow = Number.NaN
+  /** Quota: the window of the budget in force (`slots`), and when spending it ends (hot clock). */
+  window = Number.NaN
+  endAtMs = 0
 
   constructor(key: string, bucket: TokenBucket) {
     this.key = key
@@ -121,8 +127,12 @@ export class KeyView {
   }
 
   /** The key's configured limit, what a caller is held to (not this process's share of it). */
-  describe(): { ratePerSec: number; burst: number } {
+  describe(): { ratePerSec: number; burst: number; windowSec?: number } {
     const limits = this.#family.limitOf(this.key)
+    const windowSec = this.#family.windowSec
+    // A quota's limit is a budget per window.
+    if (windowSec !== undefined)
+      return { ratePerSec: limits.capacity / windowSec, burst: limits.capacity, windowSec }
     return { ratePerSec: limits.capacity, burst: limits.burst }
   }
 
@@ -176,6 +186,11 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
   #baseShare = 0
   /** When the share last rose, on the hot clock. */
   #increasedAtMs = 0
+  /** Quota: the family lease's window, and when spending its default share ends (hot clock). */
+  #windowIndex = Number.NaN
+  #windowEndAtMs = 0
+  #windowLengthMs = 0
+  #refreshMs = 1000
   #expiry: Timer | undefined = undefined
   #hold: Timer | undefined = undefined
   #windowStartMs: number
@@ -225,6 +240,11 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
     return this.#refusedError
   }
 
+  /** A keyed quota's window, seconds (undefined for a rate or concurrency family). */
+  get windowSec(): number | undefined {
+    return this.#kind === 'quota' ? Math.max(1, Math.round(this.#windowLengthMs / 1000)) : undefined
+  }
+
   /**
    * Takes `cost` of `key` at once if what this process may use of it allows:
    * the policing check. For a concurrency family a `true` must be paired with
@@ -239,6 +259,13 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
       if (state.inFlight + cost > state.slots) return this.#refuse(state, cost)
       state.inFlight += cost
       if (state.inFlight > state.peak) state.peak = state.inFlight
+      return true
+    }
+    if (this.#kind === 'quota') {
+      // Spent from the window's budget in force; nothing refills it before the next window.
+      if (state.used + cost > state.slots || this.#hotClock.now() >= state.endAtMs)
+        return this.#refuse(state, cost)
+      state.used += cost
       return true
     }
     if (state.bucket.tryTake(cost)) return true
@@ -298,6 +325,12 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
       return burst >= cost ? 0 : capacity > 0 ? Infinity : Infinity
     }
     if (this.#kind === 'concurrency') return state.inFlight + cost <= state.slots ? 0 : Infinity
+    if (this.#kind === 'quota') {
+      const leftMs = state.endAtMs - this.#hotClock.now()
+      if (state.used + cost <= state.slots && leftMs > 0) return 0
+      // Spent: a new budget comes with the next window.
+      return leftMs > 0 ? leftMs : Infinity
+    }
     return state.bucket.msUntil(cost)
   }
 
@@ -306,11 +339,16 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
     const state = this.#keys.get(key)
     if (state === undefined) return Math.floor(this.leaseOf(key).burst)
     if (this.#kind === 'concurrency') return Math.max(0, state.slots - state.inFlight)
+    if (this.#kind === 'quota') {
+      this.#refreshIfStale(state)
+      return Math.max(0, state.slots - state.used)
+    }
     return Math.floor(state.bucket.tokens)
   }
 
-  /** Milliseconds until `key`'s bucket is full again here (0 for slots). */
+  /** Milliseconds until `key`'s bucket is full again here (0 for slots; a quota's: the window's end). */
   msUntilFull(key: string): number {
+    if (this.#kind === 'quota') return Math.max(0, this.#windowEndAtMs - this.#hotClock.now())
     const state = this.#keys.get(key)
     if (state === undefined || this.#kind === 'concurrency') return 0
     return state.bucket.msUntilFull()
@@ -319,6 +357,16 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
   /** What this process may use of `key` now. */
   leaseOf(key: string): KeyLease {
     const state = this.#keys.get(key)
+    if (this.#kind === 'quota') {
+      const q = this.#quotaNow(key, state)
+      const source =
+        q.capacity === 0 && q.endAtMs === 0
+          ? 'none'
+          : state?.lease !== undefined && q.window === state.lease.window?.index
+            ? 'key'
+            : 'default'
+      return { capacity: q.capacity, burst: q.capacity, source }
+    }
     if (state !== undefined && state.lease !== undefined) {
       const nowMs = this.#hotClock.now()
       if (nowMs < state.leaseUntilMs)
@@ -416,6 +464,12 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
     } else this.#baseShare = grant.capacity
     this.#share = grant.capacity
     this.#fallback = Math.max(0, Math.min(grant.safeCapacity, grant.capacity))
+    this.#refreshMs = grant.refreshMs
+    if (grant.window !== undefined) {
+      this.#windowIndex = grant.window.index
+      this.#windowEndAtMs = this.#hotClock.now() + grant.window.endsInMs
+      this.#windowLengthMs = grant.window.lengthMs
+    }
     this.#epoch++
     // A new share takes effect on every key now, not at each key's next use: a bucket must not
     // go on earning at the old rate after the ack says the new one is in force.
@@ -431,6 +485,12 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
   /** A key's own lease: from now on it rules this key here, never the default share again. */
   applyKeyLease(key: string, grant: LeaseGrant): boolean {
     if (this.#closed) return true
+    // A key's lease may come before any family lease (the key went hot as this process joined):
+    // it says the kind, so a quota's budget is never taken for a bucket's rate.
+    if (grant.kind !== this.#kind) {
+      this.#kind = grant.kind
+      this.#epoch++
+    }
     let state = this.#keys.get(key)
     if (state === undefined) {
       // Leased without asking (it went hot elsewhere): tracked whatever the bound, since
@@ -445,11 +505,14 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
     state.fallbackUntilMs = state.leaseUntilMs + grant.safeHoldMs
     state.epoch = -1
     this.#refresh(state)
+    // A quota's budget is in force once what this process spent of the key in its window fits it.
+    if (this.#kind === 'quota') return state.used <= state.slots
     return this.#kind !== 'concurrency' || state.inFlight <= state.slots
   }
 
   /** Whether every key's slots in use fit what the family and key leases now allow (a decrease may be acknowledged). */
   fits(): boolean {
+    // A keyed quota's share is never cut within a window (a new window starts anew).
     if (this.#kind !== 'concurrency') return true
     for (const state of this.#keys.values()) {
       this.#refresh(state)
@@ -458,26 +521,39 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
     return true
   }
 
-  /** Whether the key's slots in use fit its limit now. */
+  /** Whether the key's slots in use (or a quota's units spent) fit its limit now. */
   keyFits(key: string): boolean {
     const state = this.#keys.get(key)
-    if (state === undefined || this.#kind !== 'concurrency') return true
+    if (state === undefined || this.#kind === 'rate') return true
     this.#refresh(state)
-    return state.inFlight <= state.slots
+    return this.#kind === 'quota' ? state.used <= state.slots : state.inFlight <= state.slots
   }
 
   /**
    * The entries of a demand report: the family (its traffic, so the
    * coordinator knows who uses it most), the keys this process holds a lease
    * of, and up to `maxKeysPerReport` keys whose demand passed the default
-   * share, most wanted first. Starts a new window.
+   * share, most wanted first. Starts a new window. A keyed quota's leased
+   * keys say what they used of their window's budget.
    */
-  takeReport(): { resource: string; wants: number; weight?: number }[] {
+  takeReport(): {
+    resource: string
+    wants: number
+    weight?: number
+    used?: number
+    window?: number
+  }[] {
     const nowMs = this.#clock.now()
     const elapsedSec = Math.max(0.001, (nowMs - this.#windowStartMs) / 1000)
     this.#windowStartMs = nowMs
     const hotNow = this.#hotClock.now()
-    const out: { resource: string; wants: number; weight?: number }[] = [
+    const out: {
+      resource: string
+      wants: number
+      weight?: number
+      used?: number
+      window?: number
+    }[] = [
       {
         resource: this.familyId,
         wants: this.#familyAsked / elapsedSec,
@@ -495,14 +571,32 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
       state.asked = 0
       state.refused = 0
       state.peak = state.inFlight
-      if (state.lease !== undefined) {
+      const quota = this.#kind === 'quota'
+      if (state.lease !== undefined && (!quota || this.#keyLeaseRules(state))) {
         // Leased on its own: report while it is used or holds something, so it is renewed,
         // grown or shrunk; one left at 0 and unused is dropped by the coordinator.
-        if (wants > 0 || state.lease.capacity > 0)
-          out.push({ resource: `${this.prefix}/${state.key}`, wants })
+        if (!quota) {
+          if (wants > 0 || state.lease.capacity > 0)
+            out.push({ resource: `${this.prefix}/${state.key}`, wants })
+          continue
+        }
+        this.#refreshIfStale(state)
+        const window = state.lease.window!.index
+        const used = state.usedWindow === window ? state.used : 0
+        if (wants > 0 || state.lease.capacity > 0 || used > 0)
+          out.push({ resource: `${this.prefix}/${state.key}`, wants, used, window })
         continue
       }
       if (hotNow < state.quietUntilMs) continue
+      if (quota) {
+        // On the default share of a budget: reported once refused, or once the pace asked for
+        // would spend what is left within two refresh periods.
+        this.#refreshIfStale(state)
+        const left = state.slots - state.used
+        if (refused > 0 || (wants > 0 && wants * ((2 * this.#refreshMs) / 1000) >= left))
+          candidates.push({ state, wants })
+        continue
+      }
       const mine = this.leaseOf(state.key).capacity
       if (refused > 0 || wants > mine * 1.0001) candidates.push({ state, wants })
     }
@@ -602,12 +696,18 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
       }
       state.lastUsedMs = nowMs
     }
-    if (state.epoch !== this.#epoch || this.#hotClock.now() >= state.changeAtMs)
-      this.#refresh(state)
+    this.#refreshIfStale(state)
     return state
   }
 
   #newState(key: string): KeyState {
+    if (this.#kind === 'quota') {
+      // A quota spends a budget, not a bucket: the bucket stays empty (the shape stays one).
+      const state = new KeyState(key, new TokenBucket(this.#hotClock, 0, 0, 0))
+      state.movedMs = this.#hotClock.now()
+      this.#refresh(state)
+      return state
+    }
     const { capacity, burst } = this.#limitsNow(key, undefined)
     // A new key's bucket starts full of what the share holds of its burst (earned since a rise,
     // see applyFamilyLease); so a new key's first request is decided here at once.
@@ -628,7 +728,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
   #evictOne(): boolean {
     let looked = 0
     for (const [key, state] of this.#keys) {
-      if (state.evictable()) {
+      if (this.#kind === 'quota' ? this.#quotaEvictable(state) : state.evictable()) {
         this.#keys.delete(key)
         return true
       }
@@ -637,8 +737,73 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
     return false
   }
 
+  /**
+   * Whether a key of a keyed quota may be forgotten: nothing spent of it in the family's
+   * window, and no lease of its own for that window (either would be lost, and the key would
+   * come back with a whole default share).
+   */
+  #quotaEvictable(state: KeyState): boolean {
+    const window = this.#windowIndex
+    if (state.lease !== undefined && this.#keyLeaseRules(state)) return false
+    return state.used === 0 || !(state.usedWindow >= window)
+  }
+
+  /** Quota: whether the key's own lease rules it (it is of the family lease's window, or newer). */
+  #keyLeaseRules(state: KeyState): boolean {
+    const w = state.lease?.window?.index
+    return w !== undefined && !(w < this.#windowIndex)
+  }
+
+  /**
+   * A keyed quota's budget of `key` now: its own lease's when that is of the
+   * family lease's window (or newer: the pool leases a key of a new window
+   * with the family's first lease of it, or before), else the default share
+   * of the family lease's window. A key leased on its own in a window never
+   * takes the default share of that window.
+   */
+  #quotaNow(
+    key: string,
+    state: KeyState | undefined,
+  ): { capacity: number; window: number; endAtMs: number } {
+    if (state?.lease?.window !== undefined && this.#keyLeaseRules(state))
+      return {
+        capacity: state.lease.capacity,
+        window: state.lease.window.index,
+        endAtMs: state.leaseUntilMs,
+      }
+    if (this.#share <= 0 || Number.isNaN(this.#windowIndex))
+      return { capacity: 0, window: Number.NaN, endAtMs: 0 }
+    return {
+      capacity: wholeSlots(this.#share * this.#keyLimits(key).capacity),
+      window: this.#windowIndex,
+      endAtMs: this.#windowEndAtMs,
+    }
+  }
+
+  #refreshIfStale(state: KeyState): void {
+    if (state.epoch !== this.#epoch || this.#hotClock.now() >= state.changeAtMs)
+      this.#refresh(state)
+  }
+
   /** Sets the key's bucket (or slots) to what it may use now. */
   #refresh(state: KeyState): void {
+    if (this.#kind === 'quota') {
+      const q = this.#quotaNow(state.key, state)
+      state.slots = q.capacity
+      // A newer window: a new budget, nothing spent of it yet.
+      if (q.window > state.usedWindow || Number.isNaN(state.usedWindow)) {
+        if (!Number.isNaN(q.window)) {
+          state.used = 0
+          state.usedWindow = q.window
+        }
+      }
+      state.window = q.window
+      state.endAtMs = q.endAtMs
+      // Once spent to its end, nothing changes by time alone until a new lease comes.
+      state.changeAtMs = this.#hotClock.now() < q.endAtMs ? q.endAtMs : Infinity
+      state.epoch = this.#epoch
+      return
+    }
     const { capacity, burst, changeAtMs } = this.#limitsNow(state.key, state)
     state.bucket.setRate(capacity, burst)
     state.slots = capacity

@@ -388,6 +388,15 @@ export class Resource extends EventEmitter<ResourceEvents> {
     return this.#enforcer.usedInWindow()
   }
 
+  /**
+   * Quota: what an earlier handle of this id used in `window` before it was released. A lease
+   * of the released one may still be on its way and would be put in force here: counted from
+   * what was used, it lets no more be spent than it allowed (the coordinator counts it apart).
+   */
+  carryUsed(used: number, window: number): void {
+    this.#enforcers.quota.carry(used, window)
+  }
+
   /** What the limiter admitted and refused since the last call, for the report. */
   takeUsage(): Usage {
     return this.#meter.takeUsage(

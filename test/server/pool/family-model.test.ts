@@ -295,7 +295,7 @@ describe('keyed families in the pool (model)', () => {
   it('never lets the processes together enforce more of a key than its capacity, through joins, hot keys, lost acks, crashes and lapses', () => {
     fc.assert(
       // From three holders with their default shares split, so random steps start somewhere.
-      fc.property(fc.array(step, { minLength: 1, maxLength: 160 }), (steps) =>
+      fc.property(fc.array(step, { minLength: 1, maxLength: 160, size: 'max' }), (steps) =>
         run([
           { op: 'join', p: 'p' },
           { op: 'join', p: 'q' },
