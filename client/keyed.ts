@@ -601,8 +601,20 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
       if (refused > 0 || wants > mine * 1.0001) candidates.push({ state, wants })
     }
     candidates.sort((a, b) => b.wants - a.wants)
-    for (const c of candidates.slice(0, this.#maxKeysPerReport))
-      out.push({ resource: `${this.prefix}/${c.state.key}`, wants: c.wants })
+    for (const c of candidates.slice(0, this.#maxKeysPerReport)) {
+      const state = c.state
+      // A quota's key says what it spent of the window's default share: the coordinator's first
+      // budget for it then starts from that, not below it (a budget below what was spent could
+      // not be acknowledged, and the key would be refused until the next report).
+      if (this.#kind === 'quota' && state.used > 0 && state.usedWindow === state.window)
+        out.push({
+          resource: `${this.prefix}/${state.key}`,
+          wants: c.wants,
+          used: state.used,
+          window: state.usedWindow,
+        })
+      else out.push({ resource: `${this.prefix}/${state.key}`, wants: c.wants })
+    }
     return out
   }
 

@@ -37,6 +37,8 @@ export interface KeyFigures {
   readonly committed: number
   readonly demand: number
   readonly clients: number
+  /** A keyed quota's key: what the processes reported used of it in the window so far. */
+  readonly used?: number
 }
 
 /** A keyed family as status shows it. */
@@ -139,6 +141,7 @@ export class ResourceView {
           committed: s.committed,
           demand: s.demand,
           clients: s.clients,
+          ...(s.window === undefined ? {} : { used: s.window.used }),
         })
       }
     }

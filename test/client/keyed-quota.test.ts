@@ -1,0 +1,158 @@
+import Fastify from 'fastify'
+import { afterEach, describe, expect, it } from 'vitest'
+import type { KeyedFamily } from '../../client/index.js'
+import { fastifyRateLimit } from '../../client/http/index.js'
+import type { ConfigInput } from '../../server/config/index.js'
+import { Cluster } from '../helpers/cluster.js'
+
+// Keyed quotas end to end: a real coordinator and real clients over WebSockets on a manual
+// clock. 100 calls a minute per user (windows aligned to the epoch: the manual clock's first
+// one ends 40 s in), 20 a minute for the key 'trial' (the plan).
+
+const config = (): ConfigInput => ({
+  server: { limits: { roundDebounceMs: 0 } },
+  resources: [
+    {
+      match: 'user/*',
+      keyed: true,
+      kind: 'quota',
+      capacity: 100,
+      window: '1m',
+      keys: { trial: { capacity: 20 } },
+      leaseTtlMs: 5000,
+      refreshMs: 200,
+      graceMs: 200,
+      learningMs: 0,
+      unsafeLearning: true,
+    },
+  ],
+})
+
+let cluster: Cluster | undefined
+afterEach(async () => {
+  await cluster?.close()
+  cluster = undefined
+})
+
+/** Per key and process: asks `perSec` every 10 ms step for `ms`, counting what was admitted. */
+async function run(
+  families: readonly KeyedFamily[],
+  asks: readonly { key: string; perSec: readonly number[] }[],
+  ms: number,
+  got: Map<string, number>,
+): Promise<void> {
+  const owed = new Map<string, number>()
+  for (let t = 0; t < ms; t += 10) {
+    for (const { key, perSec } of asks)
+      for (const [i, f] of families.entries()) {
+        const at = `${key}#${i}`
+        let o = (owed.get(at) ?? 0) + (perSec[i]! * 10) / 1000
+        for (; o >= 1; o--) if (f.tryAcquire(key)) got.set(key, (got.get(key) ?? 0) + 1)
+        owed.set(at, o)
+      }
+    await cluster!.step(10)
+  }
+}
+
+/** `n` gateways holding the family, connected before its first round (shares are split once a window). */
+async function families(n: number): Promise<KeyedFamily[]> {
+  const clients = await Promise.all(Array.from({ length: n }, (_, i) => cluster!.client(`gw-${i}`)))
+  const out = clients.map((c) => c.keyed('user'))
+  for (let i = 0; i < 30 && out.some((f) => f.lease === undefined); i++) await cluster!.step(100)
+  return out
+}
+
+describe('keyed quotas (real sockets, manual clock)', () => {
+  it('decides a key’s first request in-process, gives a busy key its whole budget across processes, never past it, and a full budget next window', async () => {
+    cluster = new Cluster()
+    await cluster.start(config())
+    const gws = await families(3)
+    // Three holders: a third of every key's budget each, before any key was asked for.
+    expect(gws[0]!.leaseOf('anyone')).toMatchObject({ capacity: 33, source: 'default' })
+    expect(gws[0]!.leaseOf('trial')).toMatchObject({ capacity: 6, source: 'default' })
+    // New keys at one gateway: each first request admitted at once, no round trip.
+    for (let k = 0; k < 200; k++) expect(gws[1]!.tryAcquire(`new-${k}`)).toBe(true)
+    // alice is busy at gateway 0 alone (30/s: her budget runs out in about 3 s); bob asks a
+    // little everywhere; trial is hammered at all three.
+    const got = new Map<string, number>()
+    await run(
+      gws,
+      [
+        { key: 'alice', perSec: [30, 0, 0] },
+        { key: 'bob', perSec: [1, 1, 1] },
+        { key: 'trial', perSec: [20, 20, 20] },
+      ],
+      30_000,
+      got,
+    )
+    expect(got.get('alice'), 'alice: her whole budget, though a third was elsewhere').toBe(100)
+    expect(got.get('trial'), 'trial: the plan says 20').toBe(20)
+    expect(got.get('bob')).toBe(90)
+    expect(gws[0]!.leaseOf('alice').source).toBe('key')
+    // The coordinator leased alice and trial on their own; bob's 30 a process stayed in the
+    // default shares. The new keys cost it nothing.
+    const { families: seen } = (await cluster.server.http.inject('/v1/families')).json<{
+      families: { id: string; kind: string; keys: { key: string; used?: number }[] }[]
+    }>()
+    expect(seen[0]).toMatchObject({ id: 'user/*', kind: 'quota' })
+    const keys = seen[0]!.keys.map((k) => k.key)
+    expect(keys).toContain('alice')
+    expect(seen[0]!.keys.find((k) => k.key === 'alice')?.used).toBeGreaterThan(0)
+    expect(keys.some((k) => k.startsWith('new-'))).toBe(false)
+    // The next window (from 40 s): every key's budget anew, alice's too.
+    await run(gws, [], 10_500, got)
+    const next = new Map<string, number>()
+    await run(gws, [{ key: 'alice', perSec: [0, 30, 0] }], 15_000, next)
+    expect(next.get('alice')).toBe(100)
+  })
+
+  it('counts what a closed process spent of a key until the window ends', async () => {
+    cluster = new Cluster()
+    await cluster.start(config())
+    const [a, b] = await families(2)
+    const got = new Map<string, number>()
+    // a spends carol's at 50/s (its half, then what b leaves), then closes; b asks for all it
+    // can get for the rest of the window.
+    await run([a!, b!], [{ key: 'carol', perSec: [50, 0] }], 1_000, got)
+    const byA = got.get('carol')!
+    expect(byA).toBeGreaterThanOrEqual(45)
+    await cluster.clients[0]!.close()
+    await run([a!, b!], [{ key: 'carol', perSec: [0, 40] }], 10_000, got)
+    const all = got.get('carol')!
+    expect(all, 'never past the budget: what a spent stays spent').toBeLessThanOrEqual(100)
+    // b gets the rest but a's unspent block (stranded until the window ends: a few units).
+    expect(all - byA).toBeGreaterThan(0)
+    expect(all).toBeGreaterThanOrEqual(90)
+  })
+
+  it('tells HTTP callers the key’s quota and window, and when it comes back once spent', async () => {
+    cluster = new Cluster()
+    await cluster.start(config())
+    const [perUser] = await families(1)
+    const app = Fastify()
+    await app.register(fastifyRateLimit, {
+      resource: perUser!,
+      key: { header: 'x-user' },
+      clock: cluster.clock,
+    })
+    app.get('/call', async () => 'ok')
+    let ok = 0
+    let last = await app.inject({ url: '/call', headers: { 'x-user': 'dave' } })
+    if (last.statusCode === 200) ok++
+    for (let i = 0; i < 300 && last.statusCode === 200; i++) {
+      last = await app.inject({ url: '/call', headers: { 'x-user': 'dave' } })
+      if (last.statusCode === 200) ok++
+      if (i % 10 === 0) await cluster.step(10)
+    }
+    expect(ok).toBe(100)
+    expect(last.statusCode).toBe(429)
+    expect(last.headers['ratelimit-policy']).toBe('"user";q=100;w=60')
+    const elapsedSec = cluster.clock.now() / 1000
+    expect(Number(last.headers['retry-after'])).toBeGreaterThan(40 - elapsedSec - 2)
+    expect(Number(last.headers['retry-after'])).toBeLessThanOrEqual(Math.ceil(40 - elapsedSec) + 1)
+    // Another user is not held to dave's spending.
+    const erin = await app.inject({ url: '/call', headers: { 'x-user': 'erin' } })
+    expect(erin.statusCode).toBe(200)
+    await app.close()
+  })
+})
