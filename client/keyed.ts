@@ -326,9 +326,13 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
     }
     if (this.#kind === 'concurrency') return state.inFlight + cost <= state.slots ? 0 : Infinity
     if (this.#kind === 'quota') {
-      const leftMs = state.endAtMs - this.#hotClock.now()
+      const nowMs = this.#hotClock.now()
+      const leftMs = state.endAtMs - nowMs
       if (state.used + cost <= state.slots && leftMs > 0) return 0
-      // Spent: a new budget comes with the next window.
+      // This process's default share of the key is spent: the key is leased on its own within a
+      // report or two, from what the other processes leave of its budget.
+      if (!this.#keyLeaseRules(state) && this.#windowEndAtMs > nowMs) return 2 * this.#refreshMs
+      // Its own budget spent (as a named quota's block): the next window's.
       return leftMs > 0 ? leftMs : Infinity
     }
     return state.bucket.msUntil(cost)

@@ -979,9 +979,12 @@ export class Pool {
    * process cannot say what it spent of a million keys, so its share counts
    * as spent of every key until the window ends, whatever becomes of it. A
    * share may grow, up to the holder's weighted part among the default
-   * holders (defaultHolders), out of what no share of the window holds; a
-   * holder that comes once the shares took everything gets none, and asks
-   * per key (its keys are leased on their own). Every holder without a
+   * holders (defaultHolders) and one holder more, out of what no share of
+   * the window holds. The one more is room for a process that comes
+   * mid-window (a gateway restarted, whose old share stays spent, or one
+   * added), so it too decides new keys at once; one that comes once the
+   * shares took everything gets none, and asks per key (its keys are leased
+   * on their own). Every holder without a
    * lease of this window gets one, at 0 where nothing is free: with it go
    * leases of the family's hot keys (#withFamilyLease), so no process takes
    * a default share of a key that is leased on its own in the window.
@@ -993,8 +996,15 @@ export class Pool {
     nowMs: number,
   ): void {
     const defaults = defaultHolders(r, sharing)
+    // One holder more than there are (of the largest weight): room for one that comes later.
     let weights = 0
-    for (let i = 0; i < sharing.length; i++) if (defaults[i]! > 0) weights += sharing[i]!.weight
+    let spare = 0
+    for (let i = 0; i < sharing.length; i++)
+      if (defaults[i]! > 0) {
+        weights += sharing[i]!.weight
+        spare = Math.max(spare, sharing[i]!.weight)
+      }
+    weights += spare
     for (let i = 0; i < sharing.length; i++) {
       const e = sharing[i]!
       const fair = defaults[i]! > 0 ? e.weight / weights : 0
