@@ -1,11 +1,9 @@
-import { spawn, type ChildProcess } from 'node:child_process'
-import { existsSync } from 'node:fs'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
 import { CoordinatorProcess, freePort, sleep } from './harness.js'
 import type { QuotaWorkerSpec } from './quota-worker.js'
+import { startWorker, type WorkerProcess } from './workers.js'
 
 /**
  * The quota fault scenario: a quota of `capacity` units per `windowMs` window (aligned to the
@@ -57,21 +55,8 @@ export interface QuotaResult {
   readonly windows: readonly QuotaWindowResult[]
 }
 
-function findRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url))
-  while (!existsSync(join(dir, 'package.json')) && dirname(dir) !== dir) dir = dirname(dir)
-  return dir
-}
-
-interface Worker {
-  readonly child: ChildProcess
-  output: string
-  readonly exited: Promise<void>
-}
-
 /** Runs the quota scenario with real processes; counts what the client processes logged. */
 export async function runQuotaScenario(s: QuotaScenario = quotaScenario): Promise<QuotaResult> {
-  const root = findRoot()
   const dir = await mkdtemp(join(tmpdir(), 'sluice-quota-'))
   const configPath = join(dir, 'sluice.json')
   await writeFile(
@@ -92,13 +77,13 @@ export async function runQuotaScenario(s: QuotaScenario = quotaScenario): Promis
     }),
   )
   const coordinator = new CoordinatorProcess(configPath, await freePort())
-  const workers: Worker[] = []
+  const workers: WorkerProcess[] = []
   try {
     await coordinator.start()
     // The first window opens at least 3 s from now: time for the processes to start and connect.
     const firstMs = Math.ceil((Date.now() + 3000) / s.windowMs) * s.windowMs
     const untilMs = firstMs + s.windows * s.windowMs - 100
-    const spawnWorker = (i: number, fromWallMs: number): Worker => {
+    const spawnWorker = (i: number, fromWallMs: number): void => {
       const spec: QuotaWorkerSpec = {
         url: `ws://127.0.0.1:${coordinator.port}/v1/connect`,
         clientId: `q-${i}`,
@@ -108,19 +93,7 @@ export async function runQuotaScenario(s: QuotaScenario = quotaScenario): Promis
         tickMs: 10,
         ratePerSec: s.ratePerSec,
       }
-      const child = spawn(
-        process.execPath,
-        [join(root, 'dist/bench/faults/quota-worker.js'), JSON.stringify(spec)],
-        { stdio: ['ignore', 'pipe', 'inherit'] },
-      )
-      const worker: Worker = {
-        child,
-        output: '',
-        exited: new Promise<void>((resolve) => child.once('exit', () => resolve())),
-      }
-      child.stdout.on('data', (d: Buffer) => (worker.output += d.toString()))
-      workers.push(worker)
-      return worker
+      workers.push(startWorker('quota-worker', spec))
     }
     for (let i = 0; i < s.processes; i++) spawnWorker(i, firstMs)
     const at = async (wallMs: number): Promise<void> => sleep(wallMs - Date.now())

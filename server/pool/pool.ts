@@ -334,6 +334,13 @@ export class Pool {
         lapsed: false,
       }))
       entry.restore(records, nowMs)
+      // A quota's lease held past the middle of the window in force is of that window (a lease
+      // of the one before holds only until its end, and a send delay past it).
+      if (settings.quotaWindow !== undefined) {
+        const w = this.#quotaClock(settings.quotaWindow, nowMs)
+        if (records.some((l) => l.holdUntilMs >= (w.startMs + w.endMs) / 2))
+          entry.leaseWindow = w.index
+      }
       if (le.pinned) entry.disconnected(nowMs)
       entry.refresh(nowMs)
       this.#touch(entry)
@@ -618,11 +625,25 @@ export class Pool {
       // Renew once a third to a half of the lease's life has passed (Entry.renewDue): the client
       // keeps half or more in hand against lost messages, and a report a second costs a reply
       // only every few seconds.
-      if (entry.leases.length > 0 && (entry.resendDue || entry.renewDue(nowMs))) {
+      if (
+        entry.leases.length > 0 &&
+        (entry.resendDue || entry.renewDue(nowMs)) &&
+        !this.#shareOfPastWindow(entry, nowMs)
+      ) {
         this.#send(entry, entry.newest, nowMs)
       }
     }
     return { batches: this.#flush(), newResources: newResources ?? noResources }
+  }
+
+  /**
+   * Whether a keyed quota's share is of a window before the one in force: it is not renewed
+   * into the new window (that would carry the old split over); the family's round splits anew.
+   */
+  #shareOfPastWindow(entry: Entry, nowMs: number): boolean {
+    const s = entry.resource.settings
+    if (s.family?.role !== 'family' || s.quotaWindow === undefined) return false
+    return entry.leaseWindow !== this.#quotaClock(s.quotaWindow, nowMs).index
   }
 
   /**
@@ -996,7 +1017,9 @@ export class Pool {
     nowMs: number,
   ): void {
     const defaults = defaultHolders(r, sharing)
-    // One holder more than there are (of the largest weight): room for one that comes later.
+    // The holders that share, those that hold a share of this window without sharing now (gone,
+    // or replaced: theirs stays spent), and one more of the largest weight: room for one that
+    // comes later. Counting the absent keeps their part from going to the others as growth.
     let weights = 0
     let spare = 0
     for (let i = 0; i < sharing.length; i++)
@@ -1004,17 +1027,24 @@ export class Pool {
         weights += sharing[i]!.weight
         spare = Math.max(spare, sharing[i]!.weight)
       }
+    const shares = new Set(sharing)
+    for (const e of r.entries.values())
+      if (e.leaseWindow === windowIndex && e.committed > 0 && !shares.has(e)) weights += e.weight
     weights += spare
     for (let i = 0; i < sharing.length; i++) {
       const e = sharing[i]!
       const fair = defaults[i]! > 0 ? e.weight / weights : 0
-      e.target = Math.max(e.newest, fair)
+      // What it holds of an earlier window is no share of this one (it lapses with its window).
+      e.target = Math.max(e.leaseWindow === windowIndex ? e.newest : 0, fair)
     }
     const eps = r.epsilon
     r.clearStarved()
     for (const e of sharing) if (e.target > e.newest + eps) r.starve(e)
     this.#grantIncreases(r, nowMs, true)
-    for (const e of sharing) if (e.leaseWindow !== windowIndex) this.#send(e, e.newest, nowMs)
+    // A holder the increases did not reach gets this window's lease all the same: its fair part
+    // where an earlier window's lease still holds that much, else what it has (0 at a start).
+    for (const e of sharing)
+      if (e.leaseWindow !== windowIndex) this.#send(e, Math.min(e.target, e.newest), nowMs)
   }
 
   /**

@@ -1,0 +1,237 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { CoordinatorProcess, freePort, sleep } from './harness.js'
+import type { KeyedQuotaWorkerSpec } from './keyed-quota-worker.js'
+import { startWorker, type WorkerProcess } from './workers.js'
+
+/**
+ * The keyed quota fault scenario: a family `user/*` of `capacity` units per key per `windowMs`
+ * window (aligned to the epoch), `processes` client processes each asking `ratePerSec` over
+ * `keys` keys by Zipf(`zipfS`), for `windows` whole windows. In the first window the
+ * coordinator is SIGKILLed `coordinatorKillMs` in and restarted `restartAfterMs` later (same
+ * data directory), and process 1 is SIGKILLed `clientKillMs` in and a new process takes its
+ * id `restartAfterMs` later; the windows after it are left alone.
+ */
+export interface KeyedQuotaScenario {
+  readonly processes: number
+  readonly keys: number
+  readonly zipfS: number
+  readonly ratePerSec: number
+  readonly capacity: number
+  readonly windowMs: number
+  readonly windows: number
+  readonly refreshMs: number
+  readonly coordinatorKillMs: number
+  readonly clientKillMs: number
+  readonly restartAfterMs: number
+  /** The keys whose use is measured against their budget: the most asked for. */
+  readonly hotKeys: number
+  /** First checks this near a window's start or end are counted apart (see edgeChecks). */
+  readonly edgeMs: number
+}
+
+export const keyedQuotaScenario: KeyedQuotaScenario = {
+  processes: 3,
+  keys: 5000,
+  zipfS: 1.1,
+  // 900 requests/s in all over 5,000 keys, against 100 a key a 20 s window: the hottest keys
+  // ask 20 to 30 times their budget, most keys a few requests in a window.
+  ratePerSec: 300,
+  capacity: 100,
+  windowMs: 20_000,
+  windows: 2,
+  refreshMs: 250,
+  coordinatorKillMs: 3000,
+  clientKillMs: 6000,
+  restartAfterMs: 500,
+  hotKeys: 10,
+  edgeMs: 1000,
+}
+
+export interface KeyedQuotaWindowResult {
+  /** The window's number (ms since the epoch ÷ its length). */
+  readonly index: number
+  readonly fault: string
+  /** Keys asked for in it. */
+  readonly keys: number
+  /** The most any key was admitted in it (from every process's log), and which key. */
+  readonly mostUsed: number
+  readonly mostUsedKey: string
+  /** Keys admitted beyond their budget in it. */
+  readonly keysOver: number
+  /** Of the `hotKeys` most asked for (each asking well above its budget), the least used ÷ budget. */
+  readonly hotUsedMin: number
+  /**
+   * Each process's first check of a key in the window, and the share of them admitted, away
+   * from the window's edges (from `edgeMs` after its start to `edgeMs` before its end).
+   */
+  readonly firstChecks: number
+  readonly firstAdmitted: number
+  /**
+   * The same at the edges: a window's leases end graceMs before it does, and the next
+   * window's come with its first round, so first checks there (every key is new in a window,
+   * and the busiest come first) are refused for a few hundred ms.
+   */
+  readonly edgeChecks: number
+  readonly edgeAdmitted: number
+}
+
+export interface KeyedQuotaResult {
+  readonly capacity: number
+  readonly windows: readonly KeyedQuotaWindowResult[]
+}
+
+/** Runs the keyed quota scenario with real processes; counts what the client processes logged. */
+export async function runKeyedQuotaScenario(
+  s: KeyedQuotaScenario = keyedQuotaScenario,
+): Promise<KeyedQuotaResult> {
+  const dir = await mkdtemp(join(tmpdir(), 'sluice-keyed-quota-'))
+  const configPath = join(dir, 'sluice.json')
+  await writeFile(
+    configPath,
+    JSON.stringify({
+      server: { host: '127.0.0.1', limits: { heartbeatMs: 1000, roundDebounceMs: 20 } },
+      resources: [
+        {
+          match: 'user/*',
+          keyed: true,
+          kind: 'quota',
+          capacity: s.capacity,
+          window: `${s.windowMs / 1000}s`,
+          refreshMs: s.refreshMs,
+          graceMs: 200,
+          demand: { estimator: 'max', window: 4 },
+        },
+      ],
+    }),
+  )
+  const coordinator = new CoordinatorProcess(configPath, await freePort())
+  const workers: WorkerProcess[] = []
+  try {
+    await coordinator.start()
+    // The first window opens at least 3 s from now: time for the processes to start and connect.
+    const firstMs = Math.ceil((Date.now() + 3000) / s.windowMs) * s.windowMs
+    const untilMs = firstMs + s.windows * s.windowMs - 100
+    const spawnWorker = (i: number, fromWallMs: number): void => {
+      const spec: KeyedQuotaWorkerSpec = {
+        url: `ws://127.0.0.1:${coordinator.port}/v1/connect`,
+        clientId: `kq-${i}`,
+        prefix: 'user',
+        fromWallMs,
+        untilWallMs: untilMs,
+        tickMs: 10,
+        windowMs: s.windowMs,
+        keys: s.keys,
+        zipfS: s.zipfS,
+        ratePerSec: s.ratePerSec,
+        seed: 2000 + i + 10 * workers.length,
+      }
+      workers.push(startWorker('keyed-quota-worker', spec))
+    }
+    for (let i = 0; i < s.processes; i++) spawnWorker(i, firstMs)
+    const at = async (wallMs: number): Promise<void> => sleep(wallMs - Date.now())
+    await at(firstMs + s.coordinatorKillMs)
+    await coordinator.stop()
+    await at(firstMs + s.coordinatorKillMs + s.restartAfterMs)
+    await coordinator.start()
+    await at(firstMs + s.clientKillMs)
+    const victim = workers[1]!
+    victim.child.kill('SIGKILL')
+    await victim.exited
+    await at(firstMs + s.clientKillMs + s.restartAfterMs)
+    spawnWorker(1, 0)
+    await Promise.race([Promise.all(workers.map((w) => w.exited)), at(untilMs + 15_000)])
+    const keep = process.env.SLUICE_FAULTS_KEEP
+    if (keep !== undefined) {
+      for (const [i, w] of workers.entries()) await writeFile(join(keep, `kq-${i}.log`), w.output)
+      await writeFile(join(keep, 'coordinator.log'), coordinator.log)
+    }
+    const faults = [
+      `coordinator SIGKILLed ${s.coordinatorKillMs / 1000} s in, restarted ${s.restartAfterMs / 1000} s later; a client SIGKILLed ${s.clientKillMs / 1000} s in, a new process under its id ${s.restartAfterMs / 1000} s later`,
+    ]
+    return measureKeyedQuota(
+      s,
+      workers.map((w) => w.output),
+      firstMs,
+      faults,
+    )
+  } finally {
+    for (const w of workers) if (w.child.exitCode === null) w.child.kill('SIGKILL')
+    await coordinator.stop()
+    await rm(dir, { recursive: true, force: true })
+  }
+}
+
+/** Per whole window the scenario ran, per key: units admitted and asked for, from the logs. */
+export function measureKeyedQuota(
+  s: KeyedQuotaScenario,
+  outputs: readonly string[],
+  firstMs: number,
+  faults: readonly string[],
+): KeyedQuotaResult {
+  const first = firstMs / s.windowMs
+  const used = Array.from({ length: s.windows }, () => new Map<string, number>())
+  const asked = Array.from({ length: s.windows }, () => new Map<string, number>())
+  const firstChecks = new Array<number>(s.windows).fill(0)
+  const firstAdmitted = new Array<number>(s.windows).fill(0)
+  const edgeChecks = new Array<number>(s.windows).fill(0)
+  const edgeAdmitted = new Array<number>(s.windows).fill(0)
+  for (const output of outputs)
+    for (const line of output.split('\n')) {
+      if (line === '') continue
+      const r = JSON.parse(line) as {
+        w?: number
+        a?: Record<string, number>
+        r?: Record<string, number>
+        first?: number
+        ok?: boolean
+      }
+      if (r.w === undefined) continue
+      const i = Math.floor(r.w / s.windowMs) - first
+      // Admissions outside the scenario's windows (a tick before the first): counted nowhere.
+      if (i < 0 || i >= s.windows) continue
+      if (r.first !== undefined) {
+        const intoMs = r.w % s.windowMs
+        const edge = intoMs < s.edgeMs || intoMs >= s.windowMs - s.edgeMs
+        ;(edge ? edgeChecks : firstChecks)[i]!++
+        if (r.ok === true) (edge ? edgeAdmitted : firstAdmitted)[i]!++
+        continue
+      }
+      for (const [key, n] of Object.entries(r.a ?? {})) {
+        used[i]!.set(key, (used[i]!.get(key) ?? 0) + n)
+        asked[i]!.set(key, (asked[i]!.get(key) ?? 0) + n)
+      }
+      for (const [key, n] of Object.entries(r.r ?? {}))
+        asked[i]!.set(key, (asked[i]!.get(key) ?? 0) + n)
+    }
+  return {
+    capacity: s.capacity,
+    windows: used.map((u, i) => {
+      let mostUsed = 0
+      let mostUsedKey = ''
+      let keysOver = 0
+      for (const [key, n] of u) {
+        if (n > mostUsed) [mostUsed, mostUsedKey] = [n, key]
+        if (n > s.capacity) keysOver++
+      }
+      const hottest = [...asked[i]!].sort((a, b) => b[1] - a[1]).slice(0, s.hotKeys)
+      let hotUsedMin = Infinity
+      for (const [key, n] of hottest)
+        hotUsedMin = Math.min(hotUsedMin, (u.get(key) ?? 0) / Math.min(s.capacity, n))
+      return {
+        index: first + i,
+        fault: faults[i] ?? 'none',
+        keys: asked[i]!.size,
+        mostUsed,
+        mostUsedKey,
+        keysOver,
+        hotUsedMin: Number.isFinite(hotUsedMin) ? hotUsedMin : 0,
+        firstChecks: firstChecks[i]!,
+        firstAdmitted: firstChecks[i]! === 0 ? 0 : firstAdmitted[i]! / firstChecks[i]!,
+        edgeChecks: edgeChecks[i]!,
+        edgeAdmitted: edgeChecks[i]! === 0 ? 0 : edgeAdmitted[i]! / edgeChecks[i]!,
+      }
+    }),
+  }
+}
