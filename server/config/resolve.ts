@@ -77,6 +77,8 @@ export interface FamilySettings {
   readonly maxHotKeys: number
   /** Most processes that hold a default share at once (see the template's maxDefaultHolders). */
   readonly maxDefaultHolders: number
+  /** A keyed quota: the most of every key's budget a window's default shares hold (default 1). */
+  readonly defaultShare?: number | undefined
 }
 
 /** A quota template's window, parsed. */
@@ -137,6 +139,7 @@ function familyOf(t: ResourceTemplate, role: 'family' | 'key'): FamilySettings |
     plan: Object.freeze(plan),
     maxHotKeys: t.maxHotKeys,
     maxDefaultHolders: t.maxDefaultHolders ?? Math.max(1, Math.floor(smallest + 1e-9)),
+    ...(t.defaultShare === undefined ? {} : { defaultShare: t.defaultShare }),
   })
 }
 

@@ -260,6 +260,13 @@ export const resourceTemplateSchema = z
      */
     maxDefaultHolders: z.number().int().min(1).max(1_000_000).optional(),
     /**
+     * A keyed quota: the most of every key's budget the default shares of a window may hold
+     * together (a fraction, default 1). A share is never given back within its window, so a
+     * process that restarts leaves its share spent: a smaller whole strands less per restart,
+     * and more keys are leased on their own.
+     */
+    defaultShare: z.number().gt(0).max(1).optional(),
+    /**
      * Quota: the window `capacity` is a budget of. A duration aligned to the epoch (`60s`,
      * `15m`, `1h`, `1d`; it divides a day or is whole days), or a calendar unit in a time zone
      * (`{ unit: day | week | month, timeZone: Europe/Paris }`).
@@ -305,6 +312,12 @@ export const resourceTemplateSchema = z
         })
     } else if (t.window !== undefined)
       ctx.addIssue({ code: 'custom', path: ['window'], message: 'a window is for kind: quota' })
+    if (t.defaultShare !== undefined && !(t.keyed && t.kind === 'quota'))
+      ctx.addIssue({
+        code: 'custom',
+        path: ['defaultShare'],
+        message: 'defaultShare is for a keyed quota (keyed: true, kind: quota)',
+      })
     if (!t.keyed) {
       if (Object.keys(t.keys).length > 0)
         ctx.addIssue({

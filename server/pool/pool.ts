@@ -1031,9 +1031,10 @@ export class Pool {
     for (const e of r.entries.values())
       if (e.leaseWindow === windowIndex && e.committed > 0 && !shares.has(e)) weights += e.weight
     weights += spare
+    const whole = r.settings.family!.defaultShare ?? 1
     for (let i = 0; i < sharing.length; i++) {
       const e = sharing[i]!
-      const fair = defaults[i]! > 0 ? e.weight / weights : 0
+      const fair = defaults[i]! > 0 ? (whole * e.weight) / weights : 0
       // What it holds of an earlier window is no share of this one (it lapses with its window).
       e.target = Math.max(e.leaseWindow === windowIndex ? e.newest : 0, fair)
     }

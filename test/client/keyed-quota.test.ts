@@ -110,6 +110,22 @@ describe('keyed quotas (real sockets, manual clock)', () => {
     expect(next.get('alice')).toBe(100)
   })
 
+  it('hands out only defaultShare of every key by default: each restart strands less', async () => {
+    cluster = new Cluster()
+    const base = config()
+    await cluster.start({
+      ...base,
+      resources: base.resources.map((t) => ({ ...t, defaultShare: 0.5 })),
+    })
+    const gws = await families(3)
+    // Half of every key's budget over three holders and one more: 12 of 100 each.
+    expect(gws[0]!.leaseOf('frank')).toMatchObject({ capacity: 12, source: 'default' })
+    // A busy key still gets its whole budget: the rest is leased on its own.
+    const got = new Map<string, number>()
+    await run(gws, [{ key: 'frank', perSec: [30, 0, 0] }], 10_000, got)
+    expect(got.get('frank')).toBe(100)
+  })
+
   it('counts what a closed process spent of a key until the window ends', async () => {
     cluster = new Cluster()
     await cluster.start(config())

@@ -45,4 +45,18 @@ describe('quota windows', () => {
       parseConfig({ resources: [{ match: 'api', kind: 'rate', capacity: 5, window: '1h' }] }),
     ).toThrow(/window: a window is for kind: quota/)
   })
+
+  it('takes a keyed quota (keyed: true, kind: quota), and defaultShare only on one', () => {
+    const family = (extra: Record<string, unknown>) => () =>
+      parseConfig({
+        resources: [{ match: 'customer/*', keyed: true, capacity: 10_000, ...extra }],
+      })
+    expect(family({ kind: 'quota', window: '1d' })).not.toThrow()
+    expect(family({ kind: 'quota', window: '1d', defaultShare: 0.5 })).not.toThrow()
+    expect(family({ kind: 'quota', window: '1d', defaultShare: 0 })).toThrow(/defaultShare/)
+    expect(family({ kind: 'quota', window: '1d', defaultShare: 1.5 })).toThrow(/defaultShare/)
+    expect(family({ kind: 'rate', defaultShare: 0.5 })).toThrow(
+      /defaultShare: defaultShare is for a keyed quota/,
+    )
+  })
 })
