@@ -76,6 +76,7 @@ resources:
   - { match: 'apikey/*', keyed: true, kind: rate, capacity: 100, leaseTtlMs: 1000, refreshMs: 200, graceMs: 200, safeHoldMs: 200, learningMs: 0, unsafeLearning: true }
   - { match: 'ip/*', keyed: true, kind: rate, capacity: 10, leaseTtlMs: 1000, refreshMs: 200, graceMs: 200, safeHoldMs: 200, learningMs: 0, unsafeLearning: true }
   - { match: emails, kind: quota, capacity: 10000, window: 1d, learningMs: 0, unsafeLearning: true }
+  - { match: 'customer/*', keyed: true, kind: quota, capacity: 10000, window: 1d, refreshMs: 200, graceMs: 200, learningMs: 0, unsafeLearning: true }
   - { match: '*', kind: rate, capacity: 100, learningMs: 0, unsafeLearning: true }
 `
 
