@@ -1,6 +1,6 @@
-import { createClient } from '../../client/index.js'
 import { seededRandom, systemClock, zipf } from '../../shared/index.js'
 import { hostMs } from './host-time.js'
+import { workerClient } from './worker-client.js'
 
 /** A client process of the keyed quota fault scenario. */
 export interface KeyedQuotaWorkerSpec {
@@ -32,24 +32,13 @@ export interface KeyedQuotaWorkerSpec {
  */
 async function main(): Promise<void> {
   const spec = JSON.parse(process.argv[2] ?? '{}') as KeyedQuotaWorkerSpec
-  const out: string[] = []
-  const flush = (): void => {
-    if (out.length > 0) process.stdout.write(`${out.splice(0).join('\n')}\n`)
-  }
-  const client = createClient({
-    url: spec.url,
-    clientId: spec.clientId,
-    backoffBaseMs: 100,
-    backoffCapMs: 1000,
-    connectTimeoutMs: 2000,
-  })
-  client.on('error', () => undefined)
+  const { log, client } = workerClient(spec.url, spec.clientId)
+  const { out } = log
+  const flush = (): void => log.flush()
   const family = client.keyed(spec.prefix)
   family.on('lease', (lease) =>
     out.push(JSON.stringify({ t: hostMs(), share: lease.capacity, window: lease.window?.index })),
   )
-  client.on('connect', () => out.push(JSON.stringify({ t: hostMs(), connected: true })))
-  client.on('disconnect', () => out.push(JSON.stringify({ t: hostMs(), connected: false })))
   await family.ready({ timeoutMs: 10_000 }).catch(() => undefined)
   await new Promise<void>((resolve) =>
     systemClock.setTimeout(resolve, Math.max(0, spec.fromWallMs - Date.now())),

@@ -1,9 +1,5 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { CoordinatorProcess, freePort, sleep } from './harness.js'
 import type { KeyedQuotaWorkerSpec } from './keyed-quota-worker.js'
-import { startWorker, type WorkerProcess } from './workers.js'
+import { runWindowedFaults, type WindowedFaults } from './windowed.js'
 
 /**
  * The keyed quota fault scenario: a family `user/*` of `capacity` units per key per `windowMs`
@@ -13,7 +9,7 @@ import { startWorker, type WorkerProcess } from './workers.js'
  * data directory), and process 1 is SIGKILLed `clientKillMs` in and a new process takes its
  * id `restartAfterMs` later; the windows after it are left alone.
  */
-export interface KeyedQuotaScenario {
+export interface KeyedQuotaScenario extends WindowedFaults {
   readonly processes: number
   readonly keys: number
   readonly zipfS: number
@@ -86,81 +82,36 @@ export interface KeyedQuotaResult {
 export async function runKeyedQuotaScenario(
   s: KeyedQuotaScenario = keyedQuotaScenario,
 ): Promise<KeyedQuotaResult> {
-  const dir = await mkdtemp(join(tmpdir(), 'sluice-keyed-quota-'))
-  const configPath = join(dir, 'sluice.json')
-  await writeFile(
-    configPath,
-    JSON.stringify({
-      server: { host: '127.0.0.1', limits: { heartbeatMs: 1000, roundDebounceMs: 20 } },
-      resources: [
-        {
-          match: 'user/*',
-          keyed: true,
-          kind: 'quota',
-          capacity: s.capacity,
-          window: `${s.windowMs / 1000}s`,
-          refreshMs: s.refreshMs,
-          graceMs: 200,
-          demand: { estimator: 'max', window: 4 },
-        },
-      ],
+  const template = {
+    match: 'user/*',
+    keyed: true,
+    kind: 'quota',
+    capacity: s.capacity,
+    window: `${s.windowMs / 1000}s`,
+    refreshMs: s.refreshMs,
+    graceMs: 200,
+    demand: { estimator: 'max', window: 4 },
+  }
+  const run = await runWindowedFaults(
+    s,
+    'kq',
+    template,
+    'keyed-quota-worker',
+    (i, url, fromWallMs, untilWallMs, started): KeyedQuotaWorkerSpec => ({
+      url,
+      clientId: `kq-${i}`,
+      prefix: 'user',
+      fromWallMs,
+      untilWallMs,
+      tickMs: 10,
+      windowMs: s.windowMs,
+      keys: s.keys,
+      zipfS: s.zipfS,
+      ratePerSec: s.ratePerSec,
+      seed: 2000 + i + 10 * started,
     }),
   )
-  const coordinator = new CoordinatorProcess(configPath, await freePort())
-  const workers: WorkerProcess[] = []
-  try {
-    await coordinator.start()
-    // The first window opens at least 3 s from now: time for the processes to start and connect.
-    const firstMs = Math.ceil((Date.now() + 3000) / s.windowMs) * s.windowMs
-    const untilMs = firstMs + s.windows * s.windowMs - 100
-    const spawnWorker = (i: number, fromWallMs: number): void => {
-      const spec: KeyedQuotaWorkerSpec = {
-        url: `ws://127.0.0.1:${coordinator.port}/v1/connect`,
-        clientId: `kq-${i}`,
-        prefix: 'user',
-        fromWallMs,
-        untilWallMs: untilMs,
-        tickMs: 10,
-        windowMs: s.windowMs,
-        keys: s.keys,
-        zipfS: s.zipfS,
-        ratePerSec: s.ratePerSec,
-        seed: 2000 + i + 10 * workers.length,
-      }
-      workers.push(startWorker('keyed-quota-worker', spec))
-    }
-    for (let i = 0; i < s.processes; i++) spawnWorker(i, firstMs)
-    const at = async (wallMs: number): Promise<void> => sleep(wallMs - Date.now())
-    await at(firstMs + s.coordinatorKillMs)
-    await coordinator.stop()
-    await at(firstMs + s.coordinatorKillMs + s.restartAfterMs)
-    await coordinator.start()
-    await at(firstMs + s.clientKillMs)
-    const victim = workers[1]!
-    victim.child.kill('SIGKILL')
-    await victim.exited
-    await at(firstMs + s.clientKillMs + s.restartAfterMs)
-    spawnWorker(1, 0)
-    await Promise.race([Promise.all(workers.map((w) => w.exited)), at(untilMs + 15_000)])
-    const keep = process.env.SLUICE_FAULTS_KEEP
-    if (keep !== undefined) {
-      for (const [i, w] of workers.entries()) await writeFile(join(keep, `kq-${i}.log`), w.output)
-      await writeFile(join(keep, 'coordinator.log'), coordinator.log)
-    }
-    const faults = [
-      `coordinator SIGKILLed ${s.coordinatorKillMs / 1000} s in, restarted ${s.restartAfterMs / 1000} s later; a client SIGKILLed ${s.clientKillMs / 1000} s in, a new process under its id ${s.restartAfterMs / 1000} s later`,
-    ]
-    return measureKeyedQuota(
-      s,
-      workers.map((w) => w.output),
-      firstMs,
-      faults,
-    )
-  } finally {
-    for (const w of workers) if (w.child.exitCode === null) w.child.kill('SIGKILL')
-    await coordinator.stop()
-    await rm(dir, { recursive: true, force: true })
-  }
+  return measureKeyedQuota(s, run.outputs, run.firstMs, run.faults)
 }
 
 /** Per whole window the scenario ran, per key: units admitted and asked for, from the logs. */

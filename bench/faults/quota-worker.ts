@@ -1,6 +1,6 @@
-import { createClient } from '../../client/index.js'
 import { systemClock } from '../../shared/index.js'
 import { hostMs } from './host-time.js'
+import { workerClient } from './worker-client.js'
 
 /** A client process of the quota fault scenario. */
 export interface QuotaWorkerSpec {
@@ -24,18 +24,9 @@ export interface QuotaWorkerSpec {
  */
 async function main(): Promise<void> {
   const spec = JSON.parse(process.argv[2] ?? '{}') as QuotaWorkerSpec
-  const out: string[] = []
-  const flush = (): void => {
-    if (out.length > 0) process.stdout.write(`${out.splice(0).join('\n')}\n`)
-  }
-  const client = createClient({
-    url: spec.url,
-    clientId: spec.clientId,
-    backoffBaseMs: 100,
-    backoffCapMs: 1000,
-    connectTimeoutMs: 2000,
-  })
-  client.on('error', () => undefined)
+  const { log, client } = workerClient(spec.url, spec.clientId)
+  const { out } = log
+  const flush = (): void => log.flush()
   const resource = client.resource(spec.resource, { kind: 'quota' })
   resource.on('lease', (lease) =>
     out.push(
@@ -47,8 +38,6 @@ async function main(): Promise<void> {
       }),
     ),
   )
-  client.on('connect', () => out.push(JSON.stringify({ t: hostMs(), connected: true })))
-  client.on('disconnect', () => out.push(JSON.stringify({ t: hostMs(), connected: false })))
   await new Promise<void>((resolve) =>
     systemClock.setTimeout(resolve, Math.max(0, spec.fromWallMs - Date.now())),
   )

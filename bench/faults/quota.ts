@@ -1,9 +1,5 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { CoordinatorProcess, freePort, sleep } from './harness.js'
 import type { QuotaWorkerSpec } from './quota-worker.js'
-import { startWorker, type WorkerProcess } from './workers.js'
+import { runWindowedFaults, type WindowedFaults } from './windowed.js'
 
 /**
  * The quota fault scenario: a quota of `capacity` units per `windowMs` window (aligned to the
@@ -13,7 +9,7 @@ import { startWorker, type WorkerProcess } from './workers.js'
  * process 1 is SIGKILLed `clientKillMs` in and a new process takes its id `restartAfterMs`
  * later; the windows after it are left alone.
  */
-export interface QuotaScenario {
+export interface QuotaScenario extends WindowedFaults {
   readonly processes: number
   readonly ratePerSec: number
   readonly capacity: number
@@ -57,76 +53,31 @@ export interface QuotaResult {
 
 /** Runs the quota scenario with real processes; counts what the client processes logged. */
 export async function runQuotaScenario(s: QuotaScenario = quotaScenario): Promise<QuotaResult> {
-  const dir = await mkdtemp(join(tmpdir(), 'sluice-quota-'))
-  const configPath = join(dir, 'sluice.json')
-  await writeFile(
-    configPath,
-    JSON.stringify({
-      server: { host: '127.0.0.1', limits: { heartbeatMs: 1000, roundDebounceMs: 20 } },
-      resources: [
-        {
-          match: 'mail',
-          kind: 'quota',
-          capacity: s.capacity,
-          window: `${s.windowMs / 1000}s`,
-          refreshMs: s.refreshMs,
-          graceMs: 200,
-          demand: { estimator: 'max', window: 4 },
-        },
-      ],
+  const template = {
+    match: 'mail',
+    kind: 'quota',
+    capacity: s.capacity,
+    window: `${s.windowMs / 1000}s`,
+    refreshMs: s.refreshMs,
+    graceMs: 200,
+    demand: { estimator: 'max', window: 4 },
+  }
+  const run = await runWindowedFaults(
+    s,
+    'quota',
+    template,
+    'quota-worker',
+    (i, url, fromWallMs, untilWallMs): QuotaWorkerSpec => ({
+      url,
+      clientId: `q-${i}`,
+      resource: 'mail',
+      fromWallMs,
+      untilWallMs,
+      tickMs: 10,
+      ratePerSec: s.ratePerSec,
     }),
   )
-  const coordinator = new CoordinatorProcess(configPath, await freePort())
-  const workers: WorkerProcess[] = []
-  try {
-    await coordinator.start()
-    // The first window opens at least 3 s from now: time for the processes to start and connect.
-    const firstMs = Math.ceil((Date.now() + 3000) / s.windowMs) * s.windowMs
-    const untilMs = firstMs + s.windows * s.windowMs - 100
-    const spawnWorker = (i: number, fromWallMs: number): void => {
-      const spec: QuotaWorkerSpec = {
-        url: `ws://127.0.0.1:${coordinator.port}/v1/connect`,
-        clientId: `q-${i}`,
-        resource: 'mail',
-        fromWallMs,
-        untilWallMs: untilMs,
-        tickMs: 10,
-        ratePerSec: s.ratePerSec,
-      }
-      workers.push(startWorker('quota-worker', spec))
-    }
-    for (let i = 0; i < s.processes; i++) spawnWorker(i, firstMs)
-    const at = async (wallMs: number): Promise<void> => sleep(wallMs - Date.now())
-    await at(firstMs + s.coordinatorKillMs)
-    await coordinator.stop()
-    await at(firstMs + s.coordinatorKillMs + s.restartAfterMs)
-    await coordinator.start()
-    await at(firstMs + s.clientKillMs)
-    const victim = workers[1]!
-    victim.child.kill('SIGKILL')
-    await victim.exited
-    await at(firstMs + s.clientKillMs + s.restartAfterMs)
-    spawnWorker(1, 0)
-    await Promise.race([Promise.all(workers.map((w) => w.exited)), at(untilMs + 15_000)])
-    const keep = process.env.SLUICE_FAULTS_KEEP
-    if (keep !== undefined) {
-      for (const [i, w] of workers.entries()) await writeFile(join(keep, `q-${i}.log`), w.output)
-      await writeFile(join(keep, 'coordinator.log'), coordinator.log)
-    }
-    const faults = [
-      `coordinator SIGKILLed ${s.coordinatorKillMs / 1000} s in, restarted ${s.restartAfterMs / 1000} s later; a client SIGKILLed ${s.clientKillMs / 1000} s in, a new process under its id ${s.restartAfterMs / 1000} s later`,
-    ]
-    return measureQuota(
-      s,
-      workers.map((w) => w.output),
-      firstMs,
-      faults,
-    )
-  } finally {
-    for (const w of workers) if (w.child.exitCode === null) w.child.kill('SIGKILL')
-    await coordinator.stop()
-    await rm(dir, { recursive: true, force: true })
-  }
+  return measureQuota(s, run.outputs, run.firstMs, run.faults)
 }
 
 /** Units admitted and asked for in each whole window the scenario ran, from the workers' logs. */
