@@ -62,7 +62,10 @@ export async function benchQuota(runs: number): Promise<string[]> {
     config,
     JSON.stringify({
       server: { host: '127.0.0.1', limits: { roundDebounceMs: 20 } },
-      resources: [{ match: 'calls', kind: 'quota', capacity, window: '1d', refreshMs: 250 }],
+      resources: [
+        { match: 'calls', kind: 'quota', capacity, window: '1d', refreshMs: 250 },
+        { match: 'customer/*', keyed: true, kind: 'quota', capacity, window: '1d', refreshMs: 250 },
+      ],
     }),
   )
   const coordinator = new CoordinatorProcess(config, await freePort())
@@ -87,9 +90,28 @@ export async function benchQuota(runs: number): Promise<string[]> {
       sluice.p99.push(m.p99Us)
       sluice.admitted.push(m.admitted)
     }
+    // A keyed quota: a budget per customer, 1,000 customers in turn (each key's first decision
+    // makes its entry; the runs after the first find every key tracked).
+    const perCustomer = client.keyed('customer')
+    await perCustomer.ready({ timeoutMs: 10_000 })
+    const customers = Array.from({ length: 1000 }, (_, i) => `customer-${i}`)
+    let next = 0
+    const decideKeyed = (): boolean => {
+      next = next === customers.length - 1 ? 0 : next + 1
+      return perCustomer.tryAcquire(customers[next]!)
+    }
+    await measure(decideKeyed, 1_000_000, false)
+    const keyed = { perSec: [] as number[], p99: [] as number[], admitted: [] as number[] }
+    for (let r = 0; r < runs; r++) {
+      const m = await measure(decideKeyed, 1_000_000, false)
+      keyed.perSec.push(m.perSec)
+      keyed.p99.push(m.p99Us)
+      keyed.admitted.push(m.admitted)
+    }
     await client.close()
     rows.push(
       `| Sluice \`resource('calls', { kind: 'quota' }).tryAcquire()\` (in-process) | ${fmt(sluice.perSec)} | ${fmt(sluice.p99, ' µs')} | ${pct(sluice.admitted)} | 1.00× |`,
+      `| Sluice keyed quota \`keyed('customer').tryAcquire(key)\`, 1,000 keys in turn (in-process) | ${fmt(keyed.perSec)} | ${fmt(keyed.p99, ' µs')} | ${pct(keyed.admitted)} | ${(summarise(sluice.perSec).median / summarise(keyed.perSec).median).toFixed(2)}× |`,
     )
 
     const store = await startRedis(dir)

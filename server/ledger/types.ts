@@ -35,6 +35,11 @@ export interface LedgerEntry {
    */
   readonly writtenMono?: number | undefined
   readonly epoch?: string | undefined
+  /**
+   * A quota's: what the client had reported used of window `window` when the entry was
+   * written (every block is written before it is sent, so with what was used as of then).
+   */
+  readonly used?: { readonly window: number; readonly units: number } | undefined
 }
 
 /** A change to the ledger: an entry's new state, or its removal. */

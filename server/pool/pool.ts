@@ -293,6 +293,11 @@ export class Pool {
           writtenMs: stamp.writtenMs,
           writtenMono: stamp.writtenMono,
           epoch: stamp.epoch,
+          // A quota's use as reported: a restarted coordinator shows it at once (other kinds'
+          // entries, by the thousand in a family, carry no field for it).
+          ...(Number.isFinite(e.usedWindow)
+            ? { used: { window: e.usedWindow, units: e.used } }
+            : {}),
         },
       })
     }
@@ -334,6 +339,10 @@ export class Pool {
         lapsed: false,
       }))
       entry.restore(records, nowMs)
+      if (le.used !== undefined) {
+        entry.used = le.used.units
+        entry.usedWindow = le.used.window
+      }
       // A quota's lease held past the middle of the window in force is of that window (a lease
       // of the one before holds only until its end, and a send delay past it).
       if (settings.quotaWindow !== undefined) {

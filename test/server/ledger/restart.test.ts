@@ -19,9 +19,13 @@ const clock = new ManualClock()
 // Learning as long as the default (a commitment's life) when there is no ledger.
 const config = simpleConfig({ learningMs: 1700 })
 
-async function start(dataDir: string, port = 0): Promise<RunningCoordinator> {
+async function start(
+  dataDir: string,
+  port = 0,
+  withConfig: Parameters<typeof createCoordinator>[0]['config'] = config,
+): Promise<RunningCoordinator> {
   const server = await createCoordinator({
-    config,
+    config: withConfig,
     host: '127.0.0.1',
     port,
     clock,
@@ -90,6 +94,41 @@ describe('the embedded ledger', () => {
     expect(rb.capacity).toBeGreaterThanOrEqual(100)
     expect(sum).toBeLessThanOrEqual(300)
     expect(server.coordinator.view.committed('api')).toBeLessThanOrEqual(300)
+  })
+
+  it('keeps what a quota’s processes reported used: a restarted coordinator’s status shows it before any report', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'sluice-data-'))
+    closers.push(async () => rmSync(dataDir, { recursive: true, force: true }))
+    const quota = {
+      resources: [
+        { match: 'mail', kind: 'quota' as const, capacity: 1000, window: '1d', refreshMs: 200 },
+      ],
+    }
+    let server = await start(dataDir, 0, quota)
+    const port = server.port
+    const a = client(server.wsUrl, 'a')
+    const mail = a.resource('mail', { kind: 'quota' })
+    let used = 0
+    for (let t = 0; t < 2000; t += 50) {
+      for (let i = 0; i < 3; i++) if (mail.tryAcquire()) used++
+      await step(server, [a], 50)
+    }
+    // Blocks come with reports: the used ones went out with the budget that covers them.
+    for (let t = 0; t < 600; t += 50) await step(server, [a], 50)
+    const before = (await server.http.inject('/v1/resources/mail')).json<{
+      quota: { used: number }
+    }>()
+    expect(before.quota.used).toBe(used)
+    expect(used).toBeGreaterThan(50)
+
+    await server.close()
+    server = await start(dataDir, port, quota)
+    const after = (await server.http.inject('/v1/resources/mail')).json<{
+      quota: { used: number }
+    }>()
+    // As of the last block written: every block goes to the ledger before it is sent.
+    expect(after.quota.used).toBeGreaterThan(0)
+    expect(after.quota.used).toBeLessThanOrEqual(used)
   })
 
   it('learns instead when the ledger cannot be trusted, and says so', async () => {
