@@ -4,7 +4,8 @@ import { assertBuilt } from '../helpers/replica.js'
 
 // A keyed quota with real processes: 3 client processes asking 300 requests/s each over 5,000
 // keys by Zipf(1.1), against 100 a key a 20 s window; in the first window the coordinator is
-// SIGKILLed and restarted, and a client SIGKILLed and replaced by a new process under its id.
+// SIGKILLed and restarted, and a client SIGKILLed while it is down and replaced by a new
+// process under its id (what it spent is then known only to the ledger).
 // Counted from the processes' own logs, key by key and window by window. Real time, about a
 // minute (it waits for a window to open).
 
