@@ -3,6 +3,7 @@ import {
   SluiceError,
   kindTraits,
   wholeSlots,
+  type KindTraits,
   type Clock,
   type LeaseGrant,
   type LeaseProof,
@@ -179,6 +180,8 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
   #share = 0
   #fallback = 0
   #kind: ResourceKind = 'rate'
+  /** What the kind is (kindTraits): how a key is enforced asks here, not the kind's name. */
+  #traits: KindTraits = kindTraits.rate
   /** The family's limit of a key not in the plan, as one object (read per request by the HTTP edge). */
   #defaultLimits: { readonly capacity: number; readonly burst: number } = { capacity: 0, burst: 0 }
   #plan: Readonly<Record<string, { capacity: number; burst: number }>> = {}
@@ -242,7 +245,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
 
   /** A keyed quota's window, seconds (undefined for a rate or concurrency family). */
   get windowSec(): number | undefined {
-    return this.#kind === 'quota' ? Math.max(1, Math.round(this.#windowLengthMs / 1000)) : undefined
+    return this.#traits.perWindow ? Math.max(1, Math.round(this.#windowLengthMs / 1000)) : undefined
   }
 
   /**
@@ -255,13 +258,13 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
     if (state === undefined) return false
     state.asked += cost
     this.#familyAsked += cost
-    if (this.#kind === 'concurrency') {
+    if (this.#traits.holdsInFlight) {
       if (state.inFlight + cost > state.slots) return this.#refuse(state, cost)
       state.inFlight += cost
       if (state.inFlight > state.peak) state.peak = state.inFlight
       return true
     }
-    if (this.#kind === 'quota') {
+    if (this.#traits.perWindow) {
       // Spent from the window's budget in force; nothing refills it before the next window.
       if (state.used + cost > state.slots || this.#hotClock.now() >= state.endAtMs)
         return this.#refuse(state, cost)
@@ -288,7 +291,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
       if (options.signal?.aborted === true)
         throw new SluiceError('SLUICE_ERR_CLIENT_ABORTED', `${this.prefix}/${key}`)
       if (this.tryAcquire(key, cost))
-        return this.#kind === 'concurrency' ? this.#permit(key, cost) : noPermit
+        return this.#traits.holdsInFlight ? this.#permit(key, cost) : noPermit
       const nowMs = this.#clock.now()
       if (nowMs >= deadlineMs)
         throw new SluiceError(
@@ -297,7 +300,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
         )
       const state = this.#keys.get(key)
       const waitMs =
-        this.#kind === 'rate' && state !== undefined ? state.bucket.msUntil(cost) : Infinity
+        this.#traits.refills && state !== undefined ? state.bucket.msUntil(cost) : Infinity
       // Slots come back on release and leases change on their own: look again every so often.
       await this.#sleep(Math.max(1, Math.min(deadlineMs - nowMs, waitMs, 50)), options.signal)
     }
@@ -324,8 +327,8 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
       const { capacity, burst } = this.leaseOf(key)
       return burst >= cost ? 0 : capacity > 0 ? Infinity : Infinity
     }
-    if (this.#kind === 'concurrency') return state.inFlight + cost <= state.slots ? 0 : Infinity
-    if (this.#kind === 'quota') {
+    if (this.#traits.holdsInFlight) return state.inFlight + cost <= state.slots ? 0 : Infinity
+    if (this.#traits.perWindow) {
       const nowMs = this.#hotClock.now()
       const leftMs = state.endAtMs - nowMs
       if (state.used + cost <= state.slots && leftMs > 0) return 0
@@ -342,8 +345,8 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
   remaining(key: string): number {
     const state = this.#keys.get(key)
     if (state === undefined) return Math.floor(this.leaseOf(key).burst)
-    if (this.#kind === 'concurrency') return Math.max(0, state.slots - state.inFlight)
-    if (this.#kind === 'quota') {
+    if (this.#traits.holdsInFlight) return Math.max(0, state.slots - state.inFlight)
+    if (this.#traits.perWindow) {
       this.#refreshIfStale(state)
       return Math.max(0, state.slots - state.used)
     }
@@ -352,16 +355,16 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
 
   /** Milliseconds until `key`'s bucket is full again here (0 for slots; a quota's: the window's end). */
   msUntilFull(key: string): number {
-    if (this.#kind === 'quota') return Math.max(0, this.#windowEndAtMs - this.#hotClock.now())
+    if (this.#traits.perWindow) return Math.max(0, this.#windowEndAtMs - this.#hotClock.now())
     const state = this.#keys.get(key)
-    if (state === undefined || this.#kind === 'concurrency') return 0
+    if (state === undefined || this.#traits.holdsInFlight) return 0
     return state.bucket.msUntilFull()
   }
 
   /** What this process may use of `key` now. */
   leaseOf(key: string): KeyLease {
     const state = this.#keys.get(key)
-    if (this.#kind === 'quota') {
+    if (this.#traits.perWindow) {
       const q = this.#quotaNow(key, state)
       const source =
         q.capacity === 0 && q.endAtMs === 0
@@ -445,6 +448,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
     }
     {
       this.#kind = family.kind
+      this.#traits = kindTraits[family.kind]
       if (
         this.#defaultLimits.capacity !== family.capacity ||
         this.#defaultLimits.burst !== family.burst
@@ -493,6 +497,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
     // it says the kind, so a quota's budget is never taken for a bucket's rate.
     if (grant.kind !== this.#kind) {
       this.#kind = grant.kind
+      this.#traits = kindTraits[grant.kind]
       this.#epoch++
     }
     let state = this.#keys.get(key)
@@ -510,14 +515,14 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
     state.epoch = -1
     this.#refresh(state)
     // A quota's budget is in force once what this process spent of the key in its window fits it.
-    if (this.#kind === 'quota') return state.used <= state.slots
-    return this.#kind !== 'concurrency' || state.inFlight <= state.slots
+    if (this.#traits.perWindow) return state.used <= state.slots
+    return !this.#traits.holdsInFlight || state.inFlight <= state.slots
   }
 
   /** Whether every key's slots in use fit what the family and key leases now allow (a decrease may be acknowledged). */
   fits(): boolean {
     // A keyed quota's share is never cut within a window (a new window starts anew).
-    if (this.#kind !== 'concurrency') return true
+    if (!this.#traits.holdsInFlight) return true
     for (const state of this.#keys.values()) {
       this.#refresh(state)
       if (state.inFlight > state.slots) return false
@@ -528,9 +533,9 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
   /** Whether the key's slots in use (or a quota's units spent) fit its limit now. */
   keyFits(key: string): boolean {
     const state = this.#keys.get(key)
-    if (state === undefined || this.#kind === 'rate') return true
+    if (state === undefined || this.#traits.refills) return true
     this.#refresh(state)
-    return this.#kind === 'quota' ? state.used <= state.slots : state.inFlight <= state.slots
+    return this.#traits.perWindow ? state.used <= state.slots : state.inFlight <= state.slots
   }
 
   /**
@@ -567,15 +572,14 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
     this.#familyAsked = 0
     const candidates: { state: KeyState; wants: number }[] = []
     for (const state of this.#keys.values()) {
-      const wants =
-        this.#kind === 'concurrency'
-          ? Math.max(state.peak, state.inFlight)
-          : state.asked / elapsedSec
+      const wants = this.#traits.holdsInFlight
+        ? Math.max(state.peak, state.inFlight)
+        : state.asked / elapsedSec
       const refused = state.refused
       state.asked = 0
       state.refused = 0
       state.peak = state.inFlight
-      const quota = this.#kind === 'quota'
+      const quota = this.#traits.perWindow
       if (state.lease !== undefined && (!quota || this.#keyLeaseRules(state))) {
         // Leased on its own: report while it is used or holds something, so it is renewed,
         // grown or shrunk; one left at 0 and unused is dropped by the coordinator.
@@ -610,7 +614,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
       // A quota's key says what it spent of the window's default share: the coordinator's first
       // budget for it then starts from that, not below it (a budget below what was spent could
       // not be acknowledged, and the key would be refused until the next report).
-      if (this.#kind === 'quota' && state.used > 0 && state.usedWindow === state.window)
+      if (this.#traits.perWindow && state.used > 0 && state.usedWindow === state.window)
         out.push({
           resource: `${this.prefix}/${state.key}`,
           wants: c.wants,
@@ -717,7 +721,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
   }
 
   #newState(key: string): KeyState {
-    if (this.#kind === 'quota') {
+    if (this.#traits.perWindow) {
       // A quota spends a budget, not a bucket: the bucket stays empty (the shape stays one).
       const state = new KeyState(key, new TokenBucket(this.#hotClock, 0, 0, 0))
       state.movedMs = this.#hotClock.now()
@@ -744,7 +748,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
   #evictOne(): boolean {
     let looked = 0
     for (const [key, state] of this.#keys) {
-      if (this.#kind === 'quota' ? this.#quotaEvictable(state) : state.evictable()) {
+      if (this.#traits.perWindow ? this.#quotaEvictable(state) : state.evictable()) {
         this.#keys.delete(key)
         return true
       }
@@ -803,7 +807,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
 
   /** Sets the key's bucket (or slots) to what it may use now. */
   #refresh(state: KeyState): void {
-    if (this.#kind === 'quota') {
+    if (this.#traits.perWindow) {
       const q = this.#quotaNow(state.key, state)
       state.slots = q.capacity
       // A newer window: a new budget, nothing spent of it yet.
@@ -863,7 +867,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
 
   /** Whole slots for a concurrency family, the same arithmetic as the coordinator's. */
   #inUnits(value: number): number {
-    return kindTraits[this.#kind].wholeUnits ? wholeSlots(value) : value
+    return this.#traits.wholeUnits ? wholeSlots(value) : value
   }
 
   #refuse(state: KeyState, cost: number): boolean {

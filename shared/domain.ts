@@ -76,6 +76,8 @@ export interface KindTraits {
   readonly refills: boolean
   /** What is in use is held until released, so a connected client's lease never lapses. */
   readonly holdsInFlight: boolean
+  /** A budget per window: what is spent stays spent until the window ends (a quota). */
+  readonly perWindow: boolean
   /** The unit as operators read it after a number: `/s` or ` slots`. */
   readonly unitSuffix: string
   /** A short label for tables. */
@@ -87,6 +89,7 @@ export const kindTraits: Readonly<Record<ResourceKind, KindTraits>> = Object.fre
     wholeUnits: false,
     refills: true,
     holdsInFlight: false,
+    perWindow: false,
     unitSuffix: '/s',
     label: 'rate',
   }),
@@ -94,6 +97,7 @@ export const kindTraits: Readonly<Record<ResourceKind, KindTraits>> = Object.fre
     wholeUnits: true,
     refills: false,
     holdsInFlight: true,
+    perWindow: false,
     unitSuffix: ' slots',
     label: 'slots',
   }),
@@ -101,6 +105,7 @@ export const kindTraits: Readonly<Record<ResourceKind, KindTraits>> = Object.fre
     wholeUnits: true,
     refills: false,
     holdsInFlight: false,
+    perWindow: true,
     unitSuffix: ' a window',
     label: 'quota',
   }),

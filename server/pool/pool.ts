@@ -1320,8 +1320,11 @@ export class Pool {
     const window = s.quotaWindow === undefined ? undefined : this.#quotaClock(s.quotaWindow, nowMs)
     const first =
       window === undefined ? entry.leases.length === 0 : entry.leaseWindow !== window.index
+    // On a new connection the holder may know none of its key leases (a batch that carried them
+    // was lost with the old one, or a restored pool took them for acknowledged): they go again.
+    const again = entry.resendDue
     this.#sendOne(entry, capacity, nowMs)
-    this.#withFamilyLease(entry, first, window?.index, nowMs)
+    this.#withFamilyLease(entry, first, again, window?.index, nowMs)
   }
 
   /**
@@ -1331,23 +1334,30 @@ export class Pool {
    * them); a known one, again, each key lease it has not acknowledged yet.
    * A keyed quota's holder is new in each window (`windowIndex`): a key
    * leased to it in an earlier window gets a lease of 0 for this one, or it
-   * would take its new default share of a key leased on its own.
+   * would take its new default share of a key leased on its own. A family
+   * lease renewed on a new connection (`again`) carries every key lease the
+   * holder has: the client may have none of them (found by the keyed quota
+   * model: after a restart, a holder whose first batch was lost took its
+   * default share of a hot key the pool counted at 1 for it, 13 of 12).
    */
   #withFamilyLease(
     entry: Entry,
     first: boolean,
+    again: boolean,
     windowIndex: number | undefined,
     nowMs: number,
   ): void {
     const keys = this.#familyKeys.get(entry.resource.settings.id)
     if (keys === undefined) return
+    const seq = this.#batches.get(entry.client)?.seq
     for (const r of keys) {
       const e = entry.client.entries.get(r.settings.id)
       if (e === undefined) {
         if (first) this.#sendOne(this.#subscribe(entry.client, r.settings.id, r.settings), 0, nowMs)
       } else if (windowIndex !== undefined && e.leaseWindow !== windowIndex)
         this.#sendOne(e, 0, nowMs)
-      else if (e.leases.at(-1)?.acked !== true) this.#sendOne(e, e.newest, nowMs)
+      else if (e.leases.at(-1)?.acked !== true || (again && e.leases.at(-1)?.seq !== seq))
+        this.#sendOne(e, e.newest, nowMs)
     }
   }
 

@@ -377,6 +377,27 @@ describe('keyed quotas in the pool (model, against the client)', () => {
     expect(w.processes.get('r')!.family.leaseOf('b')).toMatchObject({ source: 'key' })
   })
 
+  it('sends a holder its key leases again with its family lease on a new connection (found by the model: 13 of 12)', () => {
+    // p joins while b is hot (its batch, with b's lease of 1, is lost in a coordinator restart
+    // that restores b's entry as acknowledged); back on a new connection, p's family lease must
+    // bring b's lease with it, or p takes its default share of b (4) where 1 is counted.
+    const w = run([
+      { op: 'join', p: 'q' },
+      tick([]),
+      { op: 'tick', ms: 100, spend: [['q', 'b', 2]], lost: false },
+      { op: 'tick', ms: 100, spend: [], lost: false },
+      { op: 'join', p: 'p' },
+      { op: 'round' },
+      { op: 'restart' },
+      { op: 'join', p: 'p' },
+      { op: 'tick', ms: 100, spend: [], lost: false },
+      { op: 'tick', ms: 100, spend: [['p', 'b', 2]], lost: false },
+      { op: 'spend', p: 'q', key: 'b', n: 8, ghost: false },
+      { op: 'spend', p: 'p', key: 'b', n: 1, ghost: false },
+    ])
+    expect(w.processes.get('p')!.family.leaseOf('b').source).toBe('key')
+  })
+
   it('never admits more of a key in a window than its budget, through crashes, releases, restarts, lost acks and window ends', () => {
     fc.assert(
       fc.property(
