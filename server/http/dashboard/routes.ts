@@ -59,6 +59,7 @@ export function registerDashboard(app: FastifyInstance): void {
   app.get('/dashboard', sendPage)
   app.get('/dashboard/', sendPage)
   app.get('/dashboard/tenants', sendPage)
+  app.get('/dashboard/families', sendPage)
   // Resource ids may hold `/`: the rest of the path is the id.
   app.get('/dashboard/resources/*', sendPage)
   app.get('/dashboard/assets/:name', async (req, reply) => {

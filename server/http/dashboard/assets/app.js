@@ -34,6 +34,7 @@ const state = {
   charts: new Map(),
   detail: null,
   tenants: null,
+  families: null,
   sort: { key: 'name', dir: 1 },
   /** Clients whose own chart is open, in the resource view. */
   expanded: new Set(),
@@ -742,6 +743,81 @@ async function renderTenants(main) {
   main.replaceChildren(...out)
 }
 
+/** Each keyed family: its holders, hot keys and the hottest of them (/v1/families). */
+async function renderFamilies(main) {
+  const { families } = await json('/v1/families?top=20')
+  state.families = families
+  dropCharts()
+  const out = [el('h1', { text: 'Keyed families' })]
+  if (families.length === 0)
+    out.push(el('p', { class: 'muted', text: 'No process holds a keyed family now.' }))
+  for (const f of families) {
+    const quota = f.kind === 'quota'
+    out.push(
+      el(
+        'h2',
+        {},
+        f.id + ' ',
+        el('span', {
+          class: 'muted',
+          text:
+            num(f.keyCapacity) +
+            ' ' +
+            unit(f.kind) +
+            (quota ? ' a key a window · ' : ' a key · ') +
+            f.holders +
+            ' holder' +
+            (f.holders === 1 ? '' : 's') +
+            ' · ' +
+            num(f.hotKeys) +
+            ' of ' +
+            num(f.maxHotKeys) +
+            ' keys leased on their own',
+        }),
+      ),
+    )
+    const panel = el('div', { class: 'panel table-wrap', 'data-family': f.id })
+    if (f.keys.length === 0)
+      panel.append(
+        el('p', {
+          class: 'muted',
+          text: 'Every key is within its holders’ default shares: none is leased on its own.',
+        }),
+      )
+    else {
+      const labels = quota
+        ? ['key', 'budget', 'used', 'leased', 'demand', 'holders']
+        : ['key', 'capacity', 'leased', 'demand', 'holders']
+      const rows = f.keys.map((k) =>
+        el(
+          'tr',
+          { 'data-key': k.key },
+          ...[
+            k.key,
+            num(k.capacity) + ' ' + unit(f.kind),
+            ...(quota ? [num(k.used ?? 0)] : []),
+            num(k.committed),
+            num(k.demand),
+            num(k.clients),
+          ].map((text, i) =>
+            el('td', { 'data-label': labels[i], ...(i === 0 ? { class: 'name' } : {}), text }),
+          ),
+        ),
+      )
+      panel.append(
+        el(
+          'table',
+          { class: 'stack' },
+          el('thead', {}, el('tr', {}, ...labels.map((l) => el('th', { text: l })))),
+          el('tbody', {}, ...rows),
+        ),
+      )
+    }
+    out.push(panel)
+  }
+  main.replaceChildren(...out)
+}
+
 // ---------- shell ----------
 
 function roleLine(ready) {
@@ -780,6 +856,7 @@ function parseRoute() {
   if (path.startsWith(prefix))
     return { view: 'resource', id: decodeURIComponent(path.slice(prefix.length)) }
   if (path === '/dashboard/tenants') return { view: 'tenants' }
+  if (path === '/dashboard/families') return { view: 'families' }
   return { view: 'overview' }
 }
 
@@ -804,16 +881,27 @@ async function refresh() {
       if (t.ok) state.tenants = (await t.json()).tenants
     }
     document.getElementById('nav-tenants').hidden = !(state.tenants && state.tenants.length > 0)
+    if (state.tick % 5 === 0) {
+      const f = await get('/v1/families?top=0')
+      if (f.ok) state.families = (await f.json()).families
+    }
+    document.getElementById('nav-families').hidden = !(state.families && state.families.length > 0)
     const main = document.getElementById('main')
     const route = state.route
-    document.getElementById('nav-resources').classList.toggle('current', route.view !== 'tenants')
+    document
+      .getElementById('nav-resources')
+      .classList.toggle('current', route.view !== 'tenants' && route.view !== 'families')
     document.getElementById('nav-tenants').classList.toggle('current', route.view === 'tenants')
+    document.getElementById('nav-families').classList.toggle('current', route.view === 'families')
     if (route.view === 'resource') {
       document.title = route.id + ' · Sluice'
       await renderResource(main, route.id)
     } else if (route.view === 'tenants') {
       document.title = 'Tenants · Sluice'
       await renderTenants(main)
+    } else if (route.view === 'families') {
+      document.title = 'Keyed families · Sluice'
+      await renderFamilies(main)
     } else {
       document.title = 'Sluice'
       await renderOverview(main)
