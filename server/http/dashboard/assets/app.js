@@ -679,6 +679,16 @@ async function drawClientCharts(box, detail) {
   )
 }
 
+/** A table that becomes a list on a phone: a head of `labels`, a body of `rows`. */
+function stackTable(labels, rows) {
+  return el(
+    'table',
+    { class: 'stack' },
+    el('thead', {}, el('tr', {}, ...labels.map((l) => el('th', { text: l })))),
+    el('tbody', {}, ...rows),
+  )
+}
+
 async function renderTenants(main) {
   const { tenants } = await json('/v1/tenants')
   state.tenants = tenants
@@ -729,14 +739,7 @@ async function renderTenants(main) {
           ].map((text, i) => el('td', { 'data-label': labels[i + 1], text })),
         ),
       )
-      panel.append(
-        el(
-          'table',
-          { class: 'stack' },
-          el('thead', {}, el('tr', {}, ...labels.map((l) => el('th', { text: l })))),
-          el('tbody', {}, ...rows),
-        ),
-      )
+      panel.append(stackTable(labels, rows))
     }
     out.push(head, panel)
   }
@@ -804,14 +807,7 @@ async function renderFamilies(main) {
           ),
         ),
       )
-      panel.append(
-        el(
-          'table',
-          { class: 'stack' },
-          el('thead', {}, el('tr', {}, ...labels.map((l) => el('th', { text: l })))),
-          el('tbody', {}, ...rows),
-        ),
-      )
+      panel.append(stackTable(labels, rows))
     }
     out.push(panel)
   }
