@@ -164,7 +164,9 @@ export class ResourceView {
       clients: s.clients,
       learning: s.learning,
       rounds: s.rounds,
-      ...(s.window === undefined
+      // A keyed quota's own resource is its holders' shares of every key, not a budget: its
+      // keys' use is in families().
+      ...(s.window === undefined || s.settings.family?.role === 'family'
         ? {}
         : {
             quota: {

@@ -103,6 +103,15 @@ describe('keyed quotas (real sockets, manual clock)', () => {
     expect(keys).toContain('alice')
     expect(seen[0]!.keys.find((k) => k.key === 'alice')?.used).toBeGreaterThan(0)
     expect(keys.some((k) => k.startsWith('new-'))).toBe(false)
+    // The family's own resource is its holders' shares, not a budget: no quota figures of it.
+    const own = (await cluster.server.http.inject('/v1/resources')).json<{
+      resources: { id: string; quota?: unknown }[]
+    }>()
+    expect(own.resources.find((r) => r.id === 'user/*')).toBeDefined()
+    expect(own.resources.find((r) => r.id === 'user/*')?.quota).toBeUndefined()
+    expect((await cluster.server.http.inject('/metrics')).body).not.toContain(
+      'sluice_quota_used{resource="user/*"}',
+    )
     // The next window (from 40 s): every key's budget anew, alice's too.
     await run(gws, [], 10_500, got)
     const next = new Map<string, number>()
