@@ -41,7 +41,7 @@ describe('sluice validate', () => {
   it('exits 0 with a summary for a valid file', async () => {
     const { io: cliIo, out } = io()
     expect(await runCli(['validate', 'examples/default.yaml'], cliIo)).toBe(0)
-    expect(out.stdout).toContain('valid (5 resource template(s), 0 tenant(s)')
+    expect(out.stdout).toContain('valid (7 resource template(s), 0 tenant(s)')
   })
 
   it('exits 1 naming the field for an invalid file', async () => {
