@@ -1,5 +1,8 @@
 import { CompiledConfig, parseConfig, type ResourceSettings } from '../server/config/index.js'
-import { applyChanges, type LedgerEntry } from '../server/ledger/index.js'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { FileLedger } from '../server/ledger/index.js'
 import { Pool, type LeaseBatch } from '../server/pool/index.js'
 
 /**
@@ -8,11 +11,11 @@ import { Pool, type LeaseBatch } from '../server/pool/index.js'
  * keys-scale benchmark drives it), its changes taken for a ledger each
  * round. Prints the heap it holds per hot key per holding process, after a
  * full collection: the pool's entries, the keys' settings (cached, as the
- * coordinator caches them) and their demand histories; and apart, what a
- * file ledger keeps in memory of the same commitments (its latest entry per
- * client and key).
+ * coordinator caches them) and their demand histories; and apart, what the
+ * file ledger (a real one, in a temporary directory, written each round)
+ * keeps in memory of the same commitments.
  */
-function main(): void {
+async function main(dir: string): Promise<void> {
   const gc = (globalThis as { gc?: () => void }).gc
   if (gc === undefined) throw new Error('run with node --expose-gc')
   const hotKeys = Number(process.argv[2] ?? 10_000)
@@ -40,22 +43,22 @@ function main(): void {
   const ack = (batches: readonly LeaseBatch[]): void => {
     for (const b of batches) pool.acknowledge(b.clientKey, b.seq, undefined, nowMs)
   }
-  // What a file ledger keeps in memory beside its file: the latest entry per client and key.
-  const ledger = new Map<string, LedgerEntry>()
-  const round = (): void => {
+  let ledger: FileLedger | undefined = new FileLedger(dir)
+  await ledger.load()
+  const round = async (): Promise<void> => {
     ack(pool.roundMany(pool.familyIds('key/*'), nowMs))
     const changes = pool.takeChanges((ms) => ms, {
       writtenMs: nowMs,
       writtenMono: nowMs,
       epoch: 'e',
     })
-    applyChanges(ledger, changes)
+    await ledger!.write(changes)
   }
   for (const c of clients) {
     pool.connect(c.key, c.key, undefined, undefined, nowMs)
     ack(pool.reportDemand(c.key, [{ resource: 'key/*', wants: 100 }], nowMs).batches)
   }
-  for (let i = 0; i < 5; i++, nowMs += 1000) round()
+  for (let i = 0; i < 5; i++, nowMs += 1000) await round()
   gc()
   const before = process.memoryUsage().heapUsed
   for (let r = 0; r < 5; r++, nowMs += 1000) {
@@ -64,12 +67,13 @@ function main(): void {
       for (let i = 0; i < hotKeys; i++) reports.push({ resource: `key/h${i}`, wants: c.wants })
       ack(pool.reportDemand(c.key, reports, nowMs).batches)
     }
-    round()
+    await round()
   }
   gc()
   const after = process.memoryUsage().heapUsed
   const holdings = pool.hotKeyCount('key/*') * clients.length
-  ledger.clear()
+  await ledger.close()
+  ledger = undefined
   gc()
   const withoutLedger = process.memoryUsage().heapUsed
   console.log(
@@ -81,4 +85,5 @@ function main(): void {
   )
 }
 
-main()
+const dir = mkdtempSync(join(tmpdir(), 'sluice-keys-memory-'))
+await main(dir).finally(() => rmSync(dir, { recursive: true, force: true }))

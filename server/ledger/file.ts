@@ -31,7 +31,10 @@ export type WallClock = () => number
  * names the ledger and promises how many lines follow, then one checksummed
  * line per write, fdatasynced before `write` resolves, and compacted into a
  * snapshot (written beside it, fdatasynced, read back and checked, renamed
- * over it) once it holds four times more lines than live entries.
+ * over it) once it holds four times more lines than live entries, or four
+ * times the bytes of its last snapshot (a write that renews every entry of
+ * thousands of hot keys is one line of megabytes: counted in lines, such a
+ * file grew by gigabytes before it was compacted).
  *
  * Every write is whole or it fails: a short write (a full disk, a file-size
  * limit) is continued until done or failed, and a failed one is cut off
@@ -53,6 +56,8 @@ export class FileLedger implements Ledger {
   #lines = 0
   /** Bytes of the file that hold whole lines: where the next write goes. */
   #bytes = 0
+  /** Bytes of the last snapshot (`#compact`): what the live entries took then. */
+  #snapshotBytes = 0
   /** A failed write could not be cut off: the next write rewrites the file whole first. */
   #broken = false
   #queue: Promise<void> = Promise.resolve()
@@ -206,9 +211,18 @@ export class FileLedger implements Ledger {
       )
     }
     this.writes++
-    if (this.#lines > Math.max(64, 4 * this.#state.size))
+    if (this.#lines > Math.max(64, 4 * this.#state.size) || this.#bytes > this.#compactAtBytes)
       // A compaction that fails (no space for the copy) leaves the log as it was.
       await this.#compact().catch(() => undefined)
+  }
+
+  /**
+   * The file's size past which it is compacted: four times its last snapshot, so that at least
+   * three snapshots' worth of writes come between two compactions, with a floor of 1 MiB (a
+   * small ledger is compacted by its count of lines).
+   */
+  get #compactAtBytes(): number {
+    return Math.max(1 << 20, 4 * this.#snapshotBytes)
   }
 
   /** After a failed write: cut the file back to its whole lines, or mark it broken. */
@@ -266,6 +280,7 @@ export class FileLedger implements Ledger {
     }
     this.#lines = lines
     this.#bytes = Buffer.byteLength(text)
+    this.#snapshotBytes = this.#bytes
     this.#broken = false
   }
 }

@@ -166,6 +166,41 @@ describe('file ledger', () => {
     expect(statSync(ledger.path).size).toBeLessThan(64 * 1024)
   })
 
+  it('keeps its file bounded when every write renews thousands of entries (hot keys): compacted by bytes', async () => {
+    // Each write is one line of every entry (as a round renewing 2,000 hot keys writes): 40
+    // writes of 2,000 entries are 40 lines, far below the count of lines that compacts, and
+    // ~13 MB uncompacted.
+    const path = dir()
+    const ledger = new FileLedger(path)
+    await ledger.load()
+    const entries = 2000
+    const put = (i: number, round: number): LedgerEntry => ({
+      clientKey: 'a',
+      clientId: 'a',
+      tenant: undefined,
+      instance: undefined,
+      resource: `key/h${i}`,
+      pinned: false,
+      commitments: [
+        { capacity: 8, untilMs: 1764000000000 + round, fallback: 8, fallbackUntilMs: 1764000005000 },
+      ],
+      writtenMs: 1764000000000 + round,
+    })
+    let largest = 0
+    for (let round = 0; round < 40; round++) {
+      await ledger.write(Array.from({ length: entries }, (_, i) => ({ put: put(i, round) })))
+      largest = Math.max(largest, statSync(ledger.path).size)
+    }
+    await ledger.close()
+    const live = Array.from({ length: entries }, (_, i) => JSON.stringify({ put: put(i, 39) }))
+    const liveBytes = live.join(',').length
+    // At most four times the live entries, and the one write that passed it.
+    expect(largest).toBeLessThanOrEqual(5 * liveBytes + 4096)
+    const back = await new FileLedger(path).load()
+    expect(back).toHaveLength(entries)
+    expect(byKey(back)[entryKey('a', 'key/h7')]).toEqual(put(7, 39))
+  })
+
   it('drops a torn last write (a crash mid-write, never acknowledged), whatever byte it stops at', async () => {
     const path = dir()
     const ledger = new FileLedger(path)
