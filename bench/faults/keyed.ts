@@ -40,15 +40,24 @@ export const keyedScenario: KeyedScenario = {
   zipfS: 1.1,
   ratePerSec: 2000,
   capacity: 20,
-  durationMs: 24_000,
+  durationMs: 30_000,
+  // Cut for 20 s (the issue asks for 15 s at least): the coordinator must hold what the cut
+  // process may still enforce for ~13 s of it (below), and the hot keys' share is measured over
+  // the rest.
   cutAtMs: 4000,
-  cutForMs: 15_000,
+  cutForMs: 20_000,
   killAtMs: 8000,
   restartAfterMs: 500,
-  // From when the cut process's commitments have run out (cut + lease + grace + safe hold:
-  // 4 + 6 + 0.5 + 3 s) to when it comes back.
-  steadyFromMs: 14_000,
-  steadyToMs: 19_000,
+  // From when what the cut process may enforce has surely run out, to when it comes back. The
+  // coordinator goes on renewing its leases into the cut until its heartbeat finds the
+  // connection dead (up to 2 heartbeats, 2 s), and each such lease counts (it may have been
+  // received) for its life: 6 s, grace 0.5 s, safe hold 3 s; the restore after the SIGKILL
+  // adds the downtime (0.5 s, and a process start: 1 s at most); then a round and the others'
+  // new leases (a refresh period, 0.5 s). 4 + 2 + 9.5 + 1 + 0.5 = 17 s. Measured from 14 s
+  // (the cut, lease life and nothing else) the hot keys' mean fell to 0.93 in 2 runs of 7:
+  // the coordinator had sent the cut process a renewal 1.8 s into the cut, held until 15.3 s.
+  steadyFromMs: 17_000,
+  steadyToMs: 24_000,
   warmMs: 2000,
 }
 
