@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Logger } from 'pino'
 import type { Clock } from '../../shared/index.js'
-import type { Ledger } from '../ledger/index.js'
+import type { Ledger, LedgerStamp } from '../ledger/index.js'
 import type { CoordinatorMetrics } from '../observe/index.js'
 import type { LeaseBatch, Pool } from '../pool/index.js'
 import { signBatches, type HoldingsKeys } from './proofs.js'
@@ -52,6 +52,22 @@ export class Outbox {
 
   attach(ledger: Ledger): void {
     this.#writeAhead = new WriteAhead(ledger, this.#host.clock, this.#writeAheadHost)
+    // A file ledger's snapshots come from the pool: it keeps no copy of every entry.
+    ledger.snapshotFrom?.(() =>
+      this.#stamped((toWallMs, stamp) => this.#host.pool.ledgerEntries(toWallMs, stamp)),
+    )
+  }
+
+  /** What the pool gives the ledger, in wall-clock times and stamped with this instant. */
+  #stamped<T>(take: (toWallMs: (monoMs: number) => number, stamp: LedgerStamp) => T): T {
+    const { clock } = this.#host
+    const writtenMs = clock.wallNow()
+    const writtenMono = clock.now()
+    return take((monoMs) => monoMs - writtenMono + writtenMs, {
+      writtenMs,
+      writtenMono,
+      epoch: this.#epoch,
+    })
   }
 
   dispatch(batches: readonly LeaseBatch[]): void {
@@ -81,16 +97,8 @@ export class Outbox {
 
   /** What the write-ahead queue calls back (read through `#host` each time). */
   readonly #writeAheadHost: WriteAheadHost = ((self: Outbox) => ({
-    takeChanges: () => {
-      const { clock, pool } = self.#host
-      const writtenMs = clock.wallNow()
-      const writtenMono = clock.now()
-      return pool.takeChanges((monoMs) => monoMs - writtenMono + writtenMs, {
-        writtenMs,
-        writtenMono,
-        epoch: self.#epoch,
-      })
-    },
+    takeChanges: () =>
+      self.#stamped((toWallMs, stamp) => self.#host.pool.takeChanges(toWallMs, stamp)),
     send: (batches) => self.#send(batches),
     unsent: (batches) => self.#host.pool.unsent(batches),
     failed: () => self.#host.writeFailed(),

@@ -36,6 +36,10 @@ export type WallClock = () => number
  * thousands of hot keys is one line of megabytes: counted in lines, such a
  * file grew by gigabytes before it was compacted).
  *
+ * Until `snapshotFrom` it keeps every live entry in memory for its
+ * snapshots; after, it takes them from the coordinator's pool and keeps none
+ * (about 390 bytes an entry: a hot key per holding process).
+ *
  * Every write is whole or it fails: a short write (a full disk, a file-size
  * limit) is continued until done or failed, and a failed one is cut off
  * again, so the file never holds a partial line before a later one. A file
@@ -50,7 +54,11 @@ export class FileLedger implements Ledger {
   readonly #path: string
   readonly #wallNow: WallClock
   #handle: FileHandle | undefined
+  /** Every live entry, until `snapshotFrom` gives a source (then empty). */
   #state = new Map<string, LedgerEntry>()
+  #source: (() => readonly LedgerEntry[]) | undefined
+  /** Entries in the last snapshot (`#compact`). */
+  #snapshotEntries = 0
   #id = ''
   #fresh = false
   #lines = 0
@@ -160,6 +168,11 @@ export class FileLedger implements Ledger {
     await this.#compact()
   }
 
+  snapshotFrom(source: () => readonly LedgerEntry[]): void {
+    this.#source = source
+    this.#state.clear()
+  }
+
   write(changes: readonly LedgerChange[]): Promise<void> {
     if (this.#closed)
       return Promise.reject(new SluiceError('SLUICE_ERR_LEDGER_WRITE', `${this.#path}: closed`))
@@ -181,7 +194,7 @@ export class FileLedger implements Ledger {
 
   async #append(changes: readonly LedgerChange[]): Promise<void> {
     if (changes.length === 0) return
-    applyChanges(this.#state, changes)
+    if (this.#source === undefined) applyChanges(this.#state, changes)
     try {
       // A write that failed and could not be cut off: write the whole state anew (what this
       // write adds included), or fail again.
@@ -211,7 +224,7 @@ export class FileLedger implements Ledger {
       )
     }
     this.writes++
-    if (this.#lines > Math.max(64, 4 * this.#state.size) || this.#bytes > this.#compactAtBytes)
+    if (this.#lines > Math.max(64, 4 * this.#snapshotEntries) || this.#bytes > this.#compactAtBytes)
       // A compaction that fails (no space for the copy) leaves the log as it was.
       await this.#compact().catch(() => undefined)
   }
@@ -242,7 +255,7 @@ export class FileLedger implements Ledger {
    */
   async #compact(): Promise<void> {
     const temp = `${this.#path}.tmp`
-    const puts = [...this.#state.values()].map((put) => ({ put }))
+    const puts = (this.#source?.() ?? [...this.#state.values()]).map((put) => ({ put }))
     const lines = puts.length > 0 ? 1 : 0
     const text =
       encodeHeader(this.#id, lines) + (lines > 0 ? encodeLine(1, this.#wallNow(), puts) : '')
@@ -255,7 +268,7 @@ export class FileLedger implements Ledger {
         await snapshot.close()
       }
       const back = parseLedger(await readFile(temp, 'utf8'))
-      if (back.lines !== lines || back.entries.size !== this.#state.size || back.tornBytes > 0)
+      if (back.lines !== lines || back.entries.size !== puts.length || back.tornBytes > 0)
         throw new Error('the snapshot read back differs from what was written')
       await this.#handle?.close()
       this.#handle = undefined
@@ -281,6 +294,7 @@ export class FileLedger implements Ledger {
     this.#lines = lines
     this.#bytes = Buffer.byteLength(text)
     this.#snapshotBytes = this.#bytes
+    this.#snapshotEntries = puts.length
     this.#broken = false
   }
 }

@@ -7,4 +7,4 @@ export {
   restoredUntilMs,
   writtenBeforeLast,
 } from './types.js'
-export type { Ledger, LedgerChange, LedgerCommitment, LedgerEntry } from './types.js'
+export type { Ledger, LedgerChange, LedgerCommitment, LedgerEntry, LedgerStamp } from './types.js'

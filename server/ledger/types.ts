@@ -42,6 +42,13 @@ export interface LedgerEntry {
   readonly used?: { readonly window: number; readonly units: number } | undefined
 }
 
+/** What every entry of one write carries of it (`LedgerEntry.writtenMs`, `writtenMono`, `epoch`). */
+export interface LedgerStamp {
+  readonly writtenMs?: number
+  readonly writtenMono?: number
+  readonly epoch?: string
+}
+
 /** A change to the ledger: an entry's new state, or its removal. */
 export type LedgerChange =
   | { readonly put: LedgerEntry }
@@ -66,6 +73,14 @@ export interface Ledger {
    */
   load(): Promise<LedgerEntry[] | undefined>
   write(changes: readonly LedgerChange[]): Promise<void> | void
+  /**
+   * For a ledger that compacts (a file): from now on its snapshots are
+   * `source()`, every entry as the coordinator's pool holds it, instead of a
+   * copy it keeps of every entry written (a family's hot keys are entries by
+   * the ten thousand). `source()` holds at least what was written, and what
+   * is not yet written is newer (see `Pool.ledgerEntries`).
+   */
+  snapshotFrom?(source: () => readonly LedgerEntry[]): void
   close(): Promise<void>
   /** For status: `file`, `etcd`, `memory`. */
   readonly kind: string

@@ -7,7 +7,7 @@ import {
   type WindowSpec,
 } from '../config/index.js'
 import { inKindUnits, kindTraits, wholeSlots, type LeaseGrant } from '../../shared/index.js'
-import type { LedgerChange, LedgerEntry } from '../ledger/index.js'
+import type { LedgerChange, LedgerEntry, LedgerStamp } from '../ledger/index.js'
 import { ClientState, Entry, ResourceState, type LeaseRecord } from './entry.js'
 import type { ClientSnapshot, QuotaWindowSnapshot, ResourceSnapshot } from './snapshot.js'
 
@@ -268,41 +268,57 @@ export class Pool {
   takeChanges(
     toWallMs: (monoMs: number) => number,
     /** The write's stamp, put on every entry (made here, not spread onto a copy: one object per entry). */
-    stamp: { writtenMs?: number; writtenMono?: number; epoch?: string } = {},
+    stamp: LedgerStamp = {},
   ): LedgerChange[] {
     const changes: LedgerChange[] = []
     for (const removed of this.#removed.splice(0)) changes.push({ remove: removed })
     for (const e of this.#dirty) {
-      const { client, resource } = e
-      if (client.entries.get(resource.settings.id) !== e) continue
-      changes.push({
-        put: {
-          clientKey: client.key,
-          clientId: client.clientId,
-          tenant: client.tenant,
-          instance: client.instance,
-          resource: resource.settings.id,
-          pinned: e.pinned,
-          commitments: e.leases.map((l) => ({
-            // A lease that lapsed while its client was away counts only as its fallback.
-            capacity: l.lapsed ? l.fallback : l.capacity,
-            untilMs: Math.ceil(toWallMs(l.holdUntilMs)),
-            fallback: l.fallback,
-            fallbackUntilMs: Math.ceil(toWallMs(l.fallbackUntilMs)),
-          })),
-          writtenMs: stamp.writtenMs,
-          writtenMono: stamp.writtenMono,
-          epoch: stamp.epoch,
-          // A quota's use as reported: a restarted coordinator shows it at once (other kinds'
-          // entries, by the thousand in a family, carry no field for it).
-          ...(Number.isFinite(e.usedWindow)
-            ? { used: { window: e.usedWindow, units: e.used } }
-            : {}),
-        },
-      })
+      if (e.client.entries.get(e.resource.settings.id) !== e) continue
+      changes.push({ put: this.#ledgerEntry(e, toWallMs, stamp) })
     }
     this.#dirty.clear()
     return changes
+  }
+
+  /**
+   * Every entry as the ledger keeps it: what a ledger that has applied every
+   * `takeChanges` so far holds, with what has changed since (and is not yet
+   * taken) already in. A ledger compacting takes its snapshot from here
+   * instead of keeping a copy of every entry (`Ledger.snapshotFrom`): what it
+   * holds is then newer, never less than what was sent (a lease is sent once
+   * the write that covers it is done, and the pool drops a lease only once it
+   * no longer counts).
+   */
+  ledgerEntries(toWallMs: (monoMs: number) => number, stamp: LedgerStamp = {}): LedgerEntry[] {
+    const entries: LedgerEntry[] = []
+    for (const client of this.#clients.values())
+      for (const e of client.entries.values()) entries.push(this.#ledgerEntry(e, toWallMs, stamp))
+    return entries
+  }
+
+  #ledgerEntry(e: Entry, toWallMs: (monoMs: number) => number, stamp: LedgerStamp): LedgerEntry {
+    const { client, resource } = e
+    return {
+      clientKey: client.key,
+      clientId: client.clientId,
+      tenant: client.tenant,
+      instance: client.instance,
+      resource: resource.settings.id,
+      pinned: e.pinned,
+      commitments: e.leases.map((l) => ({
+        // A lease that lapsed while its client was away counts only as its fallback.
+        capacity: l.lapsed ? l.fallback : l.capacity,
+        untilMs: Math.ceil(toWallMs(l.holdUntilMs)),
+        fallback: l.fallback,
+        fallbackUntilMs: Math.ceil(toWallMs(l.fallbackUntilMs)),
+      })),
+      writtenMs: stamp.writtenMs,
+      writtenMono: stamp.writtenMono,
+      epoch: stamp.epoch,
+      // A quota's use as reported: a restarted coordinator shows it at once (other kinds'
+      // entries, by the thousand in a family, carry no field for it).
+      ...(Number.isFinite(e.usedWindow) ? { used: { window: e.usedWindow, units: e.used } } : {}),
+    }
   }
 
   /**

@@ -84,6 +84,64 @@ describe('file ledger', () => {
     )
   })
 
+  it('with snapshotFrom, compacts into what its source holds, and loads what a memory ledger holds after the same writes', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.array(change, { minLength: 1, maxLength: 4 }), {
+          minLength: 70,
+          maxLength: 150,
+        }),
+        async (writes) => {
+          const path = dir()
+          const reference = new MemoryLedger()
+          const ledger = new FileLedger(path)
+          await ledger.load()
+          // As the coordinator's pool is: every entry written, with the next write's already in.
+          let ahead: LedgerChange[] = []
+          ledger.snapshotFrom(() => {
+            const source = new MemoryLedger()
+            source.write(reference.entries().map((put) => ({ put })))
+            source.write(ahead)
+            return source.entries()
+          })
+          for (const [i, w] of writes.entries()) {
+            ahead = writes[i + 1] ?? []
+            reference.write(w)
+            await ledger.write(w)
+          }
+          await ledger.close()
+          // Past 64 lines it compacted at least once, from the source: the file is short.
+          expect(readFileSync(ledger.path, 'utf8').split('\n').length).toBeLessThan(writes.length)
+          expect(byKey(await new FileLedger(path).load())).toEqual(byKey(reference.entries()))
+        },
+      ),
+      { numRuns: Math.max(10, Math.floor(fc.readConfigureGlobal().numRuns! / 20)) },
+    )
+  })
+
+  it('with snapshotFrom, keeps no entry of its own: a snapshot holds what the source says', async () => {
+    const path = dir()
+    const ledger = new FileLedger(path)
+    await ledger.load()
+    const put = (resource: string, untilMs: number): LedgerEntry => ({
+      clientKey: 'a',
+      clientId: 'a',
+      tenant: undefined,
+      instance: undefined,
+      resource,
+      pinned: false,
+      commitments: [{ capacity: 1, untilMs, fallback: 1, fallbackUntilMs: untilMs }],
+    })
+    // The source has moved on (a renewed, b gone, c new): a compaction writes that, not the log.
+    ledger.snapshotFrom(() => [put('a', 99), put('c', 7)])
+    for (let i = 0; i < 70; i++) await ledger.write([{ put: put('a', i) }, { put: put('b', i) }])
+    await ledger.close()
+    // Compacted after line 65 into the source's a and c; the five writes after put a and b again.
+    expect(byKey(await new FileLedger(path).load())).toEqual(
+      byKey([put('a', 69), put('b', 69), put('c', 7)]),
+    )
+  })
+
   it('starts a new ledger, with nothing outstanding, in a data directory that held nothing', async () => {
     const ledger = new FileLedger(join(dir(), 'fresh'))
     expect(await ledger.load()).toEqual([])
@@ -182,7 +240,12 @@ describe('file ledger', () => {
       resource: `key/h${i}`,
       pinned: false,
       commitments: [
-        { capacity: 8, untilMs: 1764000000000 + round, fallback: 8, fallbackUntilMs: 1764000005000 },
+        {
+          capacity: 8,
+          untilMs: 1764000000000 + round,
+          fallback: 8,
+          fallbackUntilMs: 1764000005000,
+        },
       ],
       writtenMs: 1764000000000 + round,
     })
