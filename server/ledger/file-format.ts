@@ -75,7 +75,10 @@ export function parseLedger(text: string): ParsedLedger {
   const headerBody = text.slice(0, headerBytes - 18)
   if (checksum(headerBody) !== text.slice(headerBytes - 17, headerBytes - 1))
     throw new LedgerDamage('the header fails its checksum')
-  const id = text.slice(magic.length, magic.length + 32)
+  // A copy, not a slice: V8 makes a slice of 13 characters or more point into the whole text,
+  // and a ledger keeps its id (and a regexp its last subject) for as long as it runs: the file
+  // as it was at load (megabytes, with a family's hot keys) would stay in memory with it.
+  const id = Buffer.from(text.slice(magic.length, magic.length + 32), 'latin1').toString('latin1')
   const promised = Number(text.slice(magic.length + 33, magic.length + 45))
   if (!/^[0-9a-f]{32}$/.test(id) || !Number.isInteger(promised))
     throw new LedgerDamage('the header is malformed')
