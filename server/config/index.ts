@@ -6,7 +6,13 @@ export {
   readYamlFile,
   resolveConfig,
 } from './load.js'
-export { CompiledConfig, keyShape, leaseTtlMsAt, templateLearningMs } from './resolve.js'
+export {
+  CompiledConfig,
+  copySettings,
+  keyShape,
+  leaseTtlMsAt,
+  templateLearningMs,
+} from './resolve.js'
 export type { FamilySettings, ResourceSettings } from './resolve.js'
 export { configSchema, holdingsKeySchema, resourceTemplateSchema } from './schema.js'
 export type {

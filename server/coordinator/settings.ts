@@ -1,4 +1,4 @@
-import type { CompiledConfig, ResourceSettings } from '../config/index.js'
+import { copySettings, type CompiledConfig, type ResourceSettings } from '../config/index.js'
 import type { Upstream } from '../tree/index.js'
 
 /**
@@ -51,8 +51,7 @@ export class SettingsSource {
     if (settings === undefined || this.#upstream === undefined) return settings
     // Downstream: the capacity is whatever the parent leases us now (0 until it does).
     const up = this.#upstream.capacity(id)
-    return Object.freeze({
-      ...settings,
+    return copySettings(settings, {
       kind: up?.kind ?? settings.kind,
       capacity: up?.capacity ?? 0,
       burst: up?.burst ?? 0,

@@ -68,6 +68,13 @@ export interface Claim {
   accepted: number
 }
 
+/**
+ * An entry's quota window before it has one: never a window's index (those count up from 0).
+ * Not NaN: a field that ever holds NaN is a boxed number in every entry (16 bytes each, and a
+ * family's hot keys are entries by the ten thousand); small integers are not boxed.
+ */
+export const noWindow = -1
+
 const noEntries: ReadonlySet<Entry> = new Set()
 const noClaims: ReadonlyMap<Entry, Claim> = new Map()
 
@@ -110,11 +117,13 @@ export class ResourceState {
   }
 
   unstarve(entry: Entry): void {
-    this.#starved?.delete(entry)
+    // Dropped once empty: a key's entries are seldom starved for long (a loop over `starved`
+    // goes on over the set it began with).
+    if (this.#starved?.delete(entry) === true && this.#starved.size === 0) this.#starved = undefined
   }
 
   clearStarved(): void {
-    this.#starved?.clear()
+    this.#starved = undefined
   }
 
   get claims(): ReadonlyMap<Entry, Claim> {
@@ -174,11 +183,11 @@ export class Entry {
   #current = 0
   /** The next report renews the lease whatever its age (after a reconnect: renewals carry acks). */
   resendDue = false
-  /** Quota: units the client reported used in window `usedWindow`. */
+  /** Quota: units the client reported used in window `usedWindow` (`noWindow`: none reported). */
   used = 0
-  usedWindow = Number.NaN
-  /** Quota: the window of the newest lease sent (NaN before any, and for one a ledger restored). */
-  leaseWindow = Number.NaN
+  usedWindow = noWindow
+  /** Quota: the window of the newest lease sent (`noWindow` before any, and for one a ledger restored). */
+  leaseWindow = noWindow
 
   constructor(client: ClientState, resource: ResourceState) {
     this.client = client

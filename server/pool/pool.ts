@@ -1,5 +1,6 @@
 import { allocate, wholeUnits, type ClientDemand } from '../allocation/index.js'
 import {
+  copySettings,
   leaseTtlMsAt,
   windowAt,
   type FamilySettings,
@@ -8,7 +9,7 @@ import {
 } from '../config/index.js'
 import { inKindUnits, kindTraits, wholeSlots, type LeaseGrant } from '../../shared/index.js'
 import type { LedgerChange, LedgerEntry, LedgerStamp } from '../ledger/index.js'
-import { ClientState, Entry, ResourceState, type LeaseRecord } from './entry.js'
+import { ClientState, Entry, ResourceState, noWindow, type LeaseRecord } from './entry.js'
 import type { ClientSnapshot, QuotaWindowSnapshot, ResourceSnapshot } from './snapshot.js'
 
 /** Where the pool reads a resource's settings; undefined when no template matches the id. */
@@ -317,7 +318,7 @@ export class Pool {
       epoch: stamp.epoch,
       // A quota's use as reported: a restarted coordinator shows it at once (other kinds'
       // entries, by the thousand in a family, carry no field for it).
-      ...(Number.isFinite(e.usedWindow) ? { used: { window: e.usedWindow, units: e.used } } : {}),
+      ...(e.usedWindow !== noWindow ? { used: { window: e.usedWindow, units: e.used } } : {}),
     }
   }
 
@@ -805,7 +806,7 @@ export class Pool {
     const r = this.#resources.get(resourceId)
     if (r === undefined) return true
     const next = this.#settingsFor(resourceId)
-    r.settings = next ?? Object.freeze({ ...r.settings, capacity: 0, burst: 0 })
+    r.settings = next ?? copySettings(r.settings, { capacity: 0, burst: 0 })
     return next !== undefined
   }
 

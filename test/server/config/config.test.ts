@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest'
 import {
   CompiledConfig,
   PatternList,
+  copySettings,
   globToRegExp,
   parseConfig,
   parseConfigText,
@@ -17,6 +18,61 @@ function refusal(input: unknown): SluiceError {
   }
   throw new Error('config accepted')
 }
+
+describe('a keyed family’s keys’ settings', () => {
+  const compiled = new CompiledConfig(
+    parseConfig({
+      tenants: { capped: { token: 'capped-token-0123456789', caps: { 'ip/vip': 5 } } },
+      resources: [
+        {
+          match: 'ip/*',
+          keyed: true,
+          kind: 'rate',
+          capacity: 20,
+          keys: { big: { capacity: 100 } },
+        },
+      ],
+    }),
+  )
+  // Every setting of a key, own or inherited: what the pool and the views read.
+  const all = (s: object): Record<string, unknown> => {
+    const out: Record<string, unknown> = {}
+    for (const k in s) out[k] = (s as Record<string, unknown>)[k]
+    return out
+  }
+
+  it('reads the same whether a key shares the family’s (its capacity, no cap of its own) or has its own', () => {
+    const a = compiled.settingsFor('ip/10.0.0.1')!
+    const b = compiled.settingsFor('ip/10.0.0.2')!
+    // Shared: only the id is the key's own.
+    expect(Object.keys(a)).toEqual(['id'])
+    expect(Object.getPrototypeOf(a)).toBe(Object.getPrototypeOf(b))
+    expect([a.id, a.kind, a.capacity, a.burst, a.family?.role]).toEqual([
+      'ip/10.0.0.1',
+      'rate',
+      20,
+      20,
+      'key',
+    ])
+    expect(Object.isFrozen(a)).toBe(true)
+    // A planned key and a capped one are built whole; apart from what differs, they read alike.
+    const planned = compiled.settingsFor('ip/big')!
+    const capped = compiled.settingsFor('ip/vip')!
+    expect(Object.keys(planned).length).toBeGreaterThan(10)
+    expect(planned.capacity).toBe(100)
+    expect(capped.tenants.capped).toEqual({ weight: 1, cap: 5 })
+    expect(all(capped)).toEqual({ ...all(a), id: 'ip/vip', tenants: capped.tenants })
+    expect(all(planned)).toEqual({ ...all(a), id: 'ip/big', capacity: 100, burst: 100 })
+  })
+
+  it('copySettings copies what a key inherits, where a spread would copy its id alone', () => {
+    const a = compiled.settingsFor('ip/10.0.0.1')!
+    const copy = copySettings(a, { capacity: 0, burst: 0 })
+    expect(all(copy)).toEqual({ ...all(a), capacity: 0, burst: 0 })
+    expect(Object.isFrozen(copy)).toBe(true)
+    expect({ ...a }).toEqual({ id: 'ip/10.0.0.1' })
+  })
+})
 
 describe('config', () => {
   it('fills defaults for everything but match, kind and capacity', () => {
