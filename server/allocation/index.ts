@@ -3,7 +3,7 @@ export { proportionalShare } from './proportional.js'
 export { normaliseProblem } from './validate.js'
 export type { NormalisedProblem } from './validate.js'
 export { waterFill } from './water-fill.js'
-export { wholeUnits } from './whole-units.js'
+export { wholeTokens, wholeUnits } from './whole-units.js'
 export { algorithms, surplusPolicies } from './types.js'
 export type {
   Algorithm,

@@ -1,4 +1,4 @@
-import { allocate, wholeUnits, type ClientDemand } from '../allocation/index.js'
+import { allocate, wholeTokens, wholeUnits, type ClientDemand } from '../allocation/index.js'
 import {
   copySettings,
   leaseTtlMsAt,
@@ -932,10 +932,17 @@ export class Pool {
       tenants: r.settings.tenants,
       clients,
     })
-    // Slots are whole: a semaphore cannot use half of one.
-    const grants = kindTraits[r.settings.kind].wholeUnits
+    // Slots are whole: a semaphore cannot use half of one. A key's rate share admits nothing
+    // below a token of its burst: with many holders, those slivers go whole to a few.
+    const s = r.settings
+    const grants = kindTraits[s.kind].wholeUnits
       ? wholeUnits(result.grants)
-      : result.grants
+      : s.family?.role === 'key' && kindTraits[s.kind].refills && s.burst > 0
+        ? wholeTokens(result.grants, s.capacity / s.burst, {
+            held: (i) => sharing[i]!.newest,
+            wants: (i) => clients[i]!.wants,
+          })
+        : result.grants
     for (let i = 0; i < sharing.length; i++) sharing[i]!.target = grants[i]!
     const tolerance = r.settings.headroomTolerance ?? 0
     if (tolerance > 0) this.#keepClose(r, sharing, clients, tolerance, left)
