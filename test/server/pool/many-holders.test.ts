@@ -46,8 +46,7 @@ function manyHolders(n: number) {
       take(pool.roundMany(pool.familyIds('key/*'), nowMs), nowMs)
     }
   }
-  const holders = (): string[] =>
-    [...leases].filter(([, capacity]) => capacity > 0).map(([c]) => c)
+  const holders = (): string[] => [...leases].filter(([, capacity]) => capacity > 0).map(([c]) => c)
   return { pool, leases, rounds, holders, now: () => nowMs }
 }
 
