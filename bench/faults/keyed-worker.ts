@@ -1,6 +1,6 @@
-import { seededRandom, systemClock, zipf } from '../../shared/index.js'
+import { seededRandom, zipf } from '../../shared/index.js'
 import { hostMs } from './host-time.js'
-import { workerClient } from './worker-client.js'
+import { runWindowed, workerClient } from './worker-client.js'
 
 /** A client process of the keyed fault scenario and benchmark. */
 export interface KeyedWorkerSpec {
@@ -28,7 +28,6 @@ async function main(): Promise<void> {
   const spec = JSON.parse(process.argv[2] ?? '{}') as KeyedWorkerSpec
   const { log, client } = workerClient(spec.url, spec.clientId)
   const { out } = log
-  const flush = (): void => log.flush()
   const family = client.keyed(spec.prefix)
   family.on('lease', (lease) => out.push(JSON.stringify({ t: hostMs(), share: lease.capacity })))
   family.on('mode', (mode) => out.push(JSON.stringify({ t: hostMs(), mode })))
@@ -36,34 +35,28 @@ async function main(): Promise<void> {
   await family.ready({ timeoutMs: 10_000 }).catch(() => undefined)
   const draw = zipf(spec.keys, spec.zipfS, seededRandom(spec.seed))
   const seen = new Uint8Array(spec.keys)
-  let owed = 0
-  let last = systemClock.now()
-  const timer = systemClock.setInterval(() => {
-    const now = systemClock.now()
-    owed += (spec.ratePerSec * (now - last)) / 1000
-    last = now
-    const admitted: Record<string, number> = {}
-    const refused: Record<string, number> = {}
-    const t = hostMs()
-    let any = false
-    for (; owed >= 1; owed--) {
-      const k = draw()
-      const ok = family.tryAcquire(`k${k}`)
-      if (seen[k] === 0) {
-        seen[k] = 1
-        out.push(JSON.stringify({ t, first: k, ok }))
+  const fromWallMs = Date.now()
+  await runWindowed(
+    { ...spec, fromWallMs, untilWallMs: fromWallMs + spec.durationMs },
+    log,
+    client,
+    (units) => {
+      const admitted: Record<string, number> = {}
+      const refused: Record<string, number> = {}
+      const t = hostMs()
+      for (let i = 0; i < units; i++) {
+        const k = draw()
+        const ok = family.tryAcquire(`k${k}`)
+        if (seen[k] === 0) {
+          seen[k] = 1
+          out.push(JSON.stringify({ t, first: k, ok }))
+        }
+        const into = ok ? admitted : refused
+        into[k] = (into[k] ?? 0) + 1
       }
-      const into = ok ? admitted : refused
-      into[k] = (into[k] ?? 0) + 1
-      any = true
-    }
-    if (any) out.push(JSON.stringify({ t, a: admitted, r: refused }))
-    if (out.length >= 256) flush()
-  }, spec.tickMs)
-  await new Promise<void>((resolve) => systemClock.setTimeout(resolve, spec.durationMs))
-  timer.cancel()
-  flush()
-  await client.close()
+      if (units > 0) out.push(JSON.stringify({ t, a: admitted, r: refused }))
+    },
+  )
 }
 
 await main()

@@ -1,4 +1,5 @@
 import { createClient, type SluiceClient } from '../../client/index.js'
+import { systemClock } from '../../shared/index.js'
 import { hostMs } from './host-time.js'
 
 /** What a fault worker logs: JSON lines on stdout, written when `flush` is called. */
@@ -30,4 +31,51 @@ export function workerClient(
   client.on('connect', () => out.push(JSON.stringify({ t: hostMs(), connected: true })))
   client.on('disconnect', () => out.push(JSON.stringify({ t: hostMs(), connected: false })))
   return { log, client }
+}
+
+/** What a worker that asks over wall-clock windows is told: where, as whom, when, how often. */
+export interface WindowedWorkerSpec {
+  readonly url: string
+  readonly clientId: string
+  /** Asks from this wall-clock time (ms since the epoch, as quota windows are) … */
+  readonly fromWallMs: number
+  /** … until this one. */
+  readonly untilWallMs: number
+  readonly tickMs: number
+  /** Units this process asks for per second. */
+  readonly ratePerSec: number
+}
+
+/**
+ * Waits until `spec.fromWallMs` (at once for a restarted process), then calls `tick` every
+ * `spec.tickMs` with the whole units owed at `spec.ratePerSec` since the last tick, and flushes
+ * the log after each (a pipe is written synchronously on Linux, so a SIGKILL loses no
+ * admission); stops by itself at `spec.untilWallMs`, flushes and closes the client.
+ */
+export async function runWindowed(
+  spec: WindowedWorkerSpec,
+  log: WorkerLog,
+  client: SluiceClient,
+  tick: (units: number) => void,
+): Promise<void> {
+  const untilWall = (wallMs: number): Promise<void> =>
+    new Promise<void>((resolve) =>
+      systemClock.setTimeout(resolve, Math.max(0, wallMs - Date.now())),
+    )
+  await untilWall(spec.fromWallMs)
+  let owed = 0
+  let last = systemClock.now()
+  const timer = systemClock.setInterval(() => {
+    const now = systemClock.now()
+    owed += (spec.ratePerSec * (now - last)) / 1000
+    last = now
+    const units = Math.floor(owed)
+    owed -= units
+    tick(units)
+    log.flush()
+  }, spec.tickMs)
+  await untilWall(spec.untilWallMs)
+  timer.cancel()
+  log.flush()
+  await client.close()
 }
