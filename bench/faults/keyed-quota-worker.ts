@@ -1,17 +1,17 @@
 import { seededRandom, zipf } from '../../shared/index.js'
 import { hostMs } from './host-time.js'
-import { runWindowed, workerClient, type WindowedWorkerSpec } from './worker-client.js'
+import {
+  askKeys,
+  runWindowed,
+  workerClient,
+  type WindowedWorkerSpec,
+  type ZipfKeysSpec,
+} from './worker-client.js'
 
 /** A client process of the keyed quota fault scenario (`ratePerSec`: requests over all keys). */
-export interface KeyedQuotaWorkerSpec extends WindowedWorkerSpec {
-  /** The family's prefix (its template's match without /*). */
-  readonly prefix: string
+export interface KeyedQuotaWorkerSpec extends WindowedWorkerSpec, ZipfKeysSpec {
   /** The quota's window: a key's first check is logged once a window. */
   readonly windowMs: number
-  /** Keys k0 … k(n−1), drawn by Zipf(s): k0 the most asked for. */
-  readonly keys: number
-  readonly zipfS: number
-  readonly seed: number
 }
 
 /**
@@ -35,24 +35,12 @@ async function main(): Promise<void> {
   let seen = new Uint8Array(spec.keys)
   let window = -1
   await runWindowed(spec, log, client, (units) => {
-    const admitted: Record<string, number> = {}
-    const refused: Record<string, number> = {}
     const w = Date.now()
     if (Math.floor(w / spec.windowMs) !== window) {
       window = Math.floor(w / spec.windowMs)
       seen = new Uint8Array(spec.keys)
     }
-    for (let i = 0; i < units; i++) {
-      const k = draw()
-      const ok = family.tryAcquire(`k${k}`)
-      if (seen[k] === 0) {
-        seen[k] = 1
-        out.push(JSON.stringify({ w, first: k, ok }))
-      }
-      const into = ok ? admitted : refused
-      into[k] = (into[k] ?? 0) + 1
-    }
-    if (units > 0) out.push(JSON.stringify({ w, a: admitted, r: refused }))
+    askKeys(family, draw, units, seen, { w }, out)
   })
 }
 

@@ -1,21 +1,15 @@
 import { seededRandom, zipf } from '../../shared/index.js'
 import { hostMs } from './host-time.js'
-import { runWindowed, workerClient } from './worker-client.js'
+import { askKeys, runWindowed, workerClient, type ZipfKeysSpec } from './worker-client.js'
 
 /** A client process of the keyed fault scenario and benchmark. */
-export interface KeyedWorkerSpec {
+export interface KeyedWorkerSpec extends ZipfKeysSpec {
   readonly url: string
   readonly clientId: string
   readonly durationMs: number
   readonly tickMs: number
-  /** The family's prefix (its template's match without /*). */
-  readonly prefix: string
-  /** Keys k0 … k(n−1), drawn by Zipf(s): k0 the most asked for. */
-  readonly keys: number
-  readonly zipfS: number
   /** Requests this process makes per second, over all keys. */
   readonly ratePerSec: number
-  readonly seed: number
 }
 
 /**
@@ -40,22 +34,7 @@ async function main(): Promise<void> {
     { ...spec, fromWallMs, untilWallMs: fromWallMs + spec.durationMs },
     log,
     client,
-    (units) => {
-      const admitted: Record<string, number> = {}
-      const refused: Record<string, number> = {}
-      const t = hostMs()
-      for (let i = 0; i < units; i++) {
-        const k = draw()
-        const ok = family.tryAcquire(`k${k}`)
-        if (seen[k] === 0) {
-          seen[k] = 1
-          out.push(JSON.stringify({ t, first: k, ok }))
-        }
-        const into = ok ? admitted : refused
-        into[k] = (into[k] ?? 0) + 1
-      }
-      if (units > 0) out.push(JSON.stringify({ t, a: admitted, r: refused }))
-    },
+    (units) => askKeys(family, draw, units, seen, { t: hostMs() }, out),
   )
 }
 

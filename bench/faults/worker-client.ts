@@ -1,4 +1,4 @@
-import { createClient, type SluiceClient } from '../../client/index.js'
+import { createClient, type KeyedFamily, type SluiceClient } from '../../client/index.js'
 import { systemClock } from '../../shared/index.js'
 import { hostMs } from './host-time.js'
 
@@ -78,4 +78,43 @@ export async function runWindowed(
   timer.cancel()
   log.flush()
   await client.close()
+}
+
+/** What a worker that asks for a family's keys is told of them. */
+export interface ZipfKeysSpec {
+  /** The family's prefix (its template's match without /*). */
+  readonly prefix: string
+  /** Keys k0 … k(n−1), drawn by Zipf(s): k0 the most asked for. */
+  readonly keys: number
+  readonly zipfS: number
+  readonly seed: number
+}
+
+/**
+ * One tick of a keyed worker: `units` keys drawn by `draw`, each checked with `tryAcquire`; a
+ * key's first check (`seen[k]` still 0) logged as `{...stamp, first, ok}`, then the tick's
+ * admitted and refused by key as `{...stamp, a, r}`.
+ */
+export function askKeys(
+  family: KeyedFamily,
+  draw: () => number,
+  units: number,
+  seen: Uint8Array,
+  stamp: Readonly<Record<string, number>>,
+  out: string[],
+): void {
+  if (units <= 0) return
+  const admitted: Record<string, number> = {}
+  const refused: Record<string, number> = {}
+  for (let i = 0; i < units; i++) {
+    const k = draw()
+    const ok = family.tryAcquire(`k${k}`)
+    if (seen[k] === 0) {
+      seen[k] = 1
+      out.push(JSON.stringify({ ...stamp, first: k, ok }))
+    }
+    const into = ok ? admitted : refused
+    into[k] = (into[k] ?? 0) + 1
+  }
+  out.push(JSON.stringify({ ...stamp, a: admitted, r: refused }))
 }
