@@ -38,7 +38,7 @@ export type WallClock = () => number
  *
  * Until `snapshotFrom` it keeps every live entry in memory for its
  * snapshots; after, it takes them from the coordinator's pool and keeps none
- * (about 390 bytes an entry: a hot key per holding process).
+ * (about 420 bytes an entry: a hot key per holding process).
  *
  * Every write is whole or it fails: a short write (a full disk, a file-size
  * limit) is continued until done or failed, and a failed one is cut off
