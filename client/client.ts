@@ -70,6 +70,14 @@ export interface ClientEvents {
   error: [error: SluiceError]
 }
 
+/**
+ * How long a connection must have lasted for its close to start the
+ * reconnect backoff over, ms: a close sooner than this (the coordinator
+ * refusing what the process sends at once, every time) keeps the backoff
+ * growing, so such a loop slows to one attempt per `backoffCapMs`.
+ */
+const stableConnectionMs = 10_000
+
 /** Released quotas whose use a client remembers (see #releasedQuotas). */
 const maxReleasedQuotas = 4096
 
@@ -93,6 +101,8 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
   /** Redirects followed since the last welcome; past a few, they wait a backoff like any retry. */
   #redirects = 0
   #attempt = 0
+  /** When the connection in hand was welcomed (a close soon after does not reset the backoff). */
+  #welcomedAtMs = -Infinity
   #reconnectTimer: Timer | undefined
   #reportTimer: Timer | undefined
   #reportPeriodMs: number
@@ -287,13 +297,10 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
     this.#heartbeatTimer?.cancel()
     const ws = this.#ws
     if (ws !== undefined && ws.readyState === socketStates.open && this.#connected) {
-      this.#send({
-        type: 'release',
-        resources: [
-          ...this.#resources.keys(),
-          ...[...this.#families.values()].flatMap((f) => f.leasedIds()),
-        ],
-      })
+      this.#sendSplit(
+        [...this.#resources.keys(), ...[...this.#families.values()].flatMap((f) => f.leasedIds())],
+        (resources) => ({ type: 'release', resources }),
+      )
     }
     for (const r of this.#resources.values()) r.close()
     for (const f of this.#families.values()) f.close()
@@ -341,7 +348,8 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
       if (list === undefined) ready.set(seq, [id])
       else list.push(id)
     }
-    for (const [seq, resources] of ready) this.#send({ type: 'ack', seq, resources })
+    for (const [seq, resources] of ready)
+      this.#sendSplit(resources, (part) => ({ type: 'ack', seq, resources: part }))
   }
 
   /** Whether what is in use of `id` fits its lease now (a held-back ack may go). */
@@ -395,10 +403,17 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
       }
       for (const f of this.#families.values())
         for (const h of f.holdings()) (h.resource === f.familyId ? holdings : keyHoldings).push(h)
-      // One message carries at most maxEntries: resources and family shares first, then the
-      // keys' own leases. A lease left out is not learnt, and it lapses before a learning
-      // coordinator grants anything new (a restored one knows it from its ledger).
-      for (const h of keyHoldings) if (holdings.length < domainLimits.maxEntries) holdings.push(h)
+      // One message carries at most maxEntries, within maxFrameBytes: resources and family
+      // shares first, then the keys' own leases. A lease left out is not learnt, and it lapses
+      // before a learning coordinator grants anything new (a restored one knows it from its
+      // ledger).
+      let bytes = 2048 + Buffer.byteLength(JSON.stringify(holdings))
+      for (const h of keyHoldings) {
+        if (holdings.length >= domainLimits.maxEntries) break
+        bytes += Buffer.byteLength(JSON.stringify(h)) + 1
+        if (bytes > this.options.maxFrameBytes) break
+        holdings.push(h)
+      }
       this.#send({
         type: 'hello',
         v: protocolVersion,
@@ -472,6 +487,8 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
       return
     }
     if (this.#redirectUrl === undefined) this.#urlIndex++
+    if (wasConnected && this.options.clock.now() - this.#welcomedAtMs >= stableConnectionMs)
+      this.#attempt = 0
     const delayMs = backoffDelayMs(
       this.#attempt,
       this.options.backoffBaseMs,
@@ -480,9 +497,22 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
     )
     this.#attempt++
     // A connection that was up and dropped is news for the 'disconnect' event; an attempt that
-    // never got a welcome is trouble worth saying.
+    // never got a welcome is trouble worth saying, and so is a close for a frame the
+    // coordinator refused (a bug on one side or the other: said, at most every 30 s).
+    const coded = codeOfClose(code)
     if (!wasConnected) this.#trouble(code, delayMs)
-    else
+    else if (coded !== undefined && !errorCatalogue[coded].retryable) {
+      const now = this.options.clock.now()
+      if (now - this.#lastTroubleMs >= troubleEveryMs) {
+        this.#lastTroubleMs = now
+        this.#surface(
+          new SluiceError(
+            coded,
+            `closed with ${code} by ${this.#url}: the coordinator refused a frame of this client; reconnecting with backoff`,
+          ),
+        )
+      }
+    } else
       this.options.logger?.info(
         { code, delayMs: Math.round(delayMs) },
         'sluice connection closed; reconnecting',
@@ -507,7 +537,9 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
       case 'welcome':
         this.#connected = true
         this.#welcomeLedger = msg.ledger
-        this.#attempt = 0
+        // The backoff starts over only once this connection has lasted (#onClose): a coordinator
+        // that welcomes and then closes at once (a frame it refuses) is not retried ever faster.
+        this.#welcomedAtMs = this.options.clock.now()
         this.#redirects = 0
         // 1.5 periods of silence: with the coordinator's ping every period, a live link is never
         // that quiet, and a dead one is noticed within two periods.
@@ -519,7 +551,7 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
         // have changed since).
         for (const r of this.#resources.values()) r.retryRefused()
         if (this.#unreleased.size > 0) {
-          this.#send({ type: 'release', resources: [...this.#unreleased] })
+          this.#sendSplit([...this.#unreleased], (resources) => ({ type: 'release', resources }))
           this.#unreleased.clear()
         }
         this.#report(false)
@@ -610,7 +642,8 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
       this.#scheduleReports()
     }
     if (held === 0) this.#send({ type: 'ack', seq: msg.seq })
-    else if (ready.length > 0) this.#send({ type: 'ack', seq: msg.seq, resources: ready })
+    else if (ready.length > 0)
+      this.#sendSplit(ready, (resources) => ({ type: 'ack', seq: msg.seq, resources }))
   }
 
   /** A lease of a keyed family or of one of its keys; true when it is in force (may be acknowledged). */
@@ -666,15 +699,42 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
     }
     for (const f of this.#families.values())
       if (f.refused === undefined) for (const entry of f.takeReport()) resources.push(entry)
-    // A process with more hot keys than one message may carry reports them in several
-    // (the usual report, within the bound, goes as it is: no copy).
-    const max = domainLimits.maxEntries
-    for (let i = 0; i < resources.length; i += max)
-      this.#send({
-        type: 'demand',
-        resources: resources.length <= max ? resources : resources.slice(i, i + max),
-        ...(early ? { early: true } : {}),
-      })
+    // A process with more hot keys than one message may carry (in entries or in bytes)
+    // reports them in several (the usual report, within the bounds, goes as it is: no copy).
+    this.#sendSplit(resources, (part) => ({
+      type: 'demand',
+      resources: part,
+      ...(early ? { early: true } : {}),
+    }))
+  }
+
+  /**
+   * Sends the entries of `list` in as few messages made by `make` as keep each
+   * within `domainLimits.maxEntries` and `maxFrameBytes`: a frame the
+   * coordinator would refuse closes the connection, and with it every limit
+   * of this process. A list within both goes in one message, as it is.
+   */
+  #sendSplit<T>(list: T[], make: (part: T[]) => ClientMessage): void {
+    const maxBytes = this.options.maxFrameBytes
+    if (list.length <= domainLimits.maxEntries) {
+      const text = encodeMessage(make(list))
+      if (text.length * 3 <= maxBytes || Buffer.byteLength(text) <= maxBytes)
+        return this.#sendText(text)
+    }
+    const base = Buffer.byteLength(encodeMessage(make([])))
+    let part: T[] = []
+    let bytes = base
+    for (const item of list) {
+      const size = Buffer.byteLength(JSON.stringify(item)) + 1
+      if (part.length > 0 && (bytes + size > maxBytes || part.length >= domainLimits.maxEntries)) {
+        this.#sendText(encodeMessage(make(part)))
+        part = []
+        bytes = base
+      }
+      part.push(item)
+      bytes += size
+    }
+    if (part.length > 0) this.#sendText(encodeMessage(make(part)))
   }
 
   /**
@@ -689,17 +749,21 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
         'SLUICE_ERR_CLIENT_BAD_URL',
         `${this.options.urls.join(', ')}: HTTP ${http[1]} on the WebSocket upgrade: no Sluice coordinator at this path (it is /v1/connect, e.g. ws://127.0.0.1:7070/v1/connect)`,
       )
+    // Only what no retry can fix stops the client: a token the coordinator does not know, and a
+    // protocol version it does not speak. A close for one frame (malformed, too large, out of
+    // order) is that frame's: the next connection starts afresh, with backoff (#onClose).
     const coded = codeOfClose(code)
-    if (coded === undefined || errorCatalogue[coded].retryable) return undefined
-    if (coded === 'SLUICE_ERR_SESSION_REPLACED') return undefined
-    const advice =
-      coded === 'SLUICE_ERR_AUTH_INVALID_TOKEN'
-        ? 'check the token option against the coordinator’s tenants'
-        : 'this client and the coordinator do not agree on the protocol; upgrade them together'
-    return new SluiceError(
-      coded,
-      `closed with ${code} by ${this.options.urls.join(', ')}: ${advice}`,
-    )
+    if (coded === 'SLUICE_ERR_AUTH_INVALID_TOKEN')
+      return new SluiceError(
+        coded,
+        `closed with ${code} by ${this.options.urls.join(', ')}: check the token option against the coordinator’s tenants`,
+      )
+    if (coded === 'SLUICE_ERR_PROTO_VERSION')
+      return new SluiceError(
+        coded,
+        `closed with ${code} by ${this.options.urls.join(', ')}: this client speaks protocol v${protocolVersion}, which the coordinator does not; upgrade them together`,
+      )
+    return undefined
   }
 
   /** Stops for good: no more reconnects; ready() and every resource's ready() reject. */
@@ -745,8 +809,12 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
   }
 
   #send(message: ClientMessage): void {
+    this.#sendText(encodeMessage(message))
+  }
+
+  #sendText(text: string): void {
     const ws = this.#ws
-    if (ws !== undefined && ws.readyState === socketStates.open) ws.send(encodeMessage(message))
+    if (ws !== undefined && ws.readyState === socketStates.open) ws.send(text)
   }
 }
 

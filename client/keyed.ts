@@ -1,6 +1,8 @@
 import { EventEmitter } from 'node:events'
 import {
   SluiceError,
+  keyIdOf,
+  keyProblem,
   kindTraits,
   wholeSlots,
   type KindTraits,
@@ -64,6 +66,8 @@ class KeyState {
   asked = 0
   refused = 0
   peak = 0
+  /** When a report last found this key asked for here (on the client's clock). */
+  askedAtMs = -Infinity
   /** The key's own lease, once it had one: the default share never applies again. */
   lease: LeaseGrant | undefined = undefined
   leaseUntilMs = 0
@@ -251,7 +255,9 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
   /**
    * Takes `cost` of `key` at once if what this process may use of it allows:
    * the policing check. For a concurrency family a `true` must be paired with
-   * `release(key, cost)`.
+   * `release(key, cost)`. Throws SLUICE_ERR_KEY_INVALID for a key the
+   * protocol cannot carry (`keyProblem`: empty, over 256 characters, a
+   * control character, or `*`); such a key is never tracked nor reported.
    */
   tryAcquire(key: string, cost = 1): boolean {
     const state = this.#state(key)
@@ -473,7 +479,8 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
     this.#share = grant.capacity
     this.#fallback = Math.max(0, Math.min(grant.safeCapacity, grant.capacity))
     this.#refreshMs = grant.refreshMs
-    if (grant.window !== undefined) {
+    // A window's number never goes back here (QuotaEnforcer.window says why).
+    if (grant.window !== undefined && !(grant.window.index < this.#windowIndex)) {
       this.#windowIndex = grant.window.index
       this.#windowEndAtMs = this.#hotClock.now() + grant.window.endsInMs
       this.#windowLengthMs = grant.window.lengthMs
@@ -493,6 +500,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
   /** A key's own lease: from now on it rules this key here, never the default share again. */
   applyKeyLease(key: string, grant: LeaseGrant): boolean {
     if (this.#closed) return true
+    if (grant.toDefault === true) return this.#toDefault(key)
     // A key's lease may come before any family lease (the key went hot as this process joined):
     // it says the kind, so a quota's budget is never taken for a bucket's rate.
     if (grant.kind !== this.#kind) {
@@ -580,19 +588,23 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
       state.refused = 0
       state.peak = state.inFlight
       const quota = this.#traits.perWindow
+      if (wants > 0) state.askedAtMs = nowMs
       if (state.lease !== undefined && (!quota || this.#keyLeaseRules(state))) {
-        // Leased on its own: report while it is used or holds something, so it is renewed,
-        // grown or shrunk; one left at 0 and unused is dropped by the coordinator.
+        // Leased on its own: report while it is asked for here (lately), so it is renewed, grown
+        // or shrunk. A key leased without being asked for here (it went hot elsewhere: the
+        // lease of 0, or a share seeded from the default) is never reported as this process's
+        // demand: what the coordinator leased here unasked goes back, and a key nobody asks for
+        // goes cold (docs/keys.md).
+        const lately = state.lease.capacity > 0 && nowMs - state.askedAtMs <= 3 * this.#refreshMs
         if (!quota) {
-          if (wants > 0 || state.lease.capacity > 0)
-            out.push({ resource: `${this.prefix}/${state.key}`, wants })
+          if (wants > 0 || lately) out.push({ resource: keyIdOf(this.prefix, state.key), wants })
           continue
         }
         this.#refreshIfStale(state)
         const window = state.lease.window!.index
         const used = state.usedWindow === window ? state.used : 0
-        if (wants > 0 || state.lease.capacity > 0 || used > 0)
-          out.push({ resource: `${this.prefix}/${state.key}`, wants, used, window })
+        if (wants > 0 || lately || used > 0)
+          out.push({ resource: keyIdOf(this.prefix, state.key), wants, used, window })
         continue
       }
       if (hotNow < state.quietUntilMs) continue
@@ -616,12 +628,12 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
       // not be acknowledged, and the key would be refused until the next report).
       if (this.#traits.perWindow && state.used > 0 && state.usedWindow === state.window)
         out.push({
-          resource: `${this.prefix}/${state.key}`,
+          resource: keyIdOf(this.prefix, state.key),
           wants: c.wants,
           used: state.used,
           window: state.usedWindow,
         })
-      else out.push({ resource: `${this.prefix}/${state.key}`, wants: c.wants })
+      else out.push({ resource: keyIdOf(this.prefix, state.key), wants: c.wants })
     }
     return out
   }
@@ -700,6 +712,11 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
   #state(key: string): KeyState | undefined {
     let state = this.#keys.get(key)
     if (state === undefined) {
+      // Checked once, where a key enters: a key the protocol cannot carry would make the next
+      // report malformed, and the coordinator close the connection (every limit of the process).
+      const problem = keyProblem(this.prefix, key)
+      if (problem !== undefined)
+        throw new SluiceError('SLUICE_ERR_KEY_INVALID', `${this.prefix}: ${problem}`)
       if (this.#keys.size >= this.#maxKeys && !this.#evictOne()) {
         this.keysFull++
         return undefined
@@ -742,6 +759,28 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
     state.slots = capacity
     state.movedMs = this.#hotClock.now()
     return state
+  }
+
+  /**
+   * The key went cold at the coordinator: its own lease is dropped and the
+   * default share rules it again. The coordinator sends this only once every
+   * lease of the key commits nothing (this one is 0, or lapsed), so the
+   * bucket holds no token of it: it earns its default share from empty.
+   */
+  #toDefault(key: string): boolean {
+    const state = this.#keys.get(key)
+    if (state === undefined || state.lease === undefined) return true
+    state.lease = undefined
+    state.leaseProof = undefined
+    state.leaseUntilMs = 0
+    state.fallbackUntilMs = 0
+    state.quietUntilMs = 0
+    state.epoch = -1
+    // Whatever a lapsed lease left in the bucket is not carried over: the default share starts
+    // it from empty, as a new key's share is started from what it has earned.
+    state.bucket.setRate(0, 0)
+    this.#refresh(state)
+    return true
   }
 
   /** Frees room for a new key: the least recently used key that holds nothing. */

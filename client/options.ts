@@ -64,6 +64,18 @@ const optionsSchema = z.strictObject({
   refreshMs: z.number().int().min(10).default(1_000),
   /** Early reports allowed per refresh period when throttled. */
   maxEarlyReportsPerRefresh: z.number().int().min(0).max(10).default(4),
+  /**
+   * Largest frame this client sends, bytes: demand reports, acks, releases and a hello's
+   * holdings are split (or, holdings, cut) to fit, so a process with many keys never sends a
+   * frame the coordinator closes the connection for (its limits.maxFrameBytes: 64 KiB unless
+   * set). Default 32 KiB.
+   */
+  maxFrameBytes: z
+    .number()
+    .int()
+    .min(1024)
+    .max(16 * 1024 * 1024)
+    .default(32 * 1024),
   /** A connection attempt not welcomed within this long is dropped and retried, ms. */
   connectTimeoutMs: z.number().int().min(10).max(600_000).default(10_000),
   /**

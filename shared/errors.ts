@@ -170,6 +170,16 @@ export const errorCatalogue = Object.freeze({
     message: 'resource id or demand is not valid',
     retryable: false,
   },
+  SLUICE_ERR_KEY_INVALID: {
+    message:
+      'a key of a keyed family must be 1–256 printable characters, and not *: it was refused, never reported',
+    retryable: false,
+  },
+  SLUICE_ERR_REPORT_INVALID: {
+    message:
+      'a report says more of a quota was used than the client was ever leased of it: counted as what it was leased',
+    retryable: false,
+  },
   SLUICE_ERR_LIMIT_RESOURCES: {
     message: 'too many resources, for this client or for the coordinator',
     retryable: true,
@@ -185,6 +195,10 @@ export const errorCatalogue = Object.freeze({
   },
   SLUICE_ERR_HTTP_BAD_REQUEST: {
     message: 'request is not valid',
+    retryable: false,
+  },
+  SLUICE_ERR_HTTP_NO_KEY: {
+    message: 'the request carries no key to limit it by',
     retryable: false,
   },
   SLUICE_ERR_HTTP_RATE_LIMITED: {

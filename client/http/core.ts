@@ -3,6 +3,8 @@ import {
   SluiceError,
   describeValue,
   errorCatalogue,
+  formatError,
+  keyProblem,
   systemClock,
   type Clock,
 } from '../../shared/index.js'
@@ -48,7 +50,10 @@ export interface Decision {
   readonly key: string
   readonly limiter: Limiter | undefined
   readonly shared: SharedLimit | undefined
-  /** A refusal's context (what `onLimited` and `errorResponse` were given); undefined when allowed. */
+  /**
+   * A refusal's context (what `onLimited` and `errorResponse` were given); undefined when
+   * allowed, and for a request refused for its key (400: the key cannot be a family's).
+   */
   readonly context: LimitContext | undefined
 }
 
@@ -133,6 +138,9 @@ export class RateLimitCore {
   /** With `ietf-lean` and no per-key limiter: the resources whose policy a response has stated. */
   readonly #stated = new WeakSet<object>()
   readonly #subnet: number | false
+  /** The key's header, lower case (`key: { header }`). */
+  readonly #header: string
+  #warnedNoKey = false
   readonly #policyName: string
   /** Keys blocked until a time (`blockMs`), oldest first. */
   readonly #blocked = new Map<string, number>()
@@ -175,6 +183,7 @@ export class RateLimitCore {
     this.#ietfOnly = this.#headerSet === 'ietf' || this.#headerSet === 'ietf-lean'
     this.#policyAlways = this.#headerSet !== 'ietf-lean'
     this.#subnet = o.ipv6Subnet ?? 64
+    this.#header = typeof o.key === 'object' ? o.key.header.toLowerCase() : ''
     this.#policyName = o.policy?.name ?? 'default'
     this.#statedPolicyText =
       o.policy === undefined ? undefined : policyHeader({ ...o.policy, name: this.#policyName })
@@ -217,13 +226,24 @@ export class RateLimitCore {
     return limiter
   }
 
-  keyOf(req: RequestInfo): string {
+  /** The request's key; undefined when it has none (see `missingKey`). */
+  keyOf(req: RequestInfo): string | undefined {
     const source = this.options.key ?? 'ip'
-    if (source === 'ip') return ipKey(req.ip, this.#subnet)
-    if (source === 'route') return req.route
-    if (typeof source === 'function') return source(req)
-    const value = req.headers[source.header.toLowerCase()]
-    return Array.isArray(value) ? (value[0] ?? '') : (value ?? '')
+    let key: unknown
+    if (source === 'ip') key = req.ip === '' ? undefined : ipKey(req.ip, this.#subnet)
+    else if (source === 'route') key = req.route
+    else if (typeof source === 'function') key = source(req)
+    else {
+      const value = req.headers[this.#header]
+      key = Array.isArray(value) ? value[0] : value
+    }
+    if (key === undefined || key === null || key === '') return undefined
+    // A key function typed loosely (plain JS) may answer a number: its text is the key.
+    return typeof key === 'string'
+      ? key
+      : typeof key === 'number'
+        ? String(key)
+        : JSON.stringify(key)
   }
 
   /**
@@ -234,8 +254,21 @@ export class RateLimitCore {
   decide(req: RequestInfo): Decision | undefined | Promise<Decision | undefined> {
     const o = this.options
     if (o.skip?.(req) === true) return undefined
-    const key = this.keyOf(req)
+    let key = this.keyOf(req)
+    if (key === undefined) {
+      const rule = o.missingKey ?? 'refuse'
+      if (rule === 'skip') return undefined
+      if (rule === 'refuse') return this.#noKey()
+      key = rule.key
+    }
     if (this.#allowList.size > 0 && this.#allowList.has(key)) return undefined
+    // A keyed family holds keys the protocol can carry (shared/keys.ts): any other is the
+    // caller's error (400), never tracked, never reported (an odd key once closed the process's
+    // connection, and with it every limit).
+    if (this.#family !== undefined) {
+      const problem = keyProblem(this.#family.prefix, key)
+      if (problem !== undefined) return this.#badKey(key, problem)
+    }
     if (this.#blocked.size > 0) {
       const until = this.#blocked.get(key)
       if (until !== undefined) {
@@ -406,6 +439,64 @@ export class RateLimitCore {
         ? this.#policyName
         : (resource?.id ?? this.#policyName)
     return this.#refusal(req, key, headers, waitMs, false, limit, limiter, resource)
+  }
+
+  /** A request without a key, `missingKey` unset or `refuse`: 400, said once to the operator. */
+  #noKey(): Decision {
+    const source = this.options.key ?? 'ip'
+    const what =
+      typeof source === 'object'
+        ? `no ${source.header} header`
+        : typeof source === 'function'
+          ? 'the key function gave no key'
+          : `no ${source}`
+    if (!this.#warnedNoKey && this.options.missingKey === undefined) {
+      this.#warnedNoKey = true
+      process.emitWarning(
+        `rate limit: a request had ${what}: refused with 400 (missingKey: 'refuse', the default; 'skip' lets it through, { key } counts it in one shared bucket)`,
+        { code: 'SLUICE_ERR_HTTP_NO_KEY' },
+      )
+    }
+    return {
+      allowed: false,
+      statusCode: 400,
+      headers: {},
+      body: {
+        error: {
+          code: 'SLUICE_ERR_HTTP_NO_KEY',
+          message: formatError('SLUICE_ERR_HTTP_NO_KEY', what),
+          retryable: false,
+        },
+      },
+      charged: undefined,
+      cost: 0,
+      key: '',
+      limiter: undefined,
+      shared: undefined,
+      context: undefined,
+    }
+  }
+
+  /** A request whose key a keyed family cannot hold: 400, with the coded reason. */
+  #badKey(key: unknown, problem: string): Decision {
+    return {
+      allowed: false,
+      statusCode: 400,
+      headers: {},
+      body: {
+        error: {
+          code: 'SLUICE_ERR_KEY_INVALID',
+          message: formatError('SLUICE_ERR_KEY_INVALID', problem),
+          retryable: false,
+        },
+      },
+      charged: undefined,
+      cost: 0,
+      key: typeof key === 'string' ? key : '',
+      limiter: undefined,
+      shared: undefined,
+      context: undefined,
+    }
   }
 
   #blockedAnswer(req: RequestInfo, key: string, waitMs: number): Decision {

@@ -70,9 +70,9 @@ export function createRateLimitMiddleware(options: RateLimitOptions): Middleware
       next?.()
       return true
     }
-    if (handler !== undefined) {
+    if (handler !== undefined && decision.context !== undefined) {
       res.statusCode = decision.statusCode
-      handler(req, res, next ?? noNext, decision.context!)
+      handler(req, res, next ?? noNext, decision.context)
       return false
     }
     res.statusCode = decision.statusCode

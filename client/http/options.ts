@@ -16,7 +16,15 @@ export interface RequestInfo {
 }
 
 export type KeySource =
-  'ip' | 'route' | { readonly header: string } | ((req: RequestInfo) => string)
+  'ip' | 'route' | { readonly header: string } | ((req: RequestInfo) => string | undefined)
+
+/**
+ * What a request without a key gets (its header absent or empty, the key
+ * function answering undefined or ''): `refuse` it (400,
+ * SLUICE_ERR_HTTP_NO_KEY: the default, so leaving the key out never escapes
+ * the limit), `skip` the limit, or count it under one shared `key`.
+ */
+export type MissingKey = 'refuse' | 'skip' | { readonly key: string }
 
 /**
  * Which header fields a limited response carries. `draft-6`, `draft-7` and `draft-8` are
@@ -56,6 +64,8 @@ export interface RateLimitOptions {
     Resource | ((key: string, req: RequestInfo) => Resource) | KeyedFamily | false | undefined
   /** What to limit by; default `ip`. */
   readonly key?: KeySource | undefined
+  /** A request without a key: `refuse` (400, the default), `skip`, or `{ key }` (one shared bucket). */
+  readonly missingKey?: MissingKey | undefined
   /** IPv6 clients are keyed by this prefix length (one /64 is one user); 128 or false: by address. Default 64. */
   readonly ipv6Subnet?: number | false | undefined
   /** Tokens a request costs; default 1. */
@@ -157,10 +167,13 @@ const schema = z
       [
         z.enum(['ip', 'route']),
         z.strictObject({ header: z.string().min(1) }),
-        fn<(req: RequestInfo) => string>(),
+        fn<(req: RequestInfo) => string | undefined>(),
       ],
       { error: "must be 'ip', 'route', { header: 'x-api-key' } or (req) => string" },
     ),
+    missingKey: z.union([z.enum(['refuse', 'skip']), z.strictObject({ key: z.string().min(1) })], {
+      error: "must be 'refuse', 'skip' or { key: 'anonymous' }",
+    }),
     ipv6Subnet: z.union([z.number().int().min(1).max(128), z.literal(false)]),
     cost: z.union([positive, fn<(req: RequestInfo) => number>()], {
       error: 'must be a number > 0 or (req) => number',

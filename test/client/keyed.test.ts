@@ -154,6 +154,8 @@ describe('a process with more hot keys than one message carries (real sockets, m
           roundDebounceMs: 0,
           maxEntriesPerSec: 1_000_000,
           maxFrameBytes: 16 * 2 ** 20,
+          // A restart sends this process a lease (or a cut to 0) of every key at once: MBs.
+          maxSendBufferBytes: 64 * 2 ** 20,
           maxResources: 100_000,
         },
       },
@@ -173,7 +175,9 @@ describe('a process with more hot keys than one message carries (real sockets, m
       ],
     }
     await cluster.start(bigConfig)
-    const client = await cluster.client('a')
+    // Frames as large as the coordinator takes here: the split is by entries (a split by bytes
+    // is the next test's).
+    const client = await cluster.client('a', { maxFrameBytes: 16 * 2 ** 20 })
     const errors: string[] = []
     client.on('error', (e) => errors.push(e.code))
     const f = client.keyed('apikey', { maxKeys: 2 * hot, maxKeysPerReport: maxEntries })

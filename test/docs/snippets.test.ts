@@ -150,7 +150,10 @@ describe('the documentation’s code blocks', () => {
       }).outputText
       const file = `${fileOf(b)}.mjs`
       writeFileSync(file, js)
-      const serves = /^serves=(\S+)$/.exec(b.info)?.[1]
+      // `serves=/path` (GET it once it listens), with `header=name:value` to send.
+      const info = /^serves=(\S+)(?: header=([^:\s]+):(\S+))?$/.exec(b.info)
+      const serves = info?.[1]
+      const headers: Record<string, string> = info?.[2] === undefined ? {} : { [info[2]]: info[3]! }
       // A preload that says where a server listens, so the test needs no fixed port.
       const child = spawn(process.execPath, ['--import', reporter(), file], {
         cwd: root,
@@ -168,7 +171,14 @@ describe('the documentation’s code blocks', () => {
             if (child.exitCode !== null) throw new Error(`${name(b)} exited: ${stderr}`)
             return /@@listening (\d+)/.exec(stdout)?.[1]
           })
-          const res = await fetch(`http://127.0.0.1:${listening}${serves}`)
+          // A gateway that has just joined a family earns each new key's tokens from its share's
+          // arrival (docs/keys.md, "A gateway that joins"): a first request a few ms after
+          // ready() may be refused. Five tries, 200 ms apart, then it must have served.
+          let res = await fetch(`http://127.0.0.1:${listening}${serves}`, { headers })
+          for (let i = 0; i < 4 && res.status === 429; i++) {
+            await new Promise<void>((resolve) => systemClock.setTimeout(() => resolve(), 200))
+            res = await fetch(`http://127.0.0.1:${listening}${serves}`, { headers })
+          }
           expect(res.status, `${name(b)}: GET ${serves}: ${await res.text()}`).toBeLessThan(400)
           expect(
             res.headers.get('ratelimit') ?? res.headers.get('x-ratelimit-remaining'),

@@ -37,7 +37,12 @@ export class Cluster {
 
   async client(
     id: string,
-    extra: { name?: string; token?: string; hotPathClock?: 'coarse' | 'precise' } = {},
+    extra: {
+      name?: string
+      token?: string
+      hotPathClock?: 'coarse' | 'precise'
+      maxFrameBytes?: number
+    } = {},
   ): Promise<SluiceClient> {
     const client = createClient({
       ...extra,
