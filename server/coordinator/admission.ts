@@ -1,5 +1,7 @@
 import {
+  describeValue,
   formatError,
+  keyProblem,
   protocolVersion,
   type DemandEntry,
   type ErrorCode,
@@ -86,6 +88,31 @@ export function admitClient(
 }
 
 /**
+ * The hot-key slots of a family that are `tenant`'s: with two or more
+ * tenants allowed the family, its weight's part of `maxHotKeys` (at least
+ * one), so one tenant's keys cannot take every slot; undefined (no bound
+ * but the family's) otherwise.
+ */
+function tenantHotKeys(
+  ctx: AdmissionContext,
+  familyId: string,
+  maxHotKeys: number,
+  tenant: string | undefined,
+): number | undefined {
+  if (tenant === undefined) return undefined
+  let weights = 0
+  let allowed = 0
+  for (const [name, t] of Object.entries(ctx.config.config.tenants))
+    if (ctx.config.allows(name, familyId)) {
+      weights += t.weight
+      allowed++
+    }
+  const own = ctx.config.tenant(tenant)
+  if (allowed < 2 || own === undefined || !(weights > 0)) return undefined
+  return Math.max(1, Math.floor((maxHotKeys * own.weight) / weights))
+}
+
+/**
  * Whether a client may start using a resource: a template matches it, its
  * tenant may use it, and neither the client's nor the coordinator's resource
  * bound is reached. `alreadyAdded` counts the resources admitted earlier in
@@ -113,14 +140,24 @@ export function admitResource(
   // A key of a family: bounded by the family's hot keys, not by the client's resources.
   const family = settings.family
   if (family?.role === 'key') {
-    if (
-      !pool.hasResource(resourceId) &&
-      pool.hotKeyCount(family.familyId) + alreadyAdded >= family.maxHotKeys
-    )
+    // The key rule is the client library's (shared/keys.ts); a client that does not keep it (an
+    // old or hostile one) has the key refused here, the connection left open.
+    const problem = keyProblem(family.prefix, resourceId.slice(family.prefix.length + 1))
+    if (problem !== undefined)
+      return { code: 'SLUICE_ERR_KEY_INVALID', detail: `${describeValue(resourceId)}: ${problem}` }
+    if (pool.hasResource(resourceId)) return undefined
+    if (pool.hotKeyCount(family.familyId) + alreadyAdded >= family.maxHotKeys)
       return {
         code: 'SLUICE_ERR_LIMIT_RESOURCES',
         detail: `family ${family.familyId} leases ${family.maxHotKeys} keys one by one, its maxHotKeys; ${JSON.stringify(resourceId)} stays at the default share`,
       }
+    const slots = tenantHotKeys(ctx, family.familyId, family.maxHotKeys, tenant)
+    if (tenant !== undefined && slots !== undefined)
+      if (pool.hotKeyCount(family.familyId, tenant) + alreadyAdded >= slots)
+        return {
+          code: 'SLUICE_ERR_LIMIT_RESOURCES',
+          detail: `tenant ${tenant} has ${slots} of family ${family.familyId}'s ${family.maxHotKeys} hot keys (its weight's part); ${JSON.stringify(resourceId)} stays at the default share`,
+        }
     return undefined
   }
   if (pool.subscriptionCount(key) + alreadyAdded >= limits.maxResourcesPerClient)

@@ -17,8 +17,21 @@ export function demand(core: Core, session: SessionPort, msg: DemandMessage): vo
   answer(core, session, refusals)
   for (const r of reports)
     if (r.usage !== undefined) core.observer.record(r.resource, key, session.tenant, r.usage)
-  const { batches, newResources } = core.pool.reportDemand(key, reports, core.clock.now())
+  const { batches, newResources, overReported } = core.pool.reportDemand(
+    key,
+    reports,
+    core.clock.now(),
+  )
   core.dispatch(batches)
+  if (overReported.length > 0) {
+    const over = new FrameRefusals(false)
+    for (const id of overReported)
+      over.add(id, {
+        code: 'SLUICE_ERR_REPORT_INVALID',
+        detail: `${JSON.stringify(id)}: counted as what the client was leased of the window`,
+      })
+    answer(core, session, over)
+  }
   for (const id of newResources) {
     core.rounds.ensure(id)
     core.rounds.prompt(id)

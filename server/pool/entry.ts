@@ -75,8 +75,12 @@ export interface Claim {
  */
 export const noWindow = -1
 
+/** `Entry.reportedMs` before any report: long before any time the pool sees (and a small integer). */
+export const neverReported = -1_000_000_000
+
 const noEntries: ReadonlySet<Entry> = new Set()
 const noClaims: ReadonlyMap<Entry, Claim> = new Map()
+const noClients: ReadonlySet<string> = new Set()
 
 /** One resource's pool state: its settings and one entry per client using it. */
 export class ResourceState {
@@ -98,6 +102,13 @@ export class ResourceState {
   rounds = 0
   /** While learning: what each client's hello claimed, and what of it was confirmed (made when first needed). */
   #claims: Map<Entry, Claim> | undefined
+  /**
+   * A family's key: the tenant whose client made it hot (its hot-key slot is that tenant's),
+   * and the clients whose entries were dropped idle while it stayed hot (they enforce 0 of it,
+   * and hear when it goes back to the default split). Both only on keys.
+   */
+  hotFor: string | undefined = undefined
+  #idleClients: Set<string> | undefined = undefined
 
   constructor(settings: ResourceSettings, learningUntilMs: number, quietSinceMs = -Infinity) {
     this.settings = settings
@@ -140,6 +151,20 @@ export class ResourceState {
 
   clearClaims(): void {
     this.#claims = undefined
+  }
+
+  /** Clients (by key) whose entry of this key was dropped idle: they hold a lease of 0 of it. */
+  get idleClients(): ReadonlySet<string> {
+    return this.#idleClients ?? noClients
+  }
+
+  noteIdle(clientKey: string): void {
+    ;(this.#idleClients ??= new Set()).add(clientKey)
+  }
+
+  unnoteIdle(clientKey: string): void {
+    if (this.#idleClients?.delete(clientKey) === true && this.#idleClients.size === 0)
+      this.#idleClients = undefined
   }
 
   /** Notes a lease that may be enforced until `untilMs`. */
@@ -188,6 +213,11 @@ export class Entry {
   usedWindow = noWindow
   /** Quota: the window of the newest lease sent (`noWindow` before any, and for one a ledger restored). */
   leaseWindow = noWindow
+  /**
+   * When the client last reported demand for this resource (whole ms: a small integer is not
+   * boxed); `neverReported` before any. A key's demand not reported lately counts as none.
+   */
+  reportedMs = neverReported
 
   constructor(client: ClientState, resource: ResourceState) {
     this.client = client
@@ -231,6 +261,13 @@ export class Entry {
     const newest = this.leases.at(-1)
     if (newest === undefined || newest.acked || newest.sentMs > sinceMs) return false
     return this.committed > newest.capacity + this.resource.epsilon
+  }
+
+  /** The largest capacity of any lease still counted (for a quota: the most it was leased of the window). */
+  heldMost(): number {
+    let most = this.committed
+    for (const l of this.leases) if (l.capacity > most) most = l.capacity
+    return most
   }
 
   /** Concurrency leases of a connected client never lapse on their own. */
@@ -310,7 +347,9 @@ export class Entry {
    * batch (an ack never reaches beyond the leases it names).
    */
   acknowledge(seq: number, nowMs: number): boolean {
-    const i = this.leases.findIndex((l) => l.seq === seq)
+    // The last lease of the batch: a batch carries one lease per resource, and were there two,
+    // the client put them in force in order, so the last is the one in force.
+    const i = this.leases.findLastIndex((l) => l.seq === seq)
     if (i < 0) return false
     this.leases[i]!.acked = true
     if (i > 0) this.leases = this.leases.slice(i)

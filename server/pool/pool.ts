@@ -54,32 +54,51 @@ export interface Holding {
  * holder its weight's share. Few holders: all hold a default, so a new key's
  * first request is decided at once everywhere. Many: the default stays at a
  * token or more of every key's burst for those that use the family most.
+ *
+ * With tenants, the places are first split between the tenants present by
+ * their weights (each gets ⌊max · weight ÷ Σ weights⌋ for its busiest
+ * clients), and only what is left goes by traffic alone: one tenant's
+ * clients, however many and whatever traffic they report, cannot push
+ * another's out of the default split.
  */
 function defaultHolders(r: ResourceState, sharing: readonly Entry[]): number[] {
   const max = r.settings.family!.maxDefaultHolders
   if (sharing.length <= max) return sharing.map(() => 1)
   const order = sharing
-    .map((e, i) => ({ i, traffic: e.history.estimate(), key: e.client.key }))
+    .map((e, i) => ({
+      i,
+      traffic: e.history.estimate(),
+      key: e.client.key,
+      tenant: e.client.tenant,
+    }))
     .sort((a, b) => b.traffic - a.traffic || (a.key < b.key ? -1 : 1))
   const wants = sharing.map(() => 0)
-  for (let k = 0; k < max; k++) wants[order[k]!.i] = 1
+  let placed = 0
+  const tenants = r.settings.tenants
+  const present = new Map<string, number>()
+  for (const o of order)
+    if (o.tenant !== undefined && Object.hasOwn(tenants, o.tenant))
+      present.set(o.tenant, tenants[o.tenant]!.weight)
+  if (present.size >= 2) {
+    let weights = 0
+    for (const w of present.values()) weights += w
+    const places = new Map<string, number>()
+    for (const [t, w] of present) places.set(t, Math.floor((max * w) / weights))
+    for (const o of order) {
+      const left = o.tenant === undefined ? 0 : (places.get(o.tenant) ?? 0)
+      if (left <= 0) continue
+      places.set(o.tenant!, left - 1)
+      wants[o.i] = 1
+      placed++
+    }
+  }
+  for (const o of order) {
+    if (placed >= max) break
+    if (wants[o.i] === 1) continue
+    wants[o.i] = 1
+    placed++
+  }
   return wants
-}
-
-/**
- * A key's entry that holds nothing and is asked for nothing, every lease of
- * it acknowledged: the client enforces 0 for the key (it never goes back to
- * its default for a key it was leased), so the entry is dropped; the client
- * comes back as a new entry when it asks for the key again.
- */
-function idleKey(e: Entry): boolean {
-  return (
-    e.resource.settings.family?.role === 'key' &&
-    e.client.connected &&
-    e.committed === 0 &&
-    e.leases.every((l) => l.acked) &&
-    e.history.estimate() === 0
-  )
 }
 
 const familyPayloads = new WeakMap<FamilySettings, NonNullable<LeaseGrant['family']>>()
@@ -136,6 +155,11 @@ export type ConnectOutcome =
   /** Another process took the id: the old one's leases count apart until they lapse. */
   | 'replaced'
 
+/** The key of a family's hot-key slots of one tenant. */
+function hotSlotKey(familyId: string, tenant: string): string {
+  return `${familyId}\u0000${tenant}`
+}
+
 /** Shared empty answers: most reports change nothing, and need not allocate to say so. */
 const noBatches: readonly LeaseBatch[] = Object.freeze([])
 const noResources: readonly string[] = Object.freeze([])
@@ -187,6 +211,8 @@ export class Pool {
   readonly #clients = new Map<string, ClientState>()
   /** Per keyed family (its own resource id), the resources of its keys now in the pool (hot keys). */
   readonly #familyKeys = new Map<string, Set<ResourceState>>()
+  /** Per family and tenant (`hotSlotKey`), how many of the family's hot keys are that tenant's. */
+  readonly #hotKeysByTenant = new Map<string, number>()
   /** Per tenant, the resources its clients use and how many of them use each. */
   readonly #tenantResources = new Map<string, Map<string, number>>()
   readonly #resources = new Map<string, ResourceState>()
@@ -316,9 +342,11 @@ export class Pool {
       writtenMs: stamp.writtenMs,
       writtenMono: stamp.writtenMono,
       epoch: stamp.epoch,
+      ...(stamp.windowLagMs === undefined ? {} : { windowLagMs: stamp.windowLagMs }),
       // A quota's use as reported: a restarted coordinator shows it at once (other kinds'
       // entries, by the thousand in a family, carry no field for it).
       ...(e.usedWindow !== noWindow ? { used: { window: e.usedWindow, units: e.used } } : {}),
+      ...(e.leaseWindow !== noWindow ? { leaseWindow: e.leaseWindow } : {}),
     }
   }
 
@@ -360,12 +388,16 @@ export class Pool {
         entry.used = le.used.units
         entry.usedWindow = le.used.window
       }
-      // A quota's lease held past the middle of the window in force is of that window (a lease
-      // of the one before holds only until its end, and a send delay past it).
+      // A quota's lease is of the window the ledger says it was leased in. (A ledger of an
+      // earlier version says none: a lease held past the middle of the window in force is taken
+      // as of that window, a lease of the one before holding only until its end.)
       if (settings.quotaWindow !== undefined) {
-        const w = this.#quotaClock(settings.quotaWindow, nowMs)
-        if (records.some((l) => l.holdUntilMs >= (w.startMs + w.endMs) / 2))
-          entry.leaseWindow = w.index
+        if (le.leaseWindow !== undefined) entry.leaseWindow = le.leaseWindow
+        else {
+          const w = this.#quotaClock(settings.quotaWindow, nowMs)
+          if (records.some((l) => l.holdUntilMs >= (w.startMs + w.endMs) / 2))
+            entry.leaseWindow = w.index
+        }
       }
       if (le.pinned) entry.disconnected(nowMs)
       entry.refresh(nowMs)
@@ -628,10 +660,17 @@ export class Pool {
     key: string,
     reports: readonly DemandReport[],
     nowMs: number,
-  ): { batches: readonly LeaseBatch[]; newResources: readonly string[] } {
+  ): {
+    batches: readonly LeaseBatch[]
+    newResources: readonly string[]
+    /** Reports whose `used` passed what the client was ever leased (counted as that much). */
+    overReported: readonly string[]
+  } {
     const client = this.#clients.get(key)
-    if (client === undefined) return { batches: noBatches, newResources: noResources }
+    if (client === undefined)
+      return { batches: noBatches, newResources: noResources, overReported: noResources }
     let newResources: string[] | undefined
+    let overReported: string[] | undefined
     for (const report of reports) {
       let entry = client.entries.get(report.resource)
       if (entry === undefined) {
@@ -643,8 +682,16 @@ export class Pool {
         ;(newResources ??= []).push(report.resource)
       }
       entry.history.record(report.wants)
-      if (report.used !== undefined && report.window !== undefined)
-        this.#recordUsed(entry, report.used, report.window, nowMs)
+      entry.reportedMs = Math.floor(nowMs)
+      if (report.used !== undefined && report.window !== undefined) {
+        // What a client says it used is held to what it was ever leased of the window: a larger
+        // count (a bug, or a client taking the rest of a shared budget by reporting it spent) is
+        // counted as that much, and answered with an error.
+        const most = Math.max(entry.used, entry.heldMost())
+        const used = Math.min(report.used, most)
+        if (report.used > most + entry.resource.epsilon) (overReported ??= []).push(report.resource)
+        this.#recordUsed(entry, used, report.window, nowMs)
+      }
       if (report.weight !== undefined) entry.weight = report.weight
       if (report.priority !== undefined) entry.priority = report.priority
       entry.refresh(nowMs)
@@ -659,7 +706,11 @@ export class Pool {
         this.#send(entry, entry.newest, nowMs)
       }
     }
-    return { batches: this.#flush(), newResources: newResources ?? noResources }
+    return {
+      batches: this.#flush(),
+      newResources: newResources ?? noResources,
+      overReported: overReported ?? noResources,
+    }
   }
 
   /**
@@ -913,9 +964,24 @@ export class Pool {
         ? this.#familyQuotaRound(r, sharing, quota.index, nowMs)
         : this.#quotaRound(r, sharing, reserved, nowMs)
     const defaults = r.settings.family?.role === 'family' ? defaultHolders(r, sharing) : undefined
-    const clients: ClientDemand[] = sharing.map((e, i) => ({
+    // A key is shared among those that ask for it now: a holder that does not (it never did, or
+    // stopped: not reported lately) gets nothing of it, surplus spread or not, so what it was
+    // seeded with goes back and a key nobody asks for goes cold (#sweep).
+    let active = sharing
+    if (r.settings.family?.role === 'key') {
+      active = []
+      for (const e of sharing)
+        if (this.#demandOf(e, nowMs) > 0) active.push(e)
+        else e.target = 0
+    }
+    const clients: ClientDemand[] = active.map((e, i) => ({
       id: e.client.key,
-      wants: defaults === undefined ? e.history.estimate() : defaults[i]!,
+      wants:
+        defaults !== undefined
+          ? defaults[i]!
+          : active !== sharing
+            ? this.#demandOf(e, nowMs)
+            : e.history.estimate(),
       weight: e.weight,
       priority: e.priority,
       tenant:
@@ -939,13 +1005,13 @@ export class Pool {
       ? wholeUnits(result.grants)
       : s.family?.role === 'key' && kindTraits[s.kind].refills && s.burst > 0
         ? wholeTokens(result.grants, s.capacity / s.burst, {
-            held: (i) => sharing[i]!.newest,
+            held: (i) => active[i]!.newest,
             wants: (i) => clients[i]!.wants,
           })
         : result.grants
-    for (let i = 0; i < sharing.length; i++) sharing[i]!.target = grants[i]!
+    for (let i = 0; i < active.length; i++) active[i]!.target = grants[i]!
     const tolerance = r.settings.headroomTolerance ?? 0
-    if (tolerance > 0) this.#keepClose(r, sharing, clients, tolerance, left)
+    if (tolerance > 0) this.#keepClose(r, active, clients, tolerance, left)
 
     // Decreases first: pushed at once, freeing capacity only on ack or lapse.
     const eps = r.epsilon
@@ -1183,10 +1249,97 @@ export class Pool {
     for (const e of r.entries.values()) {
       if (e.refresh(nowMs)) this.#touch(e)
       sum += e.committed
-      if (!e.client.connected && e.leases.length === 0) this.#unsubscribe(e)
-      else if (idleKey(e)) this.#unsubscribe(e)
     }
     r.committedSum = sum
+    const isKey = r.settings.family?.role === 'key'
+    if (isKey && this.#keyIsCold(r, nowMs)) return this.#retireKey(r)
+    for (const e of r.entries.values()) {
+      if (!e.client.connected && e.leases.length === 0) this.#unsubscribe(e)
+      else if (isKey && this.#idleKey(e, nowMs)) {
+        r.noteIdle(e.client.key)
+        this.#unsubscribe(e)
+      }
+    }
+  }
+
+  /**
+   * What a client asks of a key now, for its round: its estimated demand,
+   * but none once it has not reported the key for three refresh periods (a
+   * client reports a key only while it asks for it, so an estimate that
+   * decays toward 0 would otherwise never reach it), and none below the
+   * resource's epsilon.
+   */
+  #demandOf(e: Entry, nowMs: number): number {
+    if (nowMs - e.reportedMs > 3 * e.resource.settings.refreshMs) return 0
+    const d = e.history.estimate()
+    return d > e.resource.epsilon ? d : 0
+  }
+
+  /**
+   * A key's entry that holds nothing and is asked for nothing, every lease of
+   * it acknowledged, while others still use the key: the client enforces 0
+   * for the key (it goes back to its default share only when the whole key
+   * does, #retireKey), so the entry is dropped and the client noted; it comes
+   * back as a new entry when it asks for the key again.
+   */
+  #idleKey(e: Entry, nowMs: number): boolean {
+    return (
+      e.client.connected &&
+      e.committed === 0 &&
+      e.leases.every((l) => l.acked) &&
+      this.#demandOf(e, nowMs) === 0
+    )
+  }
+
+  /**
+   * Whether a key has gone cold: nobody asks for it, and no lease of it
+   * commits anything (so nobody may enforce more than 0 of it by its own
+   * lease). Never while it learns.
+   */
+  #keyIsCold(r: ResourceState, nowMs: number): boolean {
+    if (nowMs < r.learningUntilMs) return false
+    for (const e of r.entries.values())
+      if (e.committedAt(nowMs) > 0 || this.#demandOf(e, nowMs) > 0) return false
+    return true
+  }
+
+  /**
+   * A cold key goes back to the default split: its holders are told
+   * (`toDefault`: the key's own lease is dropped, the default share rules it
+   * again) and it leaves the pool, freeing its hot-key slot. Safe at once:
+   * every holder enforces 0 of the key by its own lease (#keyIsCold), so
+   * whether it has heard yet or not, what it may enforce is 0 or its default
+   * share, which the family's own resource counts.
+   */
+  #retireKey(r: ResourceState): void {
+    const familyId = r.settings.family!.familyId
+    const told = new Set<ClientState>()
+    for (const e of r.entries.values()) {
+      if (e.client.connected) told.add(e.client)
+      this.#unsubscribe(e)
+    }
+    for (const key of r.idleClients) {
+      const client = this.#clients.get(key)
+      if (client?.connected === true) told.add(client)
+    }
+    for (const client of told)
+      if (client.entries.has(familyId)) this.#sendToDefault(client, r.settings)
+    this.#forget(r)
+  }
+
+  /** A lease that sends a key back to the client's default share (see #retireKey). */
+  #sendToDefault(client: ClientState, s: ResourceSettings): void {
+    this.#batchOf(client).leases.push({
+      resource: s.id,
+      kind: s.kind,
+      capacity: 0,
+      burst: 0,
+      ttlMs: 0,
+      refreshMs: s.refreshMs,
+      safeCapacity: 0,
+      safeHoldMs: 0,
+      toDefault: true,
+    })
   }
 
   /** A resource with no entries left leaves the pool (and its family's hot keys). */
@@ -1199,12 +1352,21 @@ export class Pool {
     const family = r.settings.family
     if (family?.role !== 'key') return
     const keys = this.#familyKeys.get(family.familyId)
-    keys?.delete(r)
+    if (keys?.delete(r) === true && r.hotFor !== undefined) {
+      const slot = hotSlotKey(family.familyId, r.hotFor)
+      const n = (this.#hotKeysByTenant.get(slot) ?? 1) - 1
+      if (n > 0) this.#hotKeysByTenant.set(slot, n)
+      else this.#hotKeysByTenant.delete(slot)
+    }
     if (keys?.size === 0) this.#familyKeys.delete(family.familyId)
   }
 
-  /** How many keys of a family are leased one by one now (its hot keys). */
-  hotKeyCount(familyId: string): number {
+  /**
+   * How many keys of a family are leased one by one now (its hot keys); of those, with
+   * `tenant`, how many that tenant's clients made hot (its slots).
+   */
+  hotKeyCount(familyId: string, tenant?: string): number {
+    if (tenant !== undefined) return this.#hotKeysByTenant.get(hotSlotKey(familyId, tenant)) ?? 0
     return this.#familyKeys.get(familyId)?.size ?? 0
   }
 
@@ -1261,8 +1423,14 @@ export class Pool {
         let keys = this.#familyKeys.get(family.familyId)
         if (keys === undefined) this.#familyKeys.set(family.familyId, (keys = new Set()))
         keys.add(r)
+        // Its hot-key slot is the tenant's whose client made it hot.
+        if (client.tenant !== undefined) {
+          r.hotFor = client.tenant
+          const slot = hotSlotKey(family.familyId, client.tenant)
+          this.#hotKeysByTenant.set(slot, (this.#hotKeysByTenant.get(slot) ?? 0) + 1)
+        }
       }
-    }
+    } else if (settings.family?.role === 'key') r.unnoteIdle(client.key)
     entry = new Entry(client, r)
     if (settings.family?.role === 'key') client.keyEntries++
     client.entries.set(resourceId, entry)
@@ -1376,6 +1544,16 @@ export class Pool {
     const seq = this.#batches.get(entry.client)?.seq
     for (const r of keys) {
       const e = entry.client.entries.get(r.settings.id)
+      // A keyed quota's key nobody asks for is not carried into a new window: it goes back to
+      // the default split now (its leases of the window before have run out).
+      if (
+        windowIndex !== undefined &&
+        e?.leaseWindow !== windowIndex &&
+        this.#keyIsCold(r, nowMs)
+      ) {
+        this.#retireKey(r)
+        continue
+      }
       if (e === undefined) {
         if (first) this.#sendOne(this.#subscribe(entry.client, r.settings.id, r.settings), 0, nowMs)
       } else if (windowIndex !== undefined && e.leaseWindow !== windowIndex)
@@ -1385,15 +1563,24 @@ export class Pool {
     }
   }
 
-  #sendOne(entry: Entry, capacity: number, nowMs: number): void {
-    const client = entry.client
+  /** The batch going to `client` in this flush, made on first use. */
+  #batchOf(client: ClientState): LeaseBatch {
     let batch = this.#batches.get(client)
     if (batch === undefined) {
       batch = { clientKey: client.key, seq: ++this.#lastSeq, leases: [] }
       client.lastSentSeq = batch.seq
       this.#batches.set(client, batch)
     }
+    return batch
+  }
+
+  #sendOne(entry: Entry, capacity: number, nowMs: number): void {
+    const batch = this.#batchOf(entry.client)
     const s = entry.resource.settings
+    // One lease of a resource per batch: a second one in the same flush replaces the first in
+    // the message (both stay counted until the ack, which is the last one's: Entry.acknowledge).
+    const earlier = batch.leases.findIndex((l) => l.resource === s.id)
+    if (earlier >= 0) batch.leases.splice(earlier, 1)
     // A quota's block is spent until the window ends (less the grace, so no unit spills into
     // the next window): that is its life, and it is counted until the window ends.
     const window = s.quotaWindow === undefined ? undefined : this.#quotaClock(s.quotaWindow, nowMs)

@@ -114,17 +114,22 @@ export const usageEntry = z.strictObject({
 /** A quota window as the wire names it: its number, not its time. */
 const windowIndex = z.number().int().min(-1e12).max(1e12)
 
-export const demandEntry = z.strictObject({
-  resource: resourceId,
-  /** Tokens/s or slots wanted now (quota: units/s asked for). */
-  wants: quantity,
-  /** Quota: units used in `window` so far (cumulative). */
-  used: quantity.optional(),
-  window: windowIndex.optional(),
-  weight: weight.optional(),
-  priority: priority.optional(),
-  usage: usageEntry.optional(),
-})
+export const demandEntry = z
+  .strictObject({
+    resource: resourceId,
+    /** Tokens/s or slots wanted now (quota: units/s asked for). */
+    wants: quantity,
+    /** Quota: units used in `window` so far (cumulative). */
+    used: quantity.optional(),
+    window: windowIndex.optional(),
+    weight: weight.optional(),
+    priority: priority.optional(),
+    usage: usageEntry.optional(),
+  })
+  .refine((e) => (e.used === undefined) === (e.window === undefined), {
+    message: 'used and window come together (what was used of which window), or neither',
+    path: ['used'],
+  })
 
 export const demandMessage = z.strictObject({
   type: z.literal('demand'),
@@ -209,6 +214,12 @@ export const leaseGrant = z.strictObject({
    * token of the burst can have been spent by another process), once per such quiet spell.
    */
   full: z.literal(true).optional(),
+  /**
+   * A key of a keyed family goes back to the default split (nobody asks for it any more): the
+   * client drops its own lease of the key, and the family's default share rules it again.
+   * The rest of the grant is 0.
+   */
+  toDefault: z.literal(true).optional(),
   family: z
     .strictObject({
       kind: z.enum(resourceKinds),

@@ -1,0 +1,212 @@
+import { describe, expect, it } from 'vitest'
+import { CompiledConfig, parseConfig, type ConfigInput } from '../../../server/config/index.js'
+import { Pool, type LeaseBatch } from '../../../server/pool/index.js'
+import type { LeaseGrant } from '../../../shared/index.js'
+
+/**
+ * A family's pool with `n` holders, each leased its default share, and the
+ * leases each holder was sent (every grant, in order, and acknowledged at
+ * once unless told not to).
+ */
+function family(
+  n: number,
+  template: Record<string, unknown> = {},
+  tenants?: ConfigInput['tenants'],
+) {
+  const config = new CompiledConfig(
+    parseConfig({
+      ...(tenants === undefined ? {} : { tenants }),
+      resources: [
+        {
+          match: 'key/*',
+          keyed: true,
+          kind: 'rate',
+          capacity: 10,
+          refreshMs: 1000,
+          ...template,
+        },
+      ],
+    }),
+  )
+  const pool = new Pool(0, (id) => config.settingsFor(id), { learn: false })
+  const sent = new Map<string, LeaseGrant[]>()
+  const batches: LeaseBatch[] = []
+  const take = (out: readonly LeaseBatch[], nowMs: number): void => {
+    for (const b of out) {
+      batches.push(b)
+      const list = sent.get(b.clientKey) ?? []
+      list.push(...b.leases)
+      sent.set(b.clientKey, list)
+      pool.acknowledge(b.clientKey, b.seq, undefined, nowMs)
+    }
+  }
+  const clients = Array.from({ length: n }, (_, i) => `p${i}`)
+  for (const c of clients) pool.connect(c, c, undefined, `${c}-instance`, 0)
+  let nowMs = 0
+  /** One refresh period: each holder reports the family and `keys(c)` (key → wants), then the family's round. */
+  const period = (keys: (c: string) => Record<string, number>): void => {
+    nowMs += 1000
+    for (const c of clients) {
+      const reports = [{ resource: 'key/*', wants: 100 }]
+      for (const [k, wants] of Object.entries(keys(c)))
+        reports.push({ resource: `key/${k}`, wants })
+      take(pool.reportDemand(c, reports, nowMs).batches, nowMs)
+    }
+    take(pool.roundMany(pool.familyIds('key/*'), nowMs), nowMs)
+  }
+  period(() => ({}))
+  return { pool, sent, batches, period, clients, now: () => nowMs }
+}
+
+describe('a hot key nobody asks for any more', () => {
+  it('goes back to the default split within five refresh periods: its holders are told, its slot freed', () => {
+    const { pool, sent, period } = family(3)
+    period((c) => (c === 'p0' ? { a: 50 } : {}))
+    expect(pool.hotKeyCount('key/*')).toBe(1)
+    // p0 stops asking: it no longer reports the key. Its demand counts as none once three periods
+    // pass without a report; the next round cuts its lease to 0, and once that is acknowledged the
+    // key is cold.
+    let periods = 0
+    while (pool.hotKeyCount('key/*') > 0 && periods < 10) {
+      period(() => ({}))
+      periods++
+    }
+    expect(periods).toBeLessThanOrEqual(5)
+    // Every holder that had a lease of the key hears it is back on the default share.
+    for (const c of ['p0', 'p1', 'p2']) {
+      const last = sent
+        .get(c)!
+        .filter((l) => l.resource === 'key/a')
+        .at(-1)
+      expect(last?.toDefault, c).toBe(true)
+    }
+  })
+
+  it('stays hot while one holder still asks, and gives nothing of it to those that do not (surplus spread)', () => {
+    const { pool, sent, period } = family(3)
+    for (let i = 0; i < 6; i++) period((c) => (c === 'p0' ? { a: 2 } : {}))
+    expect(pool.hotKeyCount('key/*')).toBe(1)
+    const leaseOf = (c: string): number | undefined =>
+      sent
+        .get(c)!
+        .filter((l) => l.resource === 'key/a')
+        .at(-1)?.capacity
+    // Surplus spread goes to the one that asks: the others hold none of it (they were seeded with
+    // their default share when it went hot, and gave it back).
+    expect(leaseOf('p0')).toBeCloseTo(10, 9)
+    expect(leaseOf('p1')).toBe(0)
+    expect(leaseOf('p2')).toBe(0)
+  })
+
+  it('bounds the hot keys of a family by live demand: a new key a second, each asked for 3 s, stays under ten hot', () => {
+    const { pool, period } = family(3, { maxHotKeys: 20 })
+    let most = 0
+    for (let s = 0; s < 150; s++) {
+      // Key k(s) is asked for in seconds s, s+1, s+2, by p0, above its default share.
+      const asked: Record<string, number> = {}
+      for (let k = Math.max(0, s - 2); k <= s; k++) asked[`k${k}`] = 50
+      period((c) => (c === 'p0' ? asked : {}))
+      most = Math.max(most, pool.hotKeyCount('key/*'))
+    }
+    expect(most).toBeLessThan(10)
+    expect(pool.hotKeyCount('key/*')).toBeLessThan(10)
+  })
+})
+
+describe('a report of used', () => {
+  it('is held to what the client was leased of the window, and said to be over', () => {
+    const config = new CompiledConfig(
+      parseConfig({
+        resources: [
+          { match: 'mail', kind: 'quota', capacity: 1000, window: '1h', refreshMs: 1000 },
+        ],
+      }),
+    )
+    const pool = new Pool(0, (id) => config.settingsFor(id), { learn: false })
+    const ack = (batches: readonly LeaseBatch[], nowMs: number): void => {
+      for (const b of batches) pool.acknowledge(b.clientKey, b.seq, undefined, nowMs)
+    }
+    for (const c of ['a', 'b']) {
+      pool.connect(c, c, undefined, `${c}-i`, 0)
+      ack(pool.reportDemand(c, [{ resource: 'mail', wants: 1 }], 0).batches, 0)
+    }
+    ack(pool.round('mail', 1), 1)
+    const window = pool.snapshot('mail', 2)!.window!.index
+    const held = pool.committedBy('a', 'mail', 2)
+    expect(held).toBeGreaterThan(0)
+    const answer = pool.reportDemand('a', [{ resource: 'mail', wants: 1, used: 1e15, window }], 3)
+    expect(answer.overReported).toEqual(['mail'])
+    expect(pool.snapshot('mail', 3)!.window!.used).toBeLessThanOrEqual(held)
+    // b still gets a block of what is left: a's inflated count took nothing from it.
+    ack(pool.round('mail', 4), 4)
+    expect(pool.committedBy('b', 'mail', 4)).toBeGreaterThan(0)
+    // A count within what it holds is taken as it is.
+    const fair = pool.reportDemand('a', [{ resource: 'mail', wants: 1, used: 1, window }], 5)
+    expect(fair.overReported).toEqual([])
+  })
+})
+
+describe('a batch', () => {
+  it('carries one lease per resource, and its ack puts the last one sent in force', () => {
+    const { pool, batches, period } = family(3)
+    // The key goes hot (every holder is sent a lease of it, seeded) and is shared in the same
+    // flush: a holder may be given two leases of it, of which the message carries the last.
+    for (let i = 0; i < 4; i++) period((c) => (c === 'p0' ? { a: 50 } : {}))
+    for (const b of batches) {
+      const ids = b.leases.map((l) => l.resource)
+      expect(new Set(ids).size, `batch ${b.seq} of ${b.clientKey}`).toBe(ids.length)
+    }
+    // The acks put the last leases in force: nothing waits on an older one, the key is p0's.
+    expect(pool.committedBy('p0', 'key/a', 5000)).toBeCloseTo(10, 9)
+    expect(pool.committedBy('p1', 'key/a', 5000)).toBe(0)
+    expect(pool.committedBy('p2', 'key/a', 5000)).toBe(0)
+  })
+})
+
+describe('the default split with tenants', () => {
+  it('gives each tenant its weight’s part of the default holders, whatever traffic another reports', () => {
+    const tenants = {
+      a: { token: 'token-of-tenant-a', weight: 1 },
+      b: { token: 'token-of-tenant-b', weight: 1 },
+    }
+    const config = new CompiledConfig(
+      parseConfig({
+        tenants,
+        resources: [
+          { match: 'key/*', keyed: true, kind: 'rate', capacity: 4, burst: 4, refreshMs: 1000 },
+        ],
+      }),
+    )
+    const pool = new Pool(0, (id) => config.settingsFor(id), { learn: false })
+    const shares = new Map<string, number>()
+    const take = (batches: readonly LeaseBatch[], nowMs: number): void => {
+      for (const b of batches) {
+        for (const l of b.leases) if (l.resource === 'key/*') shares.set(b.clientKey, l.capacity)
+        pool.acknowledge(b.clientKey, b.seq, undefined, nowMs)
+      }
+    }
+    // Tenant a: 10 processes reporting family traffic of 1e6; tenant b: 2 at 10/s.
+    const a = Array.from({ length: 10 }, (_, i) => `a${i}`)
+    const b = ['b0', 'b1']
+    const key = (t: string, c: string): string => `${t}\u0000${c}`
+    for (const c of a) pool.connect(key('a', c), c, 'a', `${c}-i`, 0)
+    for (const c of b) pool.connect(key('b', c), c, 'b', `${c}-i`, 0)
+    for (let nowMs = 1000; nowMs <= 6000; nowMs += 1000) {
+      for (const c of a)
+        take(
+          pool.reportDemand(key('a', c), [{ resource: 'key/*', wants: 1e6 }], nowMs).batches,
+          nowMs,
+        )
+      for (const c of b)
+        take(
+          pool.reportDemand(key('b', c), [{ resource: 'key/*', wants: 10 }], nowMs).batches,
+          nowMs,
+        )
+      take(pool.round('key/*', nowMs), nowMs)
+    }
+    // maxDefaultHolders is 4 (a token of the burst each): two for each tenant.
+    for (const c of b) expect(shares.get(key('b', c)), c).toBeGreaterThan(0)
+    const holdersOfA = a.filter((c) => (shares.get(key('a', c)) ?? 0) > 0)
+    expect(holdersOfA).toHaveLength(2)
+  })
+})
