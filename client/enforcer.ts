@@ -324,9 +324,14 @@ export class QuotaEnforcer implements Enforcer {
   fill(): void {}
 
   window(index: number, endsInMs: number): void {
-    // A new window: a new budget, nothing used yet.
-    if (index !== this.#index) this.#used = 0
-    this.#index = index
+    // A newer window: a new budget, nothing used yet. An older one (a coordinator whose clock
+    // went back, without the ledger that would have kept it on the newer) never brings back a
+    // fresh count: its budget is held to what was used in the newer one, which stays the one
+    // reported.
+    if (this.#index === undefined || index > this.#index) {
+      this.#used = 0
+      this.#index = index
+    }
     this.#endAtMs = this.#clock.now() + endsInMs
   }
 

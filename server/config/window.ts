@@ -133,3 +133,26 @@ export function windowAt(spec: WindowSpec, wallMs: number): QuotaWindow {
     }
   }
 }
+
+/** A key naming a window spec (two specs with the same key have the same windows). */
+export function windowSpecKey(spec: WindowSpec): string {
+  return spec.kind === 'fixed' ? `fixed:${spec.ms}` : `${spec.unit}:${spec.timeZone}`
+}
+
+/** The window of `spec` numbered `index` (what `windowAt` gives for any time inside it). */
+export function windowOfIndex(spec: WindowSpec, index: number): QuotaWindow {
+  if (spec.kind === 'fixed')
+    return { index, startMs: index * spec.ms, endMs: (index + 1) * spec.ms }
+  const dayMs = 86_400_000
+  // A time inside the window, or near it; then a step or two to the window itself.
+  const guess =
+    spec.unit === 'day'
+      ? index * dayMs + dayMs / 2
+      : spec.unit === 'week'
+        ? (index * 7 - 3) * dayMs + 3.5 * dayMs
+        : Date.UTC(Math.floor(index / 12), ((index % 12) + 12) % 12, 15)
+  let w = windowAt(spec, guess)
+  for (let i = 0; i < 8 && w.index < index; i++) w = windowAt(spec, w.endMs)
+  for (let i = 0; i < 8 && w.index > index; i++) w = windowAt(spec, w.startMs - 1)
+  return w
+}

@@ -384,6 +384,7 @@ export class Coordinator {
         return self.config.server.ledgerMaxWriteMs
       },
       mayGrant: () => self.#mayGrant(),
+      windowLagMs: () => self.#start.windowLagMs(),
       dispatch: (batches) => self.#outbox.dispatch(batches),
       fail: (session, code, detail) => self.#fail(session, code, detail),
       distrustLedger: () => self.#start.distrusted(self.#pool),

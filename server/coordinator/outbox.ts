@@ -21,6 +21,8 @@ export interface OutboxHost {
   readonly maxWriteMs: number
   /** A ledger write failed: an elected leader steps down. */
   writeFailed(): void
+  /** How far the wall clock is ahead of the quota windows' clock (QuotaWindows.lagMs). */
+  windowLagMs(): number
 }
 
 /**
@@ -63,10 +65,14 @@ export class Outbox {
     const { clock } = this.#host
     const writtenMs = clock.wallNow()
     const writtenMono = clock.now()
+    // Where the quota windows' clock stood, when it is not the wall clock: a restart resumes
+    // the windows from there (PoolStart.restore).
+    const lag = Math.round(this.#host.windowLagMs())
     return take((monoMs) => monoMs - writtenMono + writtenMs, {
       writtenMs,
       writtenMono,
       epoch: this.#epoch,
+      ...(lag === 0 ? {} : { windowLagMs: lag }),
     })
   }
 

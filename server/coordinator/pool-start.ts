@@ -1,7 +1,12 @@
 import type { Clock } from '../../shared/index.js'
-import { restoredUntilFor, type Ledger, type LedgerEntry } from '../ledger/index.js'
+import {
+  restoredUntilFor,
+  writtenBeforeLast,
+  type Ledger,
+  type LedgerEntry,
+} from '../ledger/index.js'
 import { Pool } from '../pool/index.js'
-import { wallClockWindows } from './quota-clock.js'
+import { QuotaWindows } from './quota-clock.js'
 import type { SettingsSource } from './settings.js'
 
 /**
@@ -15,6 +20,8 @@ export class PoolStart {
   readonly #settings: SettingsSource
   readonly #ledger: () => Ledger | undefined
   #startedMs: number
+  /** Quota windows on this process's monotonic clock, for every pool it makes (no clock step re-opens one). */
+  readonly #windows: QuotaWindows
   #restored = false
   /** Its ledger was new (nothing was ever leased from it): a first lease may start full. */
   #neverLeased = false
@@ -24,6 +31,7 @@ export class PoolStart {
     this.#settings = settings
     this.#ledger = ledger
     this.#startedMs = clock.now()
+    this.#windows = new QuotaWindows(clock)
   }
 
   /** Whether the pool started from a trusted ledger (no learning). */
@@ -61,6 +69,11 @@ export class PoolStart {
     pool.learnFromStart()
   }
 
+  /** How far the wall clock is ahead of the quota windows' clock now (0 when they agree). */
+  windowLagMs(): number {
+    return this.#windows.lagMs()
+  }
+
   /** A new, empty pool as this start says. */
   pool(): Pool {
     const ledger = this.#ledger()
@@ -69,15 +82,31 @@ export class PoolStart {
       track: ledger !== undefined,
       sendDelayMs:
         ledger?.synchronous === false ? this.#settings.config.config.server.ledgerMaxWriteMs : 0,
-      quotaClock: wallClockWindows(this.#clock),
+      quotaClock: this.#windows.at,
       // From now on the pool sees every lease (before: what the ledger restored, or learning).
       quietSinceMs: this.#neverLeased ? -Infinity : this.#clock.now(),
     })
   }
 
-  /** Fills `pool` from a ledger's entries (`restoredUntilFor`); how many it took. */
+  /**
+   * Fills `pool` from a ledger's entries (`restoredUntilFor`); how many it
+   * took. First, each quota window the entries were leased in is held until
+   * it has surely ended on the writer's clock (QuotaWindows.hold): its end
+   * less the writer's last write, from now.
+   */
   restore(pool: Pool, entries: readonly LedgerEntry[]): number {
     const nowMs = this.#clock.now()
-    return pool.restore(entries, restoredUntilFor(entries, this.#clock.wallNow(), nowMs), nowMs)
+    const nowWallMs = this.#clock.wallNow()
+    const before = writtenBeforeLast(entries)
+    let lastMs = -Infinity
+    for (const e of entries) {
+      if (e.writtenMs !== undefined)
+        lastMs = Math.max(lastMs, e.writtenMs + before(e) - (e.windowLagMs ?? 0))
+      if (e.leaseWindow === undefined) continue
+      const spec = this.#settings.lookup(e.resource)?.quotaWindow
+      if (spec !== undefined) this.#windows.hold(spec, e.leaseWindow)
+    }
+    if (lastMs > -Infinity) this.#windows.resume(lastMs)
+    return pool.restore(entries, restoredUntilFor(entries, nowWallMs, nowMs), nowMs)
   }
 }

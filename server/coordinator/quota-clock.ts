@@ -1,19 +1,105 @@
 import type { Clock } from '../../shared/index.js'
-import { windowAt } from '../config/index.js'
+import {
+  windowAt,
+  windowOfIndex,
+  windowSpecKey,
+  type QuotaWindow,
+  type WindowSpec,
+} from '../config/index.js'
 import type { QuotaClock } from '../pool/index.js'
 
 /**
- * Quota windows are wall-clock windows (a day is a day); the pool runs on the
- * monotonic clock: a window's bounds, placed on the monotonic clock now.
+ * How fast the windows' clock catches up with the wall clock it disagrees
+ * with: 1% (a day's window then lasts 14 minutes less, or more, until the
+ * two agree; 30 s are caught up in 50 minutes).
  */
-export function wallClockWindows(clock: Clock): QuotaClock {
-  return (spec, nowMs) => {
-    const wallMs = nowMs - clock.now() + clock.wallNow()
-    const w = windowAt(spec, wallMs)
+export const windowSlewRate = 0.01
+
+/**
+ * Quota windows are wall-clock windows (a day is a day); the pool runs on the
+ * monotonic clock. The windows are read off a clock of their own: it runs on
+ * the monotonic clock, starts at the wall clock (or, restored from a ledger,
+ * where the windows' clock of the writer stood at its last write), and when
+ * the wall clock disagrees with it (a step, a restart's downtime) it slews
+ * toward it by `windowSlewRate`, never jumps. So no step of the wall clock,
+ * live or across a restart, either way, re-opens a window or cuts one short
+ * by more than 1%; a window's number never goes back; and the windows come
+ * back in line with the wall clock on their own. docs/operations.md,
+ * "Quota windows and clock steps", states the rule and its measured effect.
+ */
+export class QuotaWindows {
+  readonly #clock: Clock
+  /** The windows' clock at `#refMs` (monotonic), and the pair's slope since. */
+  #refMs: number
+  #refWindowsMs: number
+  /** Per spec: the window last given (placed on the windows' clock), and the lowest number still allowed. */
+  readonly #last = new Map<string, QuotaWindow>()
+  readonly #floor = new Map<string, number>()
+
+  constructor(clock: Clock) {
+    this.#clock = clock
+    this.#refMs = clock.now()
+    this.#refWindowsMs = clock.wallNow()
+  }
+
+  /** The windows' clock at `nowMs` (monotonic), slewed toward the wall clock since the last reading. */
+  windowsMs(nowMs: number): number {
+    const elapsed = nowMs - this.#refMs
+    if (elapsed <= 0) return this.#refWindowsMs + elapsed
+    const wallMs = nowMs - this.#clock.now() + this.#clock.wallNow()
+    const plain = this.#refWindowsMs + elapsed
+    let t = plain
+    if (plain < wallMs) t = Math.min(wallMs, this.#refWindowsMs + elapsed * (1 + windowSlewRate))
+    else if (plain > wallMs)
+      t = Math.max(wallMs, this.#refWindowsMs + elapsed * (1 - windowSlewRate))
+    this.#refMs = nowMs
+    this.#refWindowsMs = t
+    return t
+  }
+
+  /** How far the wall clock is ahead of the windows' clock now, ms (0 when they agree). */
+  lagMs(): number {
+    const nowMs = this.#clock.now()
+    return this.#clock.wallNow() - this.windowsMs(nowMs)
+  }
+
+  /**
+   * A ledger's writer stood at `windowsMs` on its windows' clock at its last
+   * write: this process's windows' clock starts there (the time since, the
+   * downtime, is not known: it is caught up by slewing), and window `index`
+   * of `spec` (the newest a lease was written in) is never gone back from.
+   */
+  resume(windowsMs: number): void {
+    this.#refMs = this.#clock.now()
+    this.#refWindowsMs = windowsMs
+    this.#last.clear()
+  }
+
+  /** Window numbers of `spec` below `index` are never given again (a ledger's leases were of it). */
+  hold(spec: WindowSpec, index: number): void {
+    const key = windowSpecKey(spec)
+    if ((this.#floor.get(key) ?? -Infinity) >= index) return
+    this.#floor.set(key, index)
+    this.#last.delete(key)
+  }
+
+  /** The pool's view: the window in force at `nowMs` (monotonic), placed on the monotonic clock. */
+  readonly at: QuotaClock = (spec, nowMs) => {
+    const t = this.windowsMs(nowMs)
+    const key = windowSpecKey(spec)
+    let w = this.#last.get(key)
+    if (w === undefined || t < w.startMs || t >= w.endMs) {
+      w = windowAt(spec, t)
+      const floor = this.#floor.get(key)
+      if (floor !== undefined && w.index < floor) w = windowOfIndex(spec, floor)
+      else this.#floor.set(key, w.index)
+      // A window of the floor ahead of the clock is cached only once the clock is inside it.
+      if (t >= w.startMs && t < w.endMs) this.#last.set(key, w)
+    }
     return {
       index: w.index,
-      startMs: nowMs + (w.startMs - wallMs),
-      endMs: nowMs + (w.endMs - wallMs),
+      startMs: nowMs + (w.startMs - t),
+      endMs: Math.max(nowMs + (w.endMs - t), nowMs + 1),
     }
   }
 }

@@ -36,17 +36,30 @@ export interface LedgerEntry {
   readonly writtenMono?: number | undefined
   readonly epoch?: string | undefined
   /**
+   * How far the writer's wall clock was ahead of its quota windows' clock at the write, ms
+   * (absent: they agreed): a restart resumes the windows where the writer's stood
+   * (`writtenMs − windowLagMs`), not where its own wall clock says.
+   */
+  readonly windowLagMs?: number | undefined
+  /**
    * A quota's: what the client had reported used of window `window` when the entry was
    * written (every block is written before it is sent, so with what was used as of then).
    */
   readonly used?: { readonly window: number; readonly units: number } | undefined
+  /**
+   * A quota's: the window its newest lease was of. A restore takes the lease as of that window
+   * (not of the one the wall clock says now), and holds that window until it has surely ended
+   * on the writer's clock (docs/operations.md, "Quota windows and clock steps").
+   */
+  readonly leaseWindow?: number | undefined
 }
 
-/** What every entry of one write carries of it (`LedgerEntry.writtenMs`, `writtenMono`, `epoch`). */
+/** What every entry of one write carries of it (`LedgerEntry.writtenMs`, `writtenMono`, `epoch`, `windowLagMs`). */
 export interface LedgerStamp {
   readonly writtenMs?: number
   readonly writtenMono?: number
   readonly epoch?: string
+  readonly windowLagMs?: number
 }
 
 /** A change to the ledger: an entry's new state, or its removal. */

@@ -1,0 +1,96 @@
+import { describe, expect, it } from 'vitest'
+import { QuotaWindows, windowSlewRate } from '../../../server/coordinator/quota-clock.js'
+import type { WindowSpec } from '../../../server/config/index.js'
+import { ManualClock, type Clock } from '../../../shared/index.js'
+
+/** A manual clock whose wall clock can be stepped (the monotonic one never is). */
+function steppedClock(): Clock & { advance(ms: number): void; step(ms: number): void } {
+  const manual = new ManualClock(0, 1_800_000_000_000)
+  let stepMs = 0
+  return {
+    now: () => manual.now(),
+    wallNow: () => manual.wallNow() + stepMs,
+    setTimeout: (cb, ms) => manual.setTimeout(cb, ms),
+    setInterval: (cb, ms) => manual.setInterval(cb, ms),
+    advance: (ms) => manual.advance(ms),
+    step: (ms) => {
+      stepMs += ms
+    },
+  }
+}
+
+const spec: WindowSpec = { kind: 'fixed', ms: 20_000 }
+
+/** Every window number given as time goes on, and how long (monotonic) each was in force. */
+function trace(
+  clock: ReturnType<typeof steppedClock>,
+  windows: QuotaWindows,
+  forMs: number,
+): { index: number; lastedMs: number }[] {
+  const out: { index: number; lastedMs: number }[] = []
+  for (let t = 0; t < forMs; t += 100) {
+    const w = windows.at(spec, clock.now())
+    const last = out.at(-1)
+    if (last === undefined || last.index !== w.index) out.push({ index: w.index, lastedMs: 0 })
+    else last.lastedMs += 100
+    clock.advance(100)
+  }
+  return out
+}
+
+describe('quota windows on their own clock', () => {
+  for (const stepSec of [30, -30])
+    it(`are not re-opened by a live step of the wall clock (${stepSec > 0 ? '+' : ''}${stepSec} s): numbers only go up, none ends early by more than the slew`, () => {
+      const clock = steppedClock()
+      const windows = new QuotaWindows(clock)
+      clock.advance(5_000)
+      const before = windows.at(spec, clock.now())
+      clock.step(stepSec * 1000)
+      const after = windows.at(spec, clock.now())
+      // The window in force is the same one, ending when it did.
+      expect(after.index).toBe(before.index)
+      expect(after.endMs).toBeCloseTo(before.endMs, 0)
+      const seen = trace(clock, windows, 3_600_000)
+      for (let i = 1; i < seen.length; i++)
+        expect(seen[i]!.index).toBeGreaterThan(seen[i - 1]!.index)
+      // Whole windows in between: none shorter than its length less the slew.
+      for (const w of seen.slice(1, -1))
+        expect(w.lastedMs).toBeGreaterThanOrEqual(20_000 * (1 - windowSlewRate) - 200)
+      // And once the slew has made up the step (30 s at 1%: 3,000 s), they agree with the wall
+      // clock again.
+      const wall = clock.wallNow()
+      const w = windows.at(spec, clock.now())
+      expect(w.index).toBe(Math.floor(wall / 20_000))
+    })
+
+  it('resume where a ledger says the writer’s windows stood, whatever this wall clock says, and never go back', () => {
+    const clock = steppedClock()
+    clock.advance(5_000)
+    const writer = new QuotaWindows(clock)
+    const leased = writer.at(spec, clock.now())
+    const lastWriteMs = clock.wallNow() // the writer's windows clock agrees with its wall clock
+    // Restarted 500 ms later under a wall clock 30 s behind.
+    clock.advance(500)
+    clock.step(-30_000)
+    const restarted = new QuotaWindows(clock)
+    restarted.hold(spec, leased.index)
+    restarted.resume(lastWriteMs)
+    const w = restarted.at(spec, clock.now())
+    expect(w.index).toBe(leased.index)
+    // It lasts as long as it had left at the last write (the downtime is not known), not less.
+    expect(w.endMs - clock.now()).toBeGreaterThanOrEqual(leased.endMs - 5_000 - 1)
+    const seen = trace(clock, restarted, 300_000)
+    expect(seen[0]!.index).toBe(leased.index)
+    for (let i = 1; i < seen.length; i++) expect(seen[i]!.index).toBe(seen[i - 1]!.index + 1)
+  })
+
+  it('hold a window a ledger’s leases were of, even when its clock stood earlier', () => {
+    const clock = steppedClock()
+    const windows = new QuotaWindows(clock)
+    const now = windows.at(spec, clock.now())
+    windows.hold(spec, now.index + 2)
+    expect(windows.at(spec, clock.now()).index).toBe(now.index + 2)
+    clock.advance(20_000)
+    expect(windows.at(spec, clock.now()).index).toBe(now.index + 2)
+  })
+})
