@@ -66,8 +66,11 @@ export function hello(host: Core, session: SessionPort, msg: HelloMessage): void
 
 /**
  * A client as witness of the ledger: it holds more than this coordinator's
- * ledger records for it, leased under another ledger (or none). A data
- * directory that was lost or replaced can only be told from a new one this
+ * ledger records for it, leased under another ledger (or none), or under
+ * this one but later than the copy restored knows (a data directory put
+ * back from an older copy: every lease is written before it is sent, so an
+ * intact ledger always counts at least what a client can claim). A data
+ * directory that was lost, replaced or rolled back can only be told this
  * way, so a coordinator that resumed without learning starts learning now,
  * as it would have from its start: nothing more is granted until what the
  * unknown ledger sent has lapsed.
@@ -78,7 +81,7 @@ function witness(
   ledger: string | undefined,
   holdings: readonly ClaimedHolding[],
 ): void {
-  if (!host.restored || ledger === host.ledgerId) return
+  if (!host.restored) return
   const nowMs = host.clock.now()
   const unknown = holdings.find(
     (h) =>
@@ -89,7 +92,9 @@ function witness(
   host.metrics.errors.inc({ code: 'SLUICE_ERR_LEDGER_CORRUPT' })
   host.log.error(
     { ledger: host.ledgerId, claimedFrom: ledger ?? null, resource: unknown.resource },
-    'a client holds a lease this ledger does not know (a lost or replaced data directory?): learning now, as from the start',
+    ledger === host.ledgerId
+      ? 'a client holds a lease this ledger does not know though it names this ledger (a data directory put back from an older copy?): learning now, as from the start'
+      : 'a client holds a lease this ledger does not know (a lost or replaced data directory?): learning now, as from the start',
   )
 }
 
