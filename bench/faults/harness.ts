@@ -181,7 +181,14 @@ export class CoordinatorProcess {
    * this very process so a SIGKILL reaches it), under a file-size limit (`sh -c 'ulimit -f …;
    * exec …'`, the same process after the exec).
    */
-  async start(options: { wallOffsetSec?: number; fileLimitKiB?: number } = {}): Promise<void> {
+  async start(
+    options: {
+      wallOffsetSec?: number | undefined
+      /** A file holding the offset (`+30s`), read as it changes: a live step of the wall clock. */
+      wallOffsetFile?: string | undefined
+      fileLimitKiB?: number | undefined
+    } = {},
+  ): Promise<void> {
     const argv = [
       process.execPath,
       join(root, 'dist/server/cli/bin.js'),
@@ -200,6 +207,11 @@ export class CoordinatorProcess {
     if (options.wallOffsetSec !== undefined) {
       env.LD_PRELOAD = libfaketime
       env.FAKETIME = `${options.wallOffsetSec >= 0 ? '+' : ''}${options.wallOffsetSec}s`
+      env.FAKETIME_DONT_FAKE_MONOTONIC = '1'
+    } else if (options.wallOffsetFile !== undefined) {
+      env.LD_PRELOAD = libfaketime
+      env.FAKETIME_TIMESTAMP_FILE = options.wallOffsetFile
+      env.FAKETIME_NO_CACHE = '1'
       env.FAKETIME_DONT_FAKE_MONOTONIC = '1'
     }
     const [command, ...args] =

@@ -26,9 +26,13 @@ async function main(): Promise<void> {
   const { log, client } = workerClient(spec.url, spec.clientId)
   const { out } = log
   const family = client.keyed(spec.prefix)
-  family.on('lease', (lease) =>
-    out.push(JSON.stringify({ t: hostMs(), share: lease.capacity, window: lease.window?.index })),
-  )
+  // The newest window this process was leased in: what the coordinator counts its admissions in.
+  let leased: number | undefined
+  family.on('lease', (lease) => {
+    if (lease.window !== undefined && !(lease.window.index < (leased ?? -Infinity)))
+      leased = lease.window.index
+    out.push(JSON.stringify({ t: hostMs(), share: lease.capacity, window: lease.window?.index }))
+  })
   await family.ready({ timeoutMs: 10_000 }).catch(() => undefined)
   const draw = zipf(spec.keys, spec.zipfS, seededRandom(spec.seed))
   // The keys checked in the current window (a key's first check is logged once a window).
@@ -40,7 +44,7 @@ async function main(): Promise<void> {
       window = Math.floor(w / spec.windowMs)
       seen = new Uint8Array(spec.keys)
     }
-    askKeys(family, draw, units, seen, { w }, out)
+    askKeys(family, draw, units, seen, leased === undefined ? { w } : { w, i: leased }, out)
   })
 }
 

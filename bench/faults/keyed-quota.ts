@@ -18,8 +18,6 @@ export interface KeyedQuotaScenario extends WindowedFaults {
   readonly windowMs: number
   readonly windows: number
   readonly refreshMs: number
-  readonly coordinatorKillMs: number
-  readonly clientKillMs: number
   readonly restartAfterMs: number
   /** The keys whose use is measured against their budget: the most asked for. */
   readonly hotKeys: number
@@ -77,6 +75,15 @@ export interface KeyedQuotaWindowResult {
 export interface KeyedQuotaResult {
   readonly capacity: number
   readonly windows: readonly KeyedQuotaWindowResult[]
+  /**
+   * Keys over budget counted per window as the coordinator counts them (by the window the
+   * process was leased in when it admitted, QuotaResult.leaseWindows), and the most of a key.
+   */
+  readonly leaseWindows: readonly {
+    readonly index: number
+    readonly keysOver: number
+    readonly mostUsed: number
+  }[]
 }
 
 /** Runs the keyed quota scenario with real processes; counts what the client processes logged. */
@@ -129,17 +136,24 @@ export function measureKeyedQuota(
   const firstAdmitted = new Array<number>(s.windows).fill(0)
   const edgeChecks = new Array<number>(s.windows).fill(0)
   const edgeAdmitted = new Array<number>(s.windows).fill(0)
+  const byLease = new Map<number, Map<string, number>>()
   for (const output of outputs)
     for (const line of output.split('\n')) {
       if (line === '') continue
       const r = JSON.parse(line) as {
         w?: number
+        i?: number
         a?: Record<string, number>
         r?: Record<string, number>
         first?: number
         ok?: boolean
       }
       if (r.w === undefined) continue
+      if (r.i !== undefined && r.a !== undefined) {
+        let keys = byLease.get(r.i)
+        if (keys === undefined) byLease.set(r.i, (keys = new Map<string, number>()))
+        for (const [key, n] of Object.entries(r.a)) keys.set(key, (keys.get(key) ?? 0) + n)
+      }
       const i = Math.floor(r.w / s.windowMs) - first
       // Admissions outside the scenario's windows (a tick before the first): counted nowhere.
       if (i < 0 || i >= s.windows) continue
@@ -159,6 +173,17 @@ export function measureKeyedQuota(
     }
   return {
     capacity: s.capacity,
+    leaseWindows: [...byLease]
+      .sort((a, b) => a[0] - b[0])
+      .map(([index, keys]) => {
+        let mostUsed = 0
+        let keysOver = 0
+        for (const n of keys.values()) {
+          mostUsed = Math.max(mostUsed, n)
+          if (n > s.capacity) keysOver++
+        }
+        return { index, keysOver, mostUsed }
+      }),
     windows: used.map((u, i) => {
       let mostUsed = 0
       let mostUsedKey = ''

@@ -30,8 +30,12 @@ async function main(): Promise<void> {
   await runWindowed(spec, log, client, (units) => {
     let admitted = 0
     for (let i = 0; i < units; i++) if (resource.tryAcquire()) admitted++
+    // `i`: the window of the lease in force (what the coordinator counts the admission in).
+    const i = resource.lease?.window?.index
     if (units > 0)
-      out.push(JSON.stringify({ t: hostMs(), w: Date.now(), admitted, refused: units - admitted }))
+      out.push(
+        JSON.stringify({ t: hostMs(), w: Date.now(), i, admitted, refused: units - admitted }),
+      )
   })
 }
 

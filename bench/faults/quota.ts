@@ -16,8 +16,6 @@ export interface QuotaScenario extends WindowedFaults {
   readonly windowMs: number
   readonly windows: number
   readonly refreshMs: number
-  readonly coordinatorKillMs: number
-  readonly clientKillMs: number
   readonly restartAfterMs: number
 }
 
@@ -49,6 +47,13 @@ export interface QuotaWindowResult {
 export interface QuotaResult {
   readonly capacity: number
   readonly windows: readonly QuotaWindowResult[]
+  /**
+   * Units admitted per window as the coordinator counts them: by the window of the lease each
+   * admission was made under (what the processes logged), whatever their clocks say. The two
+   * differ only where the coordinator's windows and the processes' clocks disagree (a stepped
+   * clock being caught up, docs/operations.md).
+   */
+  readonly leaseWindows: readonly { readonly index: number; readonly used: number }[]
 }
 
 /** Runs the quota scenario with real processes; counts what the client processes logged. */
@@ -90,11 +95,13 @@ export function measureQuota(
   const first = firstMs / s.windowMs
   const used = new Array<number>(s.windows).fill(0)
   const asked = new Array<number>(s.windows).fill(0)
+  const byLease = new Map<number, number>()
   for (const output of outputs)
     for (const line of output.split('\n')) {
       if (line === '') continue
-      const r = JSON.parse(line) as { w?: number; admitted?: number; refused?: number }
+      const r = JSON.parse(line) as { w?: number; i?: number; admitted?: number; refused?: number }
       if (r.w === undefined || r.admitted === undefined) continue
+      if (r.i !== undefined) byLease.set(r.i, (byLease.get(r.i) ?? 0) + r.admitted)
       const i = Math.floor(r.w / s.windowMs) - first
       // Admissions outside the scenario's windows (a tick before the first): counted nowhere.
       if (i < 0 || i >= s.windows) continue
@@ -103,6 +110,9 @@ export function measureQuota(
     }
   return {
     capacity: s.capacity,
+    leaseWindows: [...byLease]
+      .sort((a, b) => a[0] - b[0])
+      .map(([index, n]) => ({ index, used: n })),
     windows: used.map((u, i) => ({
       index: first + i,
       used: u,

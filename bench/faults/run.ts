@@ -1,7 +1,9 @@
+import { clockStepVariants } from './clock-steps.js'
 import { runFaultScenario, type FaultResult } from './harness.js'
-import { runKeyedQuotaScenario } from './keyed-quota.js'
+import { runColdKeys, runOddKeys, runStaleLedger, runTenantAttack } from './hostile-keys.js'
+import { keyedQuotaScenario, runKeyedQuotaScenario } from './keyed-quota.js'
 import { runKeyedScenario } from './keyed.js'
-import { runQuotaScenario } from './quota.js'
+import { quotaScenario, runQuotaScenario } from './quota.js'
 import { faultScenarios } from './scenarios.js'
 
 /** One markdown row of a result. */
@@ -66,6 +68,69 @@ if (only === undefined || 'keyed-quota'.includes(only)) {
         (w) =>
           `| window ${w.index}: ${w.fault} | ${w.keys} | ${w.keysOver} | ${w.mostUsed} of ${q.capacity} | ${(w.hotUsedMin * 100).toFixed(0)}% | ${(w.firstAdmitted * 100).toFixed(2)}% of ${w.firstChecks} | ${(w.edgeAdmitted * 100).toFixed(1)}% of ${w.edgeChecks} |`,
       ),
+    ].join('\n'),
+  )
+}
+if (only === undefined || 'hostile'.includes(only)) {
+  // Keyed families under hostile callers and tenants (#39): the honest side against a control run.
+  const odd = await runOddKeys()
+  console.log(
+    [
+      '',
+      '| odd keys at a gateway (C1 control character, 1,100 and 1,000 characters, `*`) | odd-key requests answered 400 | honest requests answered 200 | gateway disconnects |',
+      '| --- | --- | --- | --- |',
+      `| 876 odd-key requests 4 s in, 3 honest keys at 5/s for 14 s | ${odd.oddRefused} of ${odd.oddSent} | ${odd.honestOk} of ${odd.honestSent} | ${odd.disconnects.length} |`,
+    ].join('\n'),
+  )
+  const rows = []
+  for (const attack of [
+    'none',
+    'long-hot-keys',
+    'hot-slots',
+    'default-places',
+    'inflated-used',
+  ] as const) {
+    const r = await runTenantAttack(attack)
+    rows.push(
+      `| ${attack} | ${r.hotPerSec.toFixed(1)} | ${(r.firstAdmitted * 100).toFixed(1)}% of ${r.firstChecks} | ${r.plainPerSec.toFixed(1)} | ${r.quotaPerSec.toFixed(1)} | ${r.disconnects} |`,
+    )
+  }
+  console.log(
+    [
+      '',
+      "| tenant A's attack (tenant B: 2 processes) | B's busy key, admitted/s | B's first checks of new keys | B's plain resource, /s | B's share of a quota, /s | B's disconnects |",
+      '| --- | --- | --- | --- | --- | --- |',
+      ...rows,
+    ].join('\n'),
+  )
+  const cold = await runColdKeys()
+  const stale = await runStaleLedger()
+  console.log(
+    [
+      '',
+      '| operations | measured |',
+      '| --- | --- |',
+      `| a new key a second, each asked for 3 s, for ${cold.asked} s | at most ${cold.most} hot keys at once (${cold.last} at the end) |`,
+      `| ledger put back from a copy 7 s older, then a new process | noticed: ${stale.noticed}; used ${stale.used} of ${stale.capacity} |`,
+    ].join('\n'),
+  )
+}
+if (only === undefined || 'clock'.includes(only)) {
+  // Quota windows under a stepped wall clock (#39.2).
+  const rows = []
+  for (const [name, v] of Object.entries(clockStepVariants)) {
+    const q = await runQuotaScenario({ ...quotaScenario, ...v, capacity: 1500 })
+    const k = await runKeyedQuotaScenario({ ...keyedQuotaScenario, ...v })
+    rows.push(
+      `| ${name} | ${q.windows.map((w) => w.used).join(', ')} | ${q.leaseWindows.map((w) => w.used).join(', ')} | ${k.windows.map((w) => w.keysOver).join(', ')} (most ${Math.max(...k.windows.map((w) => w.mostUsed))}) |`,
+    )
+  }
+  console.log(
+    [
+      '',
+      '| coordinator wall clock | named quota, used of 1,500 per window (processes’ clocks) | the same, per window as leased | keyed quota, keys over 100 per window |',
+      '| --- | --- | --- | --- |',
+      ...rows,
     ].join('\n'),
   )
 }

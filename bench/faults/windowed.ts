@@ -10,10 +10,36 @@ export interface WindowedFaults {
   readonly windowMs: number
   readonly windows: number
   /** The coordinator SIGKILLed this far into the first window, restarted `restartAfterMs` later. */
-  readonly coordinatorKillMs: number
+  readonly coordinatorKillMs?: number | undefined
   /** Process 1 SIGKILLed this far in, a new process under its id `restartAfterMs` later. */
-  readonly clientKillMs: number
+  readonly clientKillMs?: number | undefined
   readonly restartAfterMs: number
+  /** The restarted coordinator's wall clock, seconds off the host's (libfaketime, the coordinator only). */
+  readonly restartWallOffsetSec?: number | undefined
+  /**
+   * Live steps of the coordinator's wall clock, no restart: at `atMs` into the first window its
+   * wall clock becomes `offsetSec` off the host's (libfaketime, the coordinator only).
+   */
+  readonly liveSteps?: readonly { readonly atMs: number; readonly offsetSec: number }[] | undefined
+}
+
+/** What a windowed scenario does to its first window, in words. */
+export function windowedFaultText(s: WindowedFaults): string {
+  const parts: string[] = []
+  const stepped = (sec: number): string => `${sec > 0 ? '+' : ''}${sec} s`
+  if (s.coordinatorKillMs !== undefined)
+    parts.push(
+      `coordinator SIGKILLed ${s.coordinatorKillMs / 1000} s in, restarted ${s.restartAfterMs / 1000} s later${s.restartWallOffsetSec === undefined ? '' : ` with its wall clock ${stepped(s.restartWallOffsetSec)}`}`,
+    )
+  if (s.clientKillMs !== undefined)
+    parts.push(
+      `a client SIGKILLed ${s.clientKillMs / 1000} s in, a new process under its id ${s.restartAfterMs / 1000} s later`,
+    )
+  for (const step of s.liveSteps ?? [])
+    parts.push(
+      `the coordinator's wall clock stepped to ${stepped(step.offsetSec)} ${step.atMs / 1000} s in (no restart)`,
+    )
+  return parts.join('; ')
 }
 
 /** What a windowed run leaves to measure: each worker's log, and when its first window opened. */
@@ -57,8 +83,12 @@ export async function runWindowedFaults(
   )
   const coordinator = new CoordinatorProcess(configPath, await freePort())
   const workers: WorkerProcess[] = []
+  const offsetFile = join(dir, 'wall-offset')
   try {
-    await coordinator.start()
+    if (s.liveSteps !== undefined) {
+      await writeFile(offsetFile, '+0s')
+      await coordinator.start({ wallOffsetFile: offsetFile })
+    } else await coordinator.start()
     const firstMs = Math.ceil((Date.now() + 3000) / s.windowMs) * s.windowMs
     const untilMs = firstMs + s.windows * s.windowMs - 100
     const url = `ws://127.0.0.1:${coordinator.port}/v1/connect`
@@ -67,16 +97,38 @@ export async function runWindowedFaults(
     }
     for (let i = 0; i < s.processes; i++) spawnWorker(i, firstMs)
     const at = async (wallMs: number): Promise<void> => sleep(wallMs - Date.now())
-    await at(firstMs + s.coordinatorKillMs)
-    await coordinator.stop()
-    await at(firstMs + s.coordinatorKillMs + s.restartAfterMs)
-    await coordinator.start()
-    await at(firstMs + s.clientKillMs)
-    const victim = workers[1]!
-    victim.child.kill('SIGKILL')
-    await victim.exited
-    await at(firstMs + s.clientKillMs + s.restartAfterMs)
-    spawnWorker(1, 0)
+    const events: { atMs: number; run: () => Promise<void> }[] = []
+    if (s.coordinatorKillMs !== undefined) {
+      events.push({ atMs: s.coordinatorKillMs, run: () => coordinator.stop() })
+      const offset = s.restartWallOffsetSec
+      events.push({
+        atMs: s.coordinatorKillMs + s.restartAfterMs,
+        run: () => coordinator.start(offset === undefined ? {} : { wallOffsetSec: offset }),
+      })
+    }
+    if (s.clientKillMs !== undefined) {
+      events.push({
+        atMs: s.clientKillMs,
+        run: async () => {
+          const victim = workers[1]!
+          victim.child.kill('SIGKILL')
+          await victim.exited
+        },
+      })
+      events.push({ atMs: s.clientKillMs + s.restartAfterMs, run: async () => spawnWorker(1, 0) })
+    }
+    for (const step of s.liveSteps ?? [])
+      events.push({
+        atMs: step.atMs,
+        run: () => writeFile(offsetFile, `${step.offsetSec >= 0 ? '+' : ''}${step.offsetSec}s`),
+      })
+    // In time order; a tie keeps the order above (a kill before its restart).
+    for (const e of events
+      .map((e, i) => ({ ...e, i }))
+      .sort((a, b) => a.atMs - b.atMs || a.i - b.i)) {
+      await at(firstMs + e.atMs)
+      await e.run()
+    }
     await Promise.race([Promise.all(workers.map((w) => w.exited)), at(untilMs + 15_000)])
     const keep = process.env.SLUICE_FAULTS_KEEP
     if (keep !== undefined) {
@@ -87,9 +139,7 @@ export async function runWindowedFaults(
     return {
       outputs: workers.map((w) => w.output),
       firstMs,
-      faults: [
-        `coordinator SIGKILLed ${s.coordinatorKillMs / 1000} s in, restarted ${s.restartAfterMs / 1000} s later; a client SIGKILLed ${s.clientKillMs / 1000} s in, a new process under its id ${s.restartAfterMs / 1000} s later`,
-      ],
+      faults: [windowedFaultText(s)],
     }
   } finally {
     for (const w of workers) if (w.child.exitCode === null) w.child.kill('SIGKILL')
