@@ -206,6 +206,48 @@ describe('a process with more hot keys than one message carries (real sockets, m
   }, 60_000)
 })
 
+describe('keys a caller sends (real sockets, manual clock)', () => {
+  it('refuses a key the protocol cannot carry where it enters: a coded error, never tracked nor reported', async () => {
+    cluster = new Cluster()
+    await cluster.start(config())
+    const client = await cluster.client('a')
+    const errors: string[] = []
+    client.on('error', (e) => errors.push(e.code))
+    const f = client.keyed('apikey')
+    await cluster.step(refreshMs)
+    for (const bad of ['bad\u0085key', 'k'.repeat(1100), '*', ''])
+      expect(() => f.tryAcquire(bad), JSON.stringify(bad.slice(0, 8))).toThrow(
+        expect.objectContaining({ code: 'SLUICE_ERR_KEY_INVALID' }),
+      )
+    await expect(f.acquire('bad\u0085key')).rejects.toMatchObject({
+      code: 'SLUICE_ERR_KEY_INVALID',
+    })
+    expect(f.size).toBe(0)
+    for (let i = 0; i < 5; i++) await cluster.step(refreshMs)
+    expect(client.connected).toBe(true)
+    expect(errors).toEqual([])
+  })
+
+  it('reports more long hot keys than a frame holds in several frames, within the coordinator’s 64 KiB', async () => {
+    cluster = new Cluster()
+    await cluster.start(config({ maxHotKeys: 1000 }))
+    const client = await cluster.client('a')
+    const disconnects: number[] = []
+    client.on('disconnect', (code) => disconnects.push(code))
+    const f = client.keyed('apikey', { maxKeysPerReport: 500 })
+    for (let i = 0; i < 30 && !((f.lease?.capacity ?? 0) > 0.99); i++) await cluster.step(refreshMs)
+    await cluster.step(2000)
+    // 500 keys of 256 characters, each asked past its burst: a report of ~140 KB, which one
+    // frame would carry past the coordinator's 64 KiB (a close) and ws's 128 KiB (a cut).
+    const key = (i: number): string => `${i}-`.padEnd(256, 'x')
+    for (let i = 0; i < 500; i++) for (let j = 0; j < 12; j++) f.tryAcquire(key(i))
+    await cluster.step(refreshMs)
+    await cluster.step(refreshMs)
+    expect(disconnects).toEqual([])
+    expect(cluster.server.coordinator.view.families(0)[0]?.hotKeys).toBe(500)
+  })
+})
+
 describe('a keyed family’s buckets', () => {
   const grant = (share: number): LeaseGrant => ({
     resource: 'k/*',

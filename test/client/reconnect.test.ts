@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import { WebSocketServer } from 'ws'
-import { createClient } from '../../client/index.js'
+import { ManualClock, createClient } from '../../client/index.js'
 import type { ConfigInput } from '../../server/config/index.js'
 import { Cluster, Load } from '../helpers/cluster.js'
 
@@ -107,5 +107,77 @@ describe('client reconnects', () => {
     const left = cluster.server.coordinator.view.clients('api').map((c) => c.id)
     expect(left.includes('a')).toBe(false)
     await expect(ra.acquire()).rejects.toMatchObject({ code: 'SLUICE_ERR_CLIENT_CLOSED' })
+  })
+
+  /**
+   * A coordinator that welcomes each connection and closes it at once with `code`, counting
+   * connections; the client on a manual clock, full jitter pinned to its top (delays 100, 200,
+   * 400, 800, 1600, 1600 ms).
+   */
+  async function closedAtOnce(code: number, reason: string) {
+    const server = new WebSocketServer({ host: '127.0.0.1', port: 0 })
+    extra.push(() => new Promise((resolve) => server.close(resolve)))
+    await new Promise((resolve) => server.once('listening', resolve))
+    let connections = 0
+    server.on('connection', (ws) => {
+      connections++
+      ws.on('message', (data: Buffer) => {
+        const msg = JSON.parse(data.toString()) as { type: string; clientId: string }
+        if (msg.type !== 'hello') return
+        ws.send(
+          JSON.stringify({
+            type: 'welcome',
+            v: 1,
+            clientId: msg.clientId,
+            learningMs: 0,
+            heartbeatMs: 60_000,
+          }),
+        )
+        ws.close(code, reason)
+      })
+    })
+    const port = (server.address() as { port: number }).port
+    const clock = new ManualClock()
+    const client = createClient({
+      url: `ws://127.0.0.1:${port}/v1/connect`,
+      clientId: 'x',
+      clock,
+      random: () => 1,
+      backoffBaseMs: 100,
+      backoffCapMs: 1600,
+    })
+    const errors: string[] = []
+    client.on('error', (e) => errors.push(e.code))
+    extra.push(() => client.close())
+    // The loopback makes progress between steps through a real request to the same server.
+    const poke = (): Promise<unknown> => fetch(`http://127.0.0.1:${port}/`).catch(() => undefined)
+    const run = async (forMs: number): Promise<void> => {
+      for (let t = 0; t < forMs; t += 50) {
+        clock.advance(50)
+        for (let i = 0; i < 3; i++) await poke()
+      }
+    }
+    return { client, errors, run, connections: () => connections }
+  }
+
+  it('reconnects after a close for one frame it sent (4413), surfacing it, with a backoff a welcome does not reset', async () => {
+    const { client, errors, run, connections } = await closedAtOnce(
+      4413,
+      'SLUICE_ERR_PROTO_FRAME_TOO_LARGE',
+    )
+    await run(5000)
+    // Growing: attempts at 0, 0.1, 0.3, 0.7, 1.5, 3.1 and 4.7 s. A welcome that reset the
+    // backoff would make it one every 100 ms (about 50).
+    expect(connections()).toBeGreaterThanOrEqual(5)
+    expect(connections()).toBeLessThanOrEqual(9)
+    expect(client.failure).toBeUndefined()
+    expect(errors).toContain('SLUICE_ERR_PROTO_FRAME_TOO_LARGE')
+  })
+
+  it('stops for good only on a real protocol mismatch (4406)', async () => {
+    const { client, run, connections } = await closedAtOnce(4406, 'SLUICE_ERR_PROTO_VERSION')
+    await run(3000)
+    expect(connections()).toBe(1)
+    expect(client.failure?.code).toBe('SLUICE_ERR_PROTO_VERSION')
   })
 })

@@ -15,6 +15,22 @@ const config = (server: Record<string, unknown> = {}): ConfigInput => ({
   },
   resources: [
     {
+      match: 'apikey/*',
+      keyed: true,
+      kind: 'rate',
+      capacity: 10,
+      learningMs: 0,
+      unsafeLearning: true,
+    },
+    {
+      match: 'mail',
+      kind: 'quota',
+      capacity: 100,
+      window: '1h',
+      learningMs: 0,
+      unsafeLearning: true,
+    },
+    {
       match: 'api',
       kind: 'rate',
       capacity: 1000,
@@ -216,5 +232,35 @@ describe('security against a hostile tenant', () => {
     clock.advance(0)
     // Spread surplus: b alone on r/9 is leased all of it.
     expect((await b.nextLease('r/9')).leases[0]!.capacity).toBe(10)
+  })
+
+  it('refuses a report of a key the key rule refuses, whatever client sends it, and keeps the connection', async () => {
+    const { server, clock } = await startCoordinator(config())
+    running.push(server)
+    const a = await join(server.wsUrl, 'a1', 'tenant-a-token')
+    a.send({
+      type: 'demand',
+      resources: [
+        { resource: 'apikey/*', wants: 1 },
+        { resource: `apikey/${'x'.repeat(1000)}`, wants: 100 },
+        { resource: 'apikey/ok-key', wants: 100 },
+      ],
+    })
+    const error = await a.nextOfType('error')
+    expect(error).toMatchObject({ code: 'SLUICE_ERR_KEY_INVALID' })
+    expect(error.resource).toBe(`apikey/${'x'.repeat(1000)}`)
+    // The well-formed key of the same frame is leased, and the connection stays.
+    await a.flush()
+    clock.advance(10)
+    expect((await a.nextLease('apikey/ok-key')).leases.length).toBeGreaterThan(0)
+    expect(a.closeCode).toBeUndefined()
+  })
+
+  it('closes a connection whose report says used without the window it is of (4400), as the protocol says', async () => {
+    const { server } = await startCoordinator(config())
+    running.push(server)
+    const a = await join(server.wsUrl, 'a1', 'tenant-a-token')
+    a.send({ type: 'demand', resources: [{ resource: 'mail', wants: 1, used: 1e15 }] })
+    expect(await a.closed).toBe(4400)
   })
 })

@@ -71,4 +71,58 @@ describe('the HTTP edge with a keyed family', () => {
     })
     expect(other.statusCode).toBe(200)
   })
+
+  it('answers a key the family cannot hold with 400, and a request without a key as missingKey says', async () => {
+    cluster = new Cluster()
+    await cluster.start({
+      server: { limits: { roundDebounceMs: 0 } },
+      resources: [
+        {
+          match: 'apikey/*',
+          keyed: true,
+          kind: 'rate',
+          capacity: 6,
+          learningMs: 0,
+          unsafeLearning: true,
+        },
+      ],
+    })
+    const client = await cluster.client('g')
+    const family = client.keyed('apikey')
+    const make = async (extra: Record<string, unknown>) => {
+      const app = Fastify()
+      apps.push(app)
+      await app.register(fastifyRateLimit, {
+        resource: family,
+        key: { header: 'x-api-key' },
+        clock: cluster!.clock,
+        ...extra,
+      })
+      app.get('/v1/data', async () => 'data')
+      return app
+    }
+    const refuse = await make({})
+    const skip = await make({ missingKey: 'skip' })
+    const shared = await make({ missingKey: { key: 'anonymous' } })
+    for (let i = 0; i < 20 && !((family.lease?.capacity ?? 0) > 0.99); i++) await cluster.step(50)
+    await cluster.step(2000)
+    const get = (app: ReturnType<typeof Fastify>, key?: string) =>
+      app.inject({ url: '/v1/data', headers: key === undefined ? {} : { 'x-api-key': key } })
+    for (const bad of ['bad\u0085key', 'k'.repeat(300), '*']) {
+      const res = await get(refuse, bad)
+      expect(res.statusCode, bad.slice(0, 8)).toBe(400)
+      expect(res.json()).toMatchObject({ error: { code: 'SLUICE_ERR_KEY_INVALID' } })
+    }
+    expect(family.size).toBe(0)
+    const none = await get(refuse)
+    expect(none.statusCode).toBe(400)
+    expect(none.json()).toMatchObject({ error: { code: 'SLUICE_ERR_HTTP_NO_KEY' } })
+    expect((await get(skip)).statusCode).toBe(200)
+    // One shared bucket for every request without a key: its burst, then 429.
+    const statuses: number[] = []
+    for (let i = 0; i < 10; i++) statuses.push((await get(shared)).statusCode)
+    expect(statuses.filter((s) => s === 200)).toHaveLength(6)
+    expect(statuses.slice(6)).toEqual([429, 429, 429, 429])
+    expect(family.size).toBe(1)
+  })
 })
