@@ -1,4 +1,4 @@
-import Fastify from 'fastify'
+import Fastify, { type FastifyInstance } from 'fastify'
 import { afterEach, describe, expect, it } from 'vitest'
 import { fastifyRateLimit } from '../../../client/http/index.js'
 import { Cluster } from '../../helpers/cluster.js'
@@ -89,7 +89,7 @@ describe('the HTTP edge with a keyed family', () => {
     })
     const client = await cluster.client('g')
     const family = client.keyed('apikey')
-    const make = async (extra: Record<string, unknown>) => {
+    const make = async (extra: Record<string, unknown>): Promise<FastifyInstance> => {
       const app = Fastify()
       apps.push(app)
       await app.register(fastifyRateLimit, {
@@ -106,7 +106,7 @@ describe('the HTTP edge with a keyed family', () => {
     const shared = await make({ missingKey: { key: 'anonymous' } })
     for (let i = 0; i < 20 && !((family.lease?.capacity ?? 0) > 0.99); i++) await cluster.step(50)
     await cluster.step(2000)
-    const get = (app: ReturnType<typeof Fastify>, key?: string) =>
+    const get = (app: FastifyInstance, key?: string) =>
       app.inject({ url: '/v1/data', headers: key === undefined ? {} : { 'x-api-key': key } })
     for (const bad of ['bad\u0085key', 'k'.repeat(300), '*']) {
       const res = await get(refuse, bad)
