@@ -37,6 +37,8 @@ export interface KeyLease {
    * or everything lapsed).
    */
   readonly source: 'default' | 'key' | 'fallback' | 'none'
+  /** A keyed quota's: the window this budget is of (the coordinator counts what is spent in it). */
+  readonly window?: number | undefined
 }
 
 /** The events of a keyed family: each family lease received, and each change of mode. */
@@ -378,7 +380,9 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
           : state?.lease !== undefined && q.window === state.lease.window?.index
             ? 'key'
             : 'default'
-      return { capacity: q.capacity, burst: q.capacity, source }
+      return Number.isNaN(q.window)
+        ? { capacity: q.capacity, burst: q.capacity, source }
+        : { capacity: q.capacity, burst: q.capacity, source, window: q.window }
     }
     if (state !== undefined && state.lease !== undefined) {
       const nowMs = this.#hotClock.now()

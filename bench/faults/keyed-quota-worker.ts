@@ -38,6 +38,16 @@ async function main(): Promise<void> {
   // The keys checked in the current window (a key's first check is logged once a window).
   let seen = new Uint8Array(spec.keys)
   let window = -1
+  /** The tick just logged (`{a: {key: n}}`), its admissions by the window of each key's budget. */
+  const windowsOf = (line: string): Record<string, Record<string, number>> => {
+    const admitted = (JSON.parse(line) as { a?: Record<string, number> }).a ?? {}
+    const out: Record<string, Record<string, number>> = {}
+    for (const [k, n] of Object.entries(admitted)) {
+      const window = String(family.leaseOf(`k${k}`).window ?? 'none')
+      ;(out[window] ??= {})[k] = n
+    }
+    return out
+  }
   await runWindowed(spec, log, client, (units) => {
     const w = Date.now()
     if (Math.floor(w / spec.windowMs) !== window) {
@@ -45,6 +55,9 @@ async function main(): Promise<void> {
       seen = new Uint8Array(spec.keys)
     }
     askKeys(family, draw, units, seen, leased === undefined ? { w } : { w, i: leased }, out)
+    // Each admission's window as this process enforced it (the key's budget in force): what the
+    // coordinator counts it in, exactly, whatever the clocks say.
+    if (units > 0) out.push(JSON.stringify({ w, byWindow: windowsOf(out.at(-1)!) }))
   })
 }
 

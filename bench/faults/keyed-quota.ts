@@ -76,8 +76,8 @@ export interface KeyedQuotaResult {
   readonly capacity: number
   readonly windows: readonly KeyedQuotaWindowResult[]
   /**
-   * Keys over budget counted per window as the coordinator counts them (by the window the
-   * process was leased in when it admitted, QuotaResult.leaseWindows), and the most of a key.
+   * Keys over budget counted per window as the coordinator counts them (by the window of the
+   * key's budget each admission was made from, as the process enforced it), and the most of a key.
    */
   readonly leaseWindows: readonly {
     readonly index: number
@@ -142,17 +142,21 @@ export function measureKeyedQuota(
       if (line === '') continue
       const r = JSON.parse(line) as {
         w?: number
-        i?: number
+        byWindow?: Record<string, Record<string, number>>
         a?: Record<string, number>
         r?: Record<string, number>
         first?: number
         ok?: boolean
       }
       if (r.w === undefined) continue
-      if (r.i !== undefined && r.a !== undefined) {
-        let keys = byLease.get(r.i)
-        if (keys === undefined) byLease.set(r.i, (keys = new Map<string, number>()))
-        for (const [key, n] of Object.entries(r.a)) keys.set(key, (keys.get(key) ?? 0) + n)
+      if (r.byWindow !== undefined) {
+        for (const [window, admitted] of Object.entries(r.byWindow)) {
+          if (window === 'none') continue
+          let keys = byLease.get(Number(window))
+          if (keys === undefined) byLease.set(Number(window), (keys = new Map<string, number>()))
+          for (const [key, n] of Object.entries(admitted)) keys.set(key, (keys.get(key) ?? 0) + n)
+        }
+        continue
       }
       const i = Math.floor(r.w / s.windowMs) - first
       // Admissions outside the scenario's windows (a tick before the first): counted nowhere.

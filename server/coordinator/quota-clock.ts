@@ -16,6 +16,14 @@ import type { QuotaClock } from '../pool/index.js'
 export const windowSlewRate = 0.01
 
 /**
+ * How far ahead of where the ledger's writer left the windows the wall clock
+ * may be at a restart and still be taken as right, ms: a restart that quick
+ * (a SIGKILL and a supervisor's restart) resumes the windows exactly on the
+ * wall clock, as only a step of at most this much could make that wrong.
+ */
+export const resumeToleranceMs = 2000
+
+/**
  * Quota windows are wall-clock windows (a day is a day); the pool runs on the
  * monotonic clock. The windows are read off a clock of their own: it runs on
  * the monotonic clock, starts at the wall clock (or, restored from a ledger,
@@ -66,12 +74,17 @@ export class QuotaWindows {
   /**
    * A ledger's writer stood at `windowsMs` on its windows' clock at its last
    * write: this process's windows' clock starts there (the time since, the
-   * downtime, is not known: it is caught up by slewing), and window `index`
-   * of `spec` (the newest a lease was written in) is never gone back from.
+   * downtime, is not known: it is caught up by slewing), or at the wall clock
+   * when that is at most `resumeToleranceMs` ahead of it.
    */
   resume(windowsMs: number): void {
     this.#refMs = this.#clock.now()
-    this.#refWindowsMs = windowsMs
+    const wallMs = this.#clock.wallNow()
+    // The wall clock a little ahead is taken as the time the restart took (it cannot be told
+    // from a step that small, which could cut the restored window short by as much); further
+    // ahead, or behind, the windows resume where the writer's stood and are slewed.
+    const ahead = wallMs - windowsMs
+    this.#refWindowsMs = ahead >= 0 && ahead <= resumeToleranceMs ? wallMs : windowsMs
     this.#last.clear()
   }
 

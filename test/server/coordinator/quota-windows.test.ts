@@ -84,6 +84,18 @@ describe('quota windows on their own clock', () => {
     for (let i = 1; i < seen.length; i++) expect(seen[i]!.index).toBe(seen[i - 1]!.index + 1)
   })
 
+  it('resume on the wall clock after a quick restart (the wall clock at most 2 s ahead of the last write)', () => {
+    const clock = steppedClock()
+    clock.advance(5_000)
+    const lastWriteMs = clock.wallNow()
+    clock.advance(800)
+    const restarted = new QuotaWindows(clock)
+    restarted.resume(lastWriteMs)
+    expect(restarted.lagMs()).toBe(0)
+    const w = restarted.at(spec, clock.now())
+    expect(w.endMs - clock.now()).toBe(20_000 - 5_800)
+  })
+
   it('hold a window a ledger’s leases were of, even when its clock stood earlier', () => {
     const clock = steppedClock()
     const windows = new QuotaWindows(clock)
