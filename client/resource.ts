@@ -1,5 +1,7 @@
 import { EventEmitter } from 'node:events'
 import {
+  fallbackBurst,
+  safeFallback,
   SluiceError,
   clampQuantity,
   type Clock,
@@ -490,9 +492,9 @@ export class Resource extends EventEmitter<ResourceEvents> {
    */
   #lapse(lease: LeaseGrant): void {
     this.#expiryTimer = undefined
-    const fallback = Math.max(0, Math.min(lease.safeCapacity, lease.capacity))
+    const fallback = safeFallback(lease)
     this.#fallbackCapacity = fallback
-    this.#fallbackBurst = lease.capacity > 0 ? (lease.burst * fallback) / lease.capacity : 0
+    this.#fallbackBurst = fallbackBurst(lease, fallback)
     this.#holdTimer?.cancel()
     this.#holdTimer = this.#clock
       .setTimeout(() => {

@@ -9,6 +9,8 @@ export {
 export {
   CompiledConfig,
   copySettings,
+  isFamilyKey,
+  isFamilyShare,
   keyShape,
   leaseTtlMsAt,
   templateLearningMs,

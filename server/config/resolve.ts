@@ -2,6 +2,8 @@ import { createHash } from 'node:crypto'
 import {
   defaultBurst,
   defaultLearningMs,
+  keyLimits,
+  kindTraits,
   safeHoldMsOf,
   type DemandEstimator,
   type FailureMode,
@@ -81,9 +83,19 @@ export interface FamilySettings {
   readonly defaultShare?: number | undefined
 }
 
+/** Whether `s` are a keyed family's own resource (`<prefix>/*`: its default shares). */
+export function isFamilyShare(s: { readonly family?: FamilySettings | undefined }): boolean {
+  return s.family?.role === 'family'
+}
+
+/** Whether `s` are one key of a keyed family (`<prefix>/<key>`: a hot key). */
+export function isFamilyKey(s: { readonly family?: FamilySettings | undefined }): boolean {
+  return s.family?.role === 'key'
+}
+
 /** A quota template's window, parsed. */
 export function windowSpecOf(t: ResourceTemplate): WindowSpec | undefined {
-  if (t.kind !== 'quota' || t.window === undefined) return undefined
+  if (!kindTraits[t.kind].perWindow || t.window === undefined) return undefined
   if (typeof t.window !== 'string') return { kind: 'calendar', ...t.window }
   return { kind: 'fixed', ms: parseDuration(t.window)! }
 }
@@ -162,12 +174,8 @@ export function keyShape(
   f: FamilySettings,
   key: string,
 ): { kind: ResourceKind; capacity: number; burst: number } {
-  const p = Object.hasOwn(f.plan, key) ? f.plan[key] : undefined
-  return {
-    kind: f.keyKind,
-    capacity: p?.capacity ?? f.keyCapacity,
-    burst: p?.burst ?? f.keyBurst,
-  }
+  const limits = keyLimits(f.plan, key, { capacity: f.keyCapacity, burst: f.keyBurst })
+  return { kind: f.keyKind, capacity: limits.capacity, burst: limits.burst }
 }
 
 /** A template's learning period, defaults applied. */
@@ -364,7 +372,7 @@ export class CompiledConfig {
  * that comes in bursts between reports does not shrink blocks it is spending).
  */
 function defaultDemandOf(kind: ResourceKind): { estimator: DemandEstimator; window: number } {
-  return kind === 'quota'
+  return kindTraits[kind].perWindow
     ? { estimator: 'max', window: defaultDemandWindow.max }
     : { estimator: 'fast', window: defaultDemandWindow.fast }
 }

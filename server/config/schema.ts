@@ -4,6 +4,7 @@ import {
   demandEstimators,
   domainLimits,
   failureModes,
+  kindTraits,
   clientIdSchema,
   quantitySchema,
   resourceKinds,
@@ -282,7 +283,7 @@ export const resourceTemplateSchema = z
       .optional(),
   })
   .superRefine((t, ctx) => {
-    if (t.kind === 'quota') {
+    if (kindTraits[t.kind].perWindow) {
       if (t.window === undefined)
         ctx.addIssue({
           code: 'custom',
@@ -312,7 +313,7 @@ export const resourceTemplateSchema = z
         })
     } else if (t.window !== undefined)
       ctx.addIssue({ code: 'custom', path: ['window'], message: 'a window is for kind: quota' })
-    if (t.defaultShare !== undefined && !(t.keyed && t.kind === 'quota'))
+    if (t.defaultShare !== undefined && !(t.keyed && kindTraits[t.kind].perWindow))
       ctx.addIssue({
         code: 'custom',
         path: ['defaultShare'],

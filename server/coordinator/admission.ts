@@ -8,7 +8,12 @@ import {
   type HelloMessage,
   type ServerMessage,
 } from '../../shared/index.js'
-import type { CompiledConfig, Limits, ResourceSettings } from '../config/index.js'
+import {
+  isFamilyKey,
+  type CompiledConfig,
+  type Limits,
+  type ResourceSettings,
+} from '../config/index.js'
 import { clientKey, type Pool } from '../pool/index.js'
 
 /** A refusal: the code to send and what to add to its catalogue line. */
@@ -139,7 +144,7 @@ export function admitResource(
     }
   // A key of a family: bounded by the family's hot keys, not by the client's resources.
   const family = settings.family
-  if (family?.role === 'key') {
+  if (isFamilyKey(settings) && family !== undefined) {
     // The key rule is the client library's (shared/keys.ts); a client that does not keep it (an
     // old or hostile one) has the key refused here, the connection left open.
     const problem = keyProblem(family.prefix, resourceId.slice(family.prefix.length + 1))

@@ -311,7 +311,7 @@ export class Coordinator {
     this.metrics.connections.set(this.#sessions.size)
     const key = clientKey(session.tenant, clientId)
     for (const id of this.#pool.disconnect(key, this.#clock.now())) this.#rounds.prompt(id)
-    this.#outbox.dispatch([])
+    this.#outbox.writeThenDeliver([])
     this.#log.info({ clientId, tenant: session.tenant }, 'client disconnected')
   }
 
@@ -385,7 +385,7 @@ export class Coordinator {
       },
       mayGrant: () => self.#mayGrant(),
       windowLagMs: () => self.#start.windowLagMs(),
-      dispatch: (batches) => self.#outbox.dispatch(batches),
+      sendLeases: (batches) => self.#outbox.writeThenDeliver(batches),
       fail: (session, code, detail) => self.#fail(session, code, detail),
       distrustLedger: () => self.#start.distrusted(self.#pool),
       // A replica that cannot write what it grants (fenced, or etcd gone) may not lead.

@@ -36,7 +36,7 @@ export interface Core extends AdmissionContext {
   /** Whether this replica may grant now (a leader past its deadline steps down in it). */
   mayGrant(): boolean
   /** Sends lease batches once the ledger covers them. */
-  dispatch(batches: readonly LeaseBatch[]): void
+  sendLeases(batches: readonly LeaseBatch[]): void
   /** Ends a session with an error (counted). */
   fail(session: SessionPort, code: ErrorCode, detail: string): void
   /** A client witnessed a ledger this one does not know: learn now, as from the start. */

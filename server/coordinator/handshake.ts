@@ -60,7 +60,7 @@ export function hello(host: Core, session: SessionPort, msg: HelloMessage): void
   if (holdings.length === 0) return
   witness(host, key, msg.ledger, holdings)
   const proven = holdings.map((h) => provenOf(host, msg.clientId, tenant, h))
-  host.dispatch(host.pool.learnHoldings(key, proven, host.clock.now()))
+  host.sendLeases(host.pool.learnHoldings(key, proven, host.clock.now()))
   for (const h of holdings) host.rounds.ensure(h.resource)
 }
 

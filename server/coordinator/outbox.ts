@@ -76,10 +76,16 @@ export class Outbox {
     })
   }
 
-  dispatch(batches: readonly LeaseBatch[]): void {
+  /**
+   * The pool's batches leave: with a ledger, once the write that covers them
+   * is durable (WriteAhead.enqueue writes the pool's changes, then
+   * delivers); without one, at once. Signed, then delivered to each client's
+   * live session (SessionTable.deliver).
+   */
+  writeThenDeliver(batches: readonly LeaseBatch[]): void {
     if (this.#host.closed) return
-    if (this.#writeAhead === undefined) return this.#send(batches)
-    this.#writeAhead.dispatch(batches)
+    if (this.#writeAhead === undefined) return this.#deliver(batches)
+    this.#writeAhead.enqueue(batches)
   }
 
   /** Resolves once no ledger write is in flight or queued (tests and orderly shutdown). */
@@ -87,7 +93,7 @@ export class Outbox {
     return this.#writeAhead?.idle() ?? Promise.resolve()
   }
 
-  #send(batches: readonly LeaseBatch[]): void {
+  #deliver(batches: readonly LeaseBatch[]): void {
     if (batches.length === 0) return
     const { keys, sessions, pool, clock } = this.#host
     if (keys !== undefined)
@@ -98,14 +104,14 @@ export class Outbox {
         (resource) => pool.settings(resource)?.graceMs ?? 0,
         clock.wallNow(),
       )
-    this.#host.metrics.pushes.inc(sessions.dispatch(batches))
+    this.#host.metrics.pushes.inc(sessions.deliver(batches))
   }
 
   /** What the write-ahead queue calls back (read through `#host` each time). */
   readonly #writeAheadHost: WriteAheadHost = ((self: Outbox) => ({
     takeChanges: () =>
       self.#stamped((toWallMs, stamp) => self.#host.pool.takeChanges(toWallMs, stamp)),
-    send: (batches) => self.#send(batches),
+    deliver: (batches) => self.#deliver(batches),
     unsent: (batches) => self.#host.pool.unsent(batches),
     failed: () => self.#host.writeFailed(),
     maxWriteMs: () => self.#host.maxWriteMs,

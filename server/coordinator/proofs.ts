@@ -1,5 +1,5 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
-import type { LeaseGrant, LeaseProof } from '../../shared/index.js'
+import { safeFallback, type LeaseGrant, type LeaseProof } from '../../shared/index.js'
 import type { LeaseBatch } from '../pool/index.js'
 
 /** The holdings key: the current one signs; earlier ones still verify (rotation). */
@@ -50,7 +50,8 @@ export function signLease(
   const untilMs = Math.ceil(wallMs + lease.ttlMs + graceMs)
   const body = {
     capacity: lease.capacity,
-    fallback: Math.min(lease.safeCapacity, lease.capacity),
+    // Never below 0 either: a safe capacity is a quantity (≥ 0), so the same value as before.
+    fallback: safeFallback(lease),
     untilMs,
     fallbackUntilMs: untilMs + lease.safeHoldMs,
     issuedMs: Math.floor(wallMs),

@@ -7,7 +7,8 @@ import type { SessionPort } from './session-port.js'
 /**
  * What a client says once welcomed: its demand (admitted entry by entry; a
  * new resource gets its rounds), its acks of decreases and its releases.
- * The pool decides; what it grants goes out through `dispatch`.
+ * The pool decides; what it grants goes out through `sendLeases` (the outbox writes, then
+ * delivers).
  */
 export function demand(core: Core, session: SessionPort, msg: DemandMessage): void {
   const key = keyOf(session)
@@ -22,7 +23,7 @@ export function demand(core: Core, session: SessionPort, msg: DemandMessage): vo
     reports,
     core.clock.now(),
   )
-  core.dispatch(batches)
+  core.sendLeases(batches)
   if (overReported.length > 0) {
     const over = new FrameRefusals(false)
     for (const id of overReported)
@@ -42,14 +43,14 @@ export function demand(core: Core, session: SessionPort, msg: DemandMessage): vo
 /** Acks of decreases: what waited for them is granted; a downstream's parent may take back. */
 export function ack(core: Core, session: SessionPort, msg: AckMessage): void {
   core.metrics.acks.inc()
-  core.dispatch(core.pool.acknowledge(keyOf(session), msg.seq, msg.resources, core.clock.now()))
+  core.sendLeases(core.pool.acknowledge(keyOf(session), msg.seq, msg.resources, core.clock.now()))
   core.rounds.promptWaiting()
   core.settings.upstream?.drained()
 }
 
 /** A client gives leases back: the freed capacity goes out in the next rounds. */
 export function release(core: Core, session: SessionPort, msg: ReleaseMessage): void {
-  core.dispatch(core.pool.release(keyOf(session), msg.resources, core.clock.now()))
+  core.sendLeases(core.pool.release(keyOf(session), msg.resources, core.clock.now()))
   core.rounds.promptWaiting()
   for (const id of msg.resources) core.rounds.prompt(id)
   core.settings.upstream?.drained()

@@ -1,4 +1,5 @@
 import type { Clock } from '../../shared/index.js'
+import { isFamilyKey, isFamilyShare } from '../config/index.js'
 import type { CoordinatorMetrics } from '../observe/index.js'
 import type { LeaseBatch, Pool } from '../pool/index.js'
 import { RoundScheduler } from './scheduler.js'
@@ -12,7 +13,7 @@ export interface RoundsHost {
   readonly closed: boolean
   /** Whether this replica may grant now (a leader past its deadline steps down in it). */
   mayGrant(): boolean
-  dispatch(batches: readonly LeaseBatch[]): void
+  sendLeases(batches: readonly LeaseBatch[]): void
 }
 
 /**
@@ -39,8 +40,8 @@ export class Rounds {
 
   /** What is scheduled for a resource: itself, or for a key of a family, the family. */
   scheduleId(resourceId: string): string {
-    const family = this.#host.settings.lookup(resourceId)?.family
-    return family?.role === 'key' ? family.familyId : resourceId
+    const s = this.#host.settings.lookup(resourceId)
+    return s !== undefined && isFamilyKey(s) ? s.family!.familyId : resourceId
   }
 
   /** Starts the periodic rounds of a resource (its family's for a key), once. */
@@ -86,13 +87,13 @@ export class Rounds {
     if (!this.#host.mayGrant()) return
     const startedMs = this.#nowMs()
     // A keyed family runs with all its hot keys: one batch per client for all of them.
-    const family = settings.lookup(resourceId)?.family
-    const ids = family?.role === 'family' ? pool.familyIds(resourceId) : undefined
+    const s = settings.lookup(resourceId)
+    const ids = s !== undefined && isFamilyShare(s) ? pool.familyIds(resourceId) : undefined
     const batches =
       ids === undefined ? pool.round(resourceId, startedMs) : pool.roundMany(ids, startedMs)
     metrics.rounds.inc({ resource: resourceId })
     metrics.roundSeconds.observe((this.#nowMs() - startedMs) / 1000)
-    this.#host.dispatch(batches)
+    this.#host.sendLeases(batches)
     if (
       ids === undefined
         ? !pool.hasResource(resourceId)
@@ -110,9 +111,9 @@ export class Rounds {
   #grantWaiting(resourceId: string): void {
     const { pool, settings } = this.#host
     if (this.#host.closed || !this.#host.mayGrant()) return
-    const family = settings.lookup(resourceId)?.family
-    this.#host.dispatch(
-      family?.role === 'family'
+    const s = settings.lookup(resourceId)
+    this.#host.sendLeases(
+      s !== undefined && isFamilyShare(s)
         ? pool.grantWaitingMany(pool.familyIds(resourceId), this.#nowMs())
         : pool.grantWaiting(resourceId, this.#nowMs()),
     )

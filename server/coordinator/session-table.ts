@@ -54,7 +54,7 @@ export class SessionTable {
   }
 
   /** Sends each batch to its client's live session; returns how many went out. */
-  dispatch(batches: readonly LeaseBatch[]): number {
+  deliver(batches: readonly LeaseBatch[]): number {
     let sent = 0
     for (const batch of batches)
       if (this.send(batch.clientKey, { type: 'lease', seq: batch.seq, leases: batch.leases }))

@@ -8,8 +8,8 @@ import type { LeaseBatch } from '../pool/index.js'
 export interface WriteAheadHost {
   /** The pool's changes since the last call, with wall-clock times. */
   takeChanges(): LedgerChange[]
-  /** Sends batches whose changes are durable. */
-  send(batches: readonly LeaseBatch[]): void
+  /** Delivers batches whose changes are durable. */
+  deliver(batches: readonly LeaseBatch[]): void
   /** These batches were not sent (their write failed or came too late): renew at the next report. */
   unsent(batches: readonly LeaseBatch[]): void
   /** A write failed (after `unsent`): an elected leader steps down. */
@@ -53,8 +53,8 @@ export class WriteAhead {
     return this.#ledger
   }
 
-  /** Writes what the pool changed, then sends `batches`. */
-  dispatch(batches: readonly LeaseBatch[]): void {
+  /** Writes what the pool changed (queued behind a write in flight), then delivers `batches`. */
+  enqueue(batches: readonly LeaseBatch[]): void {
     const changes = this.#host.takeChanges()
     if (changes.length === 0 && batches.length === 0) return
     const item = { changes, batches: [...batches], atMs: this.#clock.now() }
@@ -104,7 +104,7 @@ export class WriteAhead {
     const nowMs = this.#clock.now()
     let late: LeaseBatch[] | undefined
     for (const item of items) {
-      if (nowMs - item.atMs <= limitMs) this.#host.send(item.batches)
+      if (nowMs - item.atMs <= limitMs) this.#host.deliver(item.batches)
       else if (item.batches.length > 0) (late ??= []).push(...item.batches)
     }
     if (late !== undefined) this.#writtenLate(late, nowMs - items[0]!.atMs)

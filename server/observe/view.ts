@@ -1,4 +1,5 @@
 import type { Clock, ResourceKind } from '../../shared/index.js'
+import { isFamilyKey, isFamilyShare } from '../config/index.js'
 import type { ClientSnapshot, Pool } from '../pool/index.js'
 
 /** One resource's figures, as status and metrics show them. */
@@ -82,7 +83,8 @@ export class ResourceView {
     const nowMs = this.#clock.now()
     const out: ResourceFigures[] = []
     for (const id of pool.resourceIds()) {
-      if (pool.settings(id)?.family?.role === 'key') continue
+      const settings = pool.settings(id)
+      if (settings !== undefined && isFamilyKey(settings)) continue
       const figures = this.#figures(pool, id, nowMs)
       if (figures !== undefined) out.push(figures)
     }
@@ -132,7 +134,7 @@ export class ResourceView {
         )
       const s = pool.snapshot(id, nowMs)
       if (s === undefined) continue
-      if (family.role === 'family') f.holders = s.clients
+      if (isFamilyShare(s.settings)) f.holders = s.clients
       else {
         f.hotKeys++
         f.keys.push({
@@ -166,7 +168,7 @@ export class ResourceView {
       rounds: s.rounds,
       // A keyed quota's own resource is its holders' shares of every key, not a budget: its
       // keys' use is in families().
-      ...(s.window === undefined || s.settings.family?.role === 'family'
+      ...(s.window === undefined || isFamilyShare(s.settings)
         ? {}
         : {
             quota: {

@@ -1,6 +1,7 @@
 import { kindTraits } from '../../shared/index.js'
 import type { ResourceSettings } from '../config/index.js'
 import { DemandHistory } from './demand.js'
+import type { Shape } from './shapes/index.js'
 
 /** (√5 − 1) / 2: multiples of it modulo 1 spread evenly for any run of consecutive integers. */
 const goldenRatio = 0.6180339887498949
@@ -85,6 +86,8 @@ const noClients: ReadonlySet<string> = new Set()
 /** One resource's pool state: its settings and one entry per client using it. */
 export class ResourceState {
   settings: ResourceSettings
+  /** What kind of resource it is in a round (shapes/): chosen from its settings, again on a reload. */
+  shape: Shape
   readonly entries = new Map<string, Entry>()
   /** Σ entry.committed, kept incrementally and recomputed exactly each round. */
   committedSum = 0
@@ -110,8 +113,14 @@ export class ResourceState {
   hotFor: string | undefined = undefined
   #idleClients: Set<string> | undefined = undefined
 
-  constructor(settings: ResourceSettings, learningUntilMs: number, quietSinceMs = -Infinity) {
+  constructor(
+    settings: ResourceSettings,
+    shape: Shape,
+    learningUntilMs: number,
+    quietSinceMs = -Infinity,
+  ) {
     this.settings = settings
+    this.shape = shape
     this.learningUntilMs = learningUntilMs
     this.heldUntilMs = quietSinceMs
   }

@@ -1,3 +1,4 @@
+import { kindTraits } from '../../shared/index.js'
 import type { SimResult } from './run.js'
 
 const width = 900
@@ -79,7 +80,7 @@ export function toSvg(result: SimResult, resource: string): string {
   const y1 = axes(
     top1,
     yMax1,
-    `${result.scenario.name} · ${resource}: ${rows[0]?.capacity !== undefined && result.scenario.resources.some((r) => r.match === resource && r.kind === 'concurrency') ? 'slots in flight against capacity' : 'admitted rate against capacity (tokens/s)'}`,
+    `${result.scenario.name} · ${resource}: ${rows[0]?.capacity !== undefined && result.scenario.resources.some((r) => r.match === resource && kindTraits[r.kind].holdsInFlight) ? 'slots in flight against capacity' : 'admitted rate against capacity (tokens/s)'}`,
   )
   const series1: [string, number[], string, boolean][] = [
     ['capacity', rows.map((r) => r.capacity), '#000', true],

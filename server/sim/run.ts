@@ -9,7 +9,13 @@ import {
   zipf,
 } from '../../shared/index.js'
 import { allocate } from '../allocation/index.js'
-import { parseConfig, templateLearningMs, windowAt, type Config } from '../config/index.js'
+import {
+  isFamilyShare,
+  parseConfig,
+  templateLearningMs,
+  windowAt,
+  type Config,
+} from '../config/index.js'
 import { DemandCurve } from './demand.js'
 import { checkFamilies, FamilyTrack } from './families.js'
 import { jain } from './metrics.js'
@@ -199,7 +205,13 @@ export class SimRun {
   #family(id: string, keys: number): FamilyTrack {
     const s = this.#host.coordinator!.settingsFor(id)
     const family = s?.family
-    if (family?.role !== 'family' || family.keyKind !== 'rate')
+    if (
+      s === undefined ||
+      !isFamilyShare(s) ||
+      family === undefined ||
+      !kindTraits[family.keyKind].refills ||
+      kindTraits[family.keyKind].perWindow
+    )
       throw new SluiceError(
         'SLUICE_ERR_CLI_INPUT',
         `clients with keys: ${JSON.stringify(id)} is not a keyed rate family (a template with keyed: true, kind: rate, matched as <prefix>/*)`,
@@ -341,7 +353,7 @@ export class SimRun {
       wants: c.demand,
       weight: c.weight,
       failureMode: c.failureMode,
-      ...(kind === 'quota' ? { kind } : {}),
+      ...(kind !== undefined && kindTraits[kind].perWindow ? { kind } : {}),
     })
     c.handle.on('lease', () => (c.lastLeaseMs = this.#clock.now()))
     this.#version++

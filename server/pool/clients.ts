@@ -1,0 +1,375 @@
+import { inKindUnits } from '../../shared/index.js'
+import { isFamilyKey } from '../config/index.js'
+import { ClientState, type Entry, type ResourceState } from './entry.js'
+import { seedKey } from './hot-keys.js'
+import { grantIncreases } from './increases.js'
+import { send } from './lease-out.js'
+import { setAside, subscribe, unsubscribe } from './registry.js'
+import { noResources, type LeaseBatch, type PoolState } from './state.js'
+
+/**
+ * What a client's messages do to the pool: it connects (the same process
+ * keeps its leases, another is a takeover), claims its holdings in a hello,
+ * reports demand (and a quota's use), acknowledges leases, releases
+ * resources, and disconnects. Each function leaves the leases it sends in
+ * the pool's batches, for `Pool` to flush.
+ */
+
+export interface DemandReport {
+  readonly resource: string
+  readonly wants: number
+  /** Quota: units used in `window` so far. */
+  readonly used?: number | undefined
+  readonly window?: number | undefined
+  readonly weight?: number | undefined
+  readonly priority?: number | undefined
+}
+
+/** What a client says it may enforce now, in its hello. */
+export interface Holding {
+  readonly resource: string
+  readonly capacity: number
+  /** Concurrency: slots in flight (they count even above the lease until they drain). */
+  readonly inFlight?: number | undefined
+  /**
+   * How new the lease behind the claim is (its proof's issue time and generation, compared in
+   * that order): a newer claim is served first, so an older proof replayed cannot push out
+   * what a newer one proves. Without it, the oldest.
+   */
+  readonly issued?: readonly [issuedMs: number, gen: number] | undefined
+}
+
+/** How the connection of a hello relates to what the pool knew of its client id. */
+export type ConnectOutcome =
+  /** The id was unknown (or forgotten): a fresh client. */
+  | 'new'
+  /** The same process again (same instance): it keeps its leases. */
+  | 'resumed'
+  /** Another process took the id: the old one's leases count apart until they lapse. */
+  | 'replaced'
+
+/** Newer first: by issue time, then generation; claims without one last. */
+function newerFirst(
+  a: { issued?: readonly [number, number] | undefined },
+  b: { issued?: readonly [number, number] | undefined },
+): number {
+  const [ta, ga] = a.issued ?? [-Infinity, -Infinity]
+  const [tb, gb] = b.issued ?? [-Infinity, -Infinity]
+  return tb - ta || gb - ga
+}
+
+/**
+ * A client (re)connects under `key`. The same process (same `instance`)
+ * keeps its leases; batches sent on earlier connections can no longer be
+ * acknowledged, and the next report renews every lease on this one. Any
+ * other process taking a known key does not inherit what the old one
+ * holds: that stays counted, apart, until it lapses.
+ */
+export function connect(
+  pool: PoolState,
+  key: string,
+  clientId: string,
+  tenant: string | undefined,
+  instance: string | undefined,
+  nowMs: number,
+): ConnectOutcome {
+  let client = pool.clients.get(key)
+  let outcome: ConnectOutcome = 'new'
+  if (client !== undefined) {
+    if (instance !== undefined && client.instance === instance) outcome = 'resumed'
+    else {
+      pool.clients.delete(client.key)
+      setAside(pool, client, [...client.entries.values()], nowMs)
+      client = undefined
+      outcome = 'replaced'
+    }
+  }
+  if (client === undefined) {
+    client = new ClientState(key, clientId, tenant, instance)
+    pool.clients.set(key, client)
+  }
+  client.connected = true
+  client.sinceSeq = pool.lastSeq + 1
+  for (const e of client.entries.values()) {
+    e.reconnected(nowMs)
+    pool.touch(e)
+  }
+  return outcome
+}
+
+/**
+ * Holdings a client reports in its hello. A resource in learning mode
+ * accepts them and confirms them with a lease; otherwise they are ignored,
+ * since the pool's own records rule.
+ *
+ * Claims are served newest first (`Holding.issued`): each gets what it
+ * claims, up to what capacity leaves beside the newer claims and what the
+ * pool holds otherwise. When the claims of a resource sum beyond capacity,
+ * some proof is stale (a client replaying an older, larger lease): a newer
+ * claim is never cut for it, and an older one that no longer fits is cut
+ * back by a decrease (pushed at once, freed on ack or lapse), so what a
+ * replayed proof wins lasts no longer than the lease it was.
+ */
+export function learnHoldings(
+  pool: PoolState,
+  key: string,
+  holdings: readonly Holding[],
+  nowMs: number,
+): void {
+  const client = pool.clients.get(key)
+  if (client === undefined) return
+  const touched = new Set<ResourceState>()
+  for (const h of holdings) {
+    const settings = pool.settingsFor(h.resource)
+    if (settings === undefined) continue
+    const entry = subscribe(pool, client, h.resource, settings)
+    const r = entry.resource
+    if (nowMs >= r.learningUntilMs || entry.leases.length > 0) continue
+    r.claim(entry, {
+      capacity: Math.max(h.capacity, h.inFlight ?? 0),
+      issued: h.issued,
+      accepted: 0,
+    })
+    touched.add(r)
+  }
+  for (const r of touched) settleClaims(pool, r, nowMs)
+}
+
+/** Shares a learning resource's capacity among its claims, newest first (see learnHoldings). */
+function settleClaims(pool: PoolState, r: ResourceState, nowMs: number): void {
+  let others = 0
+  for (const e of r.entries.values()) if (!r.claims.has(e)) others += e.committedAt(nowMs)
+  let left = Math.max(0, r.settings.capacity - others)
+  const claims = [...r.claims].sort(([, a], [, b]) => newerFirst(a, b))
+  for (const [entry, claim] of claims) {
+    // Slots are whole: a claim is confirmed in whole slots.
+    const accepted = inKindUnits(r.settings.kind, Math.min(claim.capacity, left))
+    left = Math.max(0, left - accepted)
+    const first = entry.leases.length === 0
+    claim.accepted = accepted
+    entry.target = accepted
+    if (first || accepted < entry.newest - r.epsilon) send(pool, entry, accepted, nowMs)
+  }
+}
+
+/**
+ * A demand report: records each resource's demand (subscribing the client
+ * to resources it has not used before) and renews the client's leases on
+ * the reported resources once a third to a half of their life has passed (at once
+ * after a reconnect). Returns the renewal batch and the resources that
+ * deserve a prompt round (new subscriptions).
+ */
+export function reportDemand(
+  pool: PoolState,
+  key: string,
+  reports: readonly DemandReport[],
+  nowMs: number,
+): {
+  newResources: readonly string[]
+  /** Reports whose `used` passed what the client was ever leased (counted as that much). */
+  overReported: readonly string[]
+} {
+  const client = pool.clients.get(key)
+  if (client === undefined) return { newResources: noResources, overReported: noResources }
+  let newResources: string[] | undefined
+  let overReported: string[] | undefined
+  for (const report of reports) {
+    let entry = client.entries.get(report.resource)
+    if (entry === undefined) {
+      const settings = pool.settingsFor(report.resource)
+      if (settings === undefined) continue
+      const hot = isFamilyKey(settings) && !pool.resources.has(report.resource)
+      entry = subscribe(pool, client, report.resource, settings)
+      if (hot) seedKey(pool, entry.resource, nowMs, (e, c, n) => send(pool, e, c, n))
+      ;(newResources ??= []).push(report.resource)
+    }
+    entry.history.record(report.wants)
+    entry.reportedMs = Math.floor(nowMs)
+    if (report.used !== undefined && report.window !== undefined) {
+      // What a client says it used is held to what it was ever leased of the window: a larger
+      // count (a bug, or a client taking the rest of a shared budget by reporting it spent) is
+      // counted as that much, and answered with an error.
+      const most = Math.max(entry.used, entry.heldMost())
+      const used = Math.min(report.used, most)
+      if (report.used > most + entry.resource.epsilon) (overReported ??= []).push(report.resource)
+      recordUsed(pool, entry, used, report.window, nowMs)
+    }
+    if (report.weight !== undefined) entry.weight = report.weight
+    if (report.priority !== undefined) entry.priority = report.priority
+    entry.refresh(nowMs)
+    // Renew once a third to a half of the lease's life has passed (Entry.renewDue): the client
+    // keeps half or more in hand against lost messages, and a report a second costs a reply
+    // only every few seconds.
+    if (
+      entry.leases.length > 0 &&
+      (entry.resendDue || entry.renewDue(nowMs)) &&
+      !shareOfPastWindow(pool, entry, nowMs)
+    ) {
+      send(pool, entry, entry.newest, nowMs)
+    }
+  }
+  return {
+    newResources: newResources ?? noResources,
+    overReported: overReported ?? noResources,
+  }
+}
+
+/**
+ * Whether a keyed quota's share is of a window before the one in force: it is not renewed
+ * into the new window (that would carry the old split over); the family's round splits anew.
+ */
+function shareOfPastWindow(pool: PoolState, entry: Entry, nowMs: number): boolean {
+  const window = pool.windowOf(entry.resource, nowMs)
+  if (!entry.resource.shape.familyShare || window === undefined) return false
+  return entry.leaseWindow !== window.index
+}
+
+/**
+ * The client put the leases of batch `seq` in force: of every resource in
+ * the batch, or only of `resources` when given. Each frees the older leases
+ * of its own resource, never another's; a batch sent on an earlier
+ * connection is not acknowledged on this one. Grants what now fits.
+ */
+export function acknowledge(
+  pool: PoolState,
+  key: string,
+  seq: number,
+  resources: readonly string[] | undefined,
+  nowMs: number,
+): void {
+  const client = pool.clients.get(key)
+  if (client === undefined || seq < client.sinceSeq || seq > client.lastSentSeq) return
+  const touched = new Set<ResourceState>()
+  const ack = (entry: Entry): void => {
+    const before = entry.committed
+    if (entry.acknowledge(seq, nowMs)) {
+      pool.touch(entry)
+      if (entry.committed < before) touched.add(entry.resource)
+    }
+  }
+  if (resources === undefined) for (const entry of client.entries.values()) ack(entry)
+  else
+    for (const id of resources) {
+      const entry = client.entries.get(id)
+      if (entry !== undefined) ack(entry)
+    }
+  for (const r of touched) grantIncreases(pool, r, nowMs, false)
+}
+
+/**
+ * Batches the pool returned that never left (their ledger write came too
+ * late, or failed). Their leases stay counted until they lapse, as sent
+ * ones do; the client's next report renews them at once, rather than a
+ * renewal period after a lease it never had.
+ */
+export function unsent(pool: PoolState, batches: readonly LeaseBatch[]): void {
+  for (const batch of batches) {
+    const client = pool.clients.get(batch.clientKey)
+    if (client === undefined) continue
+    for (const lease of batch.leases) {
+      const entry = client.entries.get(lease.resource)
+      if (entry !== undefined) entry.resendDue = true
+    }
+  }
+}
+
+/**
+ * The client gives resources up: it promises not to use them, so their leases stop counting.
+ * A quota's are spent, not given back: what was used of a block (reported or not) is gone for
+ * the window, so a released quota's leases count apart until the window ends, as a replaced
+ * process's do, and the client starts afresh if it takes the quota up again.
+ */
+export function release(
+  pool: PoolState,
+  key: string,
+  resourceIds: readonly string[],
+  nowMs: number,
+): void {
+  const client = pool.clients.get(key)
+  if (client === undefined) return
+  const touched: ResourceState[] = []
+  let spent: Entry[] | undefined
+  for (const id of resourceIds) {
+    const entry = client.entries.get(id)
+    if (entry === undefined) continue
+    if (entry.resource.settings.quotaWindow !== undefined) {
+      ;(spent ??= []).push(entry)
+      continue
+    }
+    entry.clear(nowMs)
+    unsubscribe(pool, entry)
+    touched.push(entry.resource)
+  }
+  if (spent !== undefined) setAside(pool, client, spent, nowMs)
+  for (const r of touched) grantIncreases(pool, r, nowMs, false)
+}
+
+/**
+ * The connection is gone. The leases stay committed until they lapse (the
+ * process may still be running); its demand drops out of the next round.
+ * A client that holds nothing is forgotten at once.
+ */
+export function disconnect(pool: PoolState, key: string, nowMs: number): string[] {
+  const client = pool.clients.get(key)
+  if (client === undefined) return []
+  client.connected = false
+  for (const e of client.entries.values()) {
+    e.disconnected(nowMs)
+    e.refresh(nowMs)
+    pool.touch(e)
+  }
+  const ids = [...client.entries.keys()]
+  if (client.entries.size === 0) pool.clients.delete(key)
+  return ids
+}
+
+/**
+ * What a downstream coordinator reports to its parent for a resource: its
+ * clients' total demand, and the weight that makes the parent's water level
+ * equal to the one here. At level L a client of weight w and demand d gets
+ * min(d, w·L), so this coordinator's clients together get Σ min(d, w·L),
+ * which a single client of weight Σ min(d, w·L) / L gets too. With every
+ * client satisfied (no level), the plain sum of weights.
+ */
+export function aggregate(
+  pool: PoolState,
+  resourceId: string,
+): { wants: number; weight: number } | undefined {
+  const r = pool.resources.get(resourceId)
+  if (r === undefined) return undefined
+  let wants = 0
+  let weights = 0
+  let level = Infinity
+  for (const e of r.entries.values()) {
+    if (!e.client.connected) continue
+    const d = e.history.estimate()
+    wants += d
+    weights += e.weight
+    if (e.target < d - r.epsilon) level = Math.min(level, e.target / e.weight)
+  }
+  if (!(level > 0) || !Number.isFinite(level)) return { wants, weight: weights > 0 ? weights : 1 }
+  let share = 0
+  for (const e of r.entries.values()) {
+    if (e.client.connected) share += Math.min(e.history.estimate(), e.weight * level)
+  }
+  return { wants, weight: share / level }
+}
+
+/** A client's report of what it used of a quota in a window: the newest count of this window holds. */
+function recordUsed(
+  pool: PoolState,
+  entry: Entry,
+  used: number,
+  window: number,
+  nowMs: number,
+): void {
+  const spec = entry.resource.settings.quotaWindow
+  if (spec === undefined) return
+  const now = pool.quotaClock(spec, nowMs)
+  if (window !== now.index) return
+  if (entry.usedWindow !== now.index) {
+    entry.usedWindow = now.index
+    entry.used = 0
+  }
+  if (used > entry.used) entry.used = used
+}

@@ -1,0 +1,132 @@
+import { shareOfKey } from '../../shared/index.js'
+import type { ResourceSettings } from '../config/index.js'
+import { batchOf, putLease } from './batches.js'
+import type { ClientState, Entry, ResourceState } from './entry.js'
+import { forget, subscribe, unsubscribe } from './registry.js'
+import type { PoolState } from './state.js'
+
+/**
+ * A keyed family's hot keys through their life: seeded from every holder's
+ * default share when a process first reports one (`seedKey`), shared among
+ * those that ask (`demandOf`), dropped holder by holder once idle
+ * (`idleKey`), and sent back to the default split once nobody asks
+ * (`keyIsCold`, `retireKey`).
+ */
+
+/** Sends a lease of `capacity` for `entry` (lease-out.ts's `send`, handed in to keep the rooms apart). */
+export type SendLease = (entry: Entry, capacity: number, nowMs: number) => void
+
+/**
+ * What a client asks of a key now, for its round: its estimated demand,
+ * but none once it has not reported the key for three refresh periods (a
+ * client reports a key only while it asks for it, so an estimate that
+ * decays toward 0 would otherwise never reach it), and none below the
+ * resource's epsilon.
+ */
+export function demandOf(e: Entry, nowMs: number): number {
+  if (nowMs - e.reportedMs > 3 * e.resource.settings.refreshMs) return 0
+  const d = e.history.estimate()
+  return d > e.resource.epsilon ? d : 0
+}
+
+/**
+ * A key's entry that holds nothing and is asked for nothing, every lease of
+ * it acknowledged, while others still use the key: the client enforces 0
+ * for the key (it goes back to its default share only when the whole key
+ * does, `retireKey`), so the entry is dropped and the client noted; it comes
+ * back as a new entry when it asks for the key again.
+ */
+export function idleKey(e: Entry, nowMs: number): boolean {
+  return (
+    e.client.connected &&
+    e.committed === 0 &&
+    e.leases.every((l) => l.acked) &&
+    demandOf(e, nowMs) === 0
+  )
+}
+
+/**
+ * Whether a key has gone cold: nobody asks for it, and no lease of it
+ * commits anything (so nobody may enforce more than 0 of it by its own
+ * lease). Never while it learns.
+ */
+export function keyIsCold(r: ResourceState, nowMs: number): boolean {
+  if (nowMs < r.learningUntilMs) return false
+  for (const e of r.entries.values())
+    if (e.committedAt(nowMs) > 0 || demandOf(e, nowMs) > 0) return false
+  return true
+}
+
+/**
+ * A cold key goes back to the default split: its holders are told
+ * (`toDefault`: the key's own lease is dropped, the default share rules it
+ * again) and it leaves the pool, freeing its hot-key slot. Safe at once:
+ * every holder enforces 0 of the key by its own lease (`keyIsCold`), so
+ * whether it has heard yet or not, what it may enforce is 0 or its default
+ * share, which the family's own resource counts.
+ */
+export function retireKey(pool: PoolState, r: ResourceState): void {
+  const familyId = r.settings.family!.familyId
+  const told = new Set<ClientState>()
+  for (const e of r.entries.values()) {
+    if (e.client.connected) told.add(e.client)
+    unsubscribe(pool, e)
+  }
+  for (const key of r.idleClients) {
+    const client = pool.clients.get(key)
+    if (client?.connected === true) told.add(client)
+  }
+  for (const client of told)
+    if (client.entries.has(familyId)) sendToDefault(pool, client, r.settings)
+  forget(pool, r)
+}
+
+/** A lease that sends a key back to the client's default share (see `retireKey`). */
+function sendToDefault(pool: PoolState, client: ClientState, s: ResourceSettings): void {
+  putLease(batchOf(pool, client), {
+    resource: s.id,
+    kind: s.kind,
+    capacity: 0,
+    burst: 0,
+    ttlMs: 0,
+    refreshMs: s.refreshMs,
+    safeCapacity: 0,
+    safeHoldMs: 0,
+    toDefault: true,
+  })
+}
+
+/**
+ * A key of a family becomes hot: until now every holder of the family has
+ * enforced its default share of it (share × the key's capacity). Each
+ * holder gets an entry for the key that inherits what its family lease
+ * commits, scaled to the key (so it counts until the holder acknowledges
+ * a lease of the key, or its family lease of the time lapses), and at once
+ * an explicit lease of the key at that same value (no change where it is
+ * enforced). From then on the key is shared like any resource: the next
+ * round moves capacity to those who use it, through decrease, ack (or
+ * lapse), increase; the client enforces the key's own lease, never its
+ * default share again (until the key goes cold).
+ */
+export function seedKey(pool: PoolState, r: ResourceState, nowMs: number, send: SendLease): void {
+  const family = r.settings.family!
+  const holders = pool.resources.get(family.familyId)
+  if (holders === undefined) return
+  const { kind, capacity } = r.settings
+  for (const fe of holders.entries.values()) {
+    if (fe.leases.length === 0) continue
+    const entry = subscribe(pool, fe.client, r.settings.id, r.settings)
+    entry.restore(
+      fe.leases.map((l) => ({
+        ...l,
+        seq: 0,
+        acked: true,
+        capacity: shareOfKey(kind, l.capacity, capacity),
+        fallback: shareOfKey(kind, l.fallback, capacity),
+      })),
+      nowMs,
+    )
+    pool.touch(entry)
+    send(entry, entry.newest, nowMs)
+  }
+}

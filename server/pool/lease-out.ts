@@ -1,0 +1,157 @@
+import { inKindUnits, kindTraits, type LeaseGrant } from '../../shared/index.js'
+import { leaseTtlMsAt, type FamilySettings } from '../config/index.js'
+import { batchOf, putLease } from './batches.js'
+import type { Entry, ResourceState } from './entry.js'
+import { keyIsCold, retireKey } from './hot-keys.js'
+import { burstRefillMs, subscribe } from './registry.js'
+import type { PoolState } from './state.js'
+
+/**
+ * A lease leaves the pool: recorded on its entry as committed the moment it
+ * is made (a batch lost on the way only lapses), put in its client's batch,
+ * with what the client must know beside it (a family lease carries the
+ * leases of the family's hot keys its holder must know of).
+ */
+
+const familyPayloads = new WeakMap<FamilySettings, NonNullable<LeaseGrant['family']>>()
+
+/** What a family lease says of its keys, made once per family's settings. */
+function familyPayload(f: FamilySettings): NonNullable<LeaseGrant['family']> {
+  let payload = familyPayloads.get(f)
+  if (payload === undefined) {
+    payload = Object.freeze({
+      kind: f.keyKind,
+      capacity: f.keyCapacity,
+      burst: f.keyBurst,
+      ...(Object.keys(f.plan).length === 0 ? {} : { plan: f.plan }),
+    })
+    familyPayloads.set(f, payload)
+  }
+  return payload
+}
+
+/** Sends `entry` a lease of `capacity` now (and, for a family's own resource, its hot keys'). */
+export function send(pool: PoolState, entry: Entry, capacity: number, nowMs: number): void {
+  const r = entry.resource
+  if (!r.shape.familyShare) return sendOne(pool, entry, capacity, nowMs)
+  // A keyed quota's holder starts anew each window: its first family lease of a window is a first.
+  const window = pool.windowOf(r, nowMs)
+  const first =
+    window === undefined ? entry.leases.length === 0 : entry.leaseWindow !== window.index
+  // On a new connection the holder may know none of its key leases (a batch that carried them
+  // was lost with the old one, or a restored pool took them for acknowledged): they go again.
+  const again = entry.resendDue
+  sendOne(pool, entry, capacity, nowMs)
+  withFamilyLease(pool, entry, first, again, window?.index, nowMs)
+}
+
+/**
+ * A family lease goes out: the holder may extend its default share of every
+ * key with it, so the same batch carries what it must know of the hot keys.
+ * A new holder gets a lease of 0 for each (it never enforces a default for
+ * them); a known one, again, each key lease it has not acknowledged yet.
+ * A keyed quota's holder is new in each window (`windowIndex`): a key
+ * leased to it in an earlier window gets a lease of 0 for this one, or it
+ * would take its new default share of a key leased on its own. A family
+ * lease renewed on a new connection (`again`) carries every key lease the
+ * holder has: the client may have none of them (found by the keyed quota
+ * model: after a restart, a holder whose first batch was lost took its
+ * default share of a hot key the pool counted at 1 for it, 13 of 12).
+ */
+function withFamilyLease(
+  pool: PoolState,
+  entry: Entry,
+  first: boolean,
+  again: boolean,
+  windowIndex: number | undefined,
+  nowMs: number,
+): void {
+  const keys = pool.familyKeys.get(entry.resource.settings.id)
+  if (keys === undefined) return
+  const seq = pool.batches.get(entry.client)?.seq
+  for (const r of keys) {
+    const e = entry.client.entries.get(r.settings.id)
+    // A keyed quota's key nobody asks for is not carried into a new window: it goes back to
+    // the default split now (its leases of the window before have run out).
+    if (windowIndex !== undefined && e?.leaseWindow !== windowIndex && keyIsCold(r, nowMs)) {
+      retireKey(pool, r)
+      continue
+    }
+    if (e === undefined) {
+      if (first) sendOne(pool, subscribe(pool, entry.client, r.settings.id, r.settings), 0, nowMs)
+    } else if (windowIndex !== undefined && e.leaseWindow !== windowIndex)
+      sendOne(pool, e, 0, nowMs)
+    else if (e.leases.at(-1)?.acked !== true || (again && e.leases.at(-1)?.seq !== seq))
+      sendOne(pool, e, e.newest, nowMs)
+  }
+}
+
+/** Records a lease of `capacity` for `entry` and puts it in its client's batch. */
+export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: number): void {
+  const batch = batchOf(pool, entry.client)
+  const r = entry.resource
+  const s = r.settings
+  // A quota's block is spent until the window ends (less the grace, so no unit spills into
+  // the next window): that is its life, and it is counted until the window ends.
+  const window = pool.windowOf(r, nowMs)
+  const ttlMs =
+    window === undefined
+      ? leaseTtlMsAt(s, nowMs)
+      : Math.max(0, Math.floor(window.endMs - nowMs - s.graceMs))
+  // Before this lease is recorded (which marks the resource held): may its bucket start full?
+  const full =
+    window === undefined && capacity > 0 && entry.leases.length === 0 && quietFor(pool, r, nowMs)
+  // The fallback never exceeds the lease: what a silent client may enforce is what it was leased.
+  const safeShare = s.safeCapacity ?? s.capacity / Math.max(1, r.entries.size)
+  const safeCapacity = Math.min(capacity, inKindUnits(s.kind, safeShare))
+  entry.record(batch.seq, capacity, safeCapacity, ttlMs, nowMs, pool.sendDelayMs)
+  if (window !== undefined) entry.leaseWindow = window.index
+  pool.touch(entry)
+  const share = s.capacity > 0 ? capacity / s.capacity : 0
+  const traits = kindTraits[s.kind]
+  putLease(batch, {
+    resource: s.id,
+    kind: s.kind,
+    capacity,
+    burst: traits.refills ? s.burst * share : capacity,
+    ttlMs,
+    refreshMs: s.refreshMs,
+    safeCapacity,
+    safeHoldMs: s.safeHoldMs,
+    ...(full ? { full: true as const } : {}),
+    ...(r.shape.familyShare ? { family: familyPayload(s.family!) } : {}),
+    ...(window === undefined
+      ? r.shape.familyShare
+        ? {}
+        : { limit: { capacity: s.capacity, burst: traits.refills ? s.burst : s.capacity } }
+      : {
+          window: {
+            index: window.index,
+            endsInMs: ttlMs,
+            quota: s.capacity,
+            lengthMs: Math.round(window.endMs - window.startMs),
+          },
+        }),
+  })
+}
+
+/**
+ * Whether a rate lease sent now may start its bucket full: nobody could enforce any of the
+ * resource (no lease, no fallback, no learning) for the burst's refill time before now, so
+ * no token of the burst was spent in it and the bound capacity·t + burst holds over any
+ * interval (docs/allocation.md). Every grant of the round that finds it so may (together
+ * they hold at most the capacity, so at most the burst); the next round sees them held.
+ * Never for a keyed family or its hot keys (burstRefillMs).
+ */
+function quietFor(pool: PoolState, r: ResourceState, nowMs: number): boolean {
+  if (r.fullAtMs === nowMs) return true
+  const refillMs = burstRefillMs(r.settings)
+  if (!(refillMs < Infinity)) return false
+  // While a resource learns, the pool does not know what is held: quiet from its end at the
+  // earliest. A pool that never learned knows every lease from its quietSinceMs on.
+  const quietFromMs =
+    r.learningUntilMs > pool.startMs ? Math.max(r.heldUntilMs, r.learningUntilMs) : r.heldUntilMs
+  if (nowMs < quietFromMs + refillMs) return false
+  r.fullAtMs = nowMs
+  return true
+}

@@ -1,0 +1,141 @@
+import { leaseTtlMsAt } from '../config/index.js'
+import type { LedgerChange, LedgerEntry, LedgerStamp } from '../ledger/index.js'
+import { ClientState, noWindow, type Entry, type LeaseRecord } from './entry.js'
+import { subscribe } from './registry.js'
+import type { PoolState } from './state.js'
+
+/**
+ * The pool as the ledger keeps it: what changed since the last write
+ * (`takeChanges`), every entry (`ledgerEntries`, a compaction's snapshot),
+ * and a pool filled back from a ledger's entries (`restoreEntries`). Times
+ * are the ledger's, wall-clock ms, through the conversions given.
+ */
+
+/**
+ * What changed since the last call, as the ledger keeps it (wall-clock
+ * times through `toWallMs`): each changed entry's leases, or its removal.
+ */
+export function takeChanges(
+  pool: PoolState,
+  toWallMs: (monoMs: number) => number,
+  /** The write's stamp, put on every entry (made here, not spread onto a copy: one object per entry). */
+  stamp: LedgerStamp = {},
+): LedgerChange[] {
+  const changes: LedgerChange[] = []
+  for (const removed of pool.removed.splice(0)) changes.push({ remove: removed })
+  for (const e of pool.dirty) {
+    if (e.client.entries.get(e.resource.settings.id) !== e) continue
+    changes.push({ put: ledgerEntry(e, toWallMs, stamp) })
+  }
+  pool.dirty.clear()
+  return changes
+}
+
+/**
+ * Every entry as the ledger keeps it: what a ledger that has applied every
+ * `takeChanges` so far holds, with what has changed since (and is not yet
+ * taken) already in. A ledger compacting takes its snapshot from here
+ * instead of keeping a copy of every entry (`Ledger.snapshotFrom`): what it
+ * holds is then newer, never less than what was sent (a lease is sent once
+ * the write that covers it is done, and the pool drops a lease only once it
+ * no longer counts).
+ */
+export function ledgerEntries(
+  pool: PoolState,
+  toWallMs: (monoMs: number) => number,
+  stamp: LedgerStamp = {},
+): LedgerEntry[] {
+  const entries: LedgerEntry[] = []
+  for (const client of pool.clients.values())
+    for (const e of client.entries.values()) entries.push(ledgerEntry(e, toWallMs, stamp))
+  return entries
+}
+
+function ledgerEntry(
+  e: Entry,
+  toWallMs: (monoMs: number) => number,
+  stamp: LedgerStamp,
+): LedgerEntry {
+  const { client, resource } = e
+  return {
+    clientKey: client.key,
+    clientId: client.clientId,
+    tenant: client.tenant,
+    instance: client.instance,
+    resource: resource.settings.id,
+    pinned: e.pinned,
+    commitments: e.leases.map((l) => ({
+      // A lease that lapsed while its client was away counts only as its fallback.
+      capacity: l.lapsed ? l.fallback : l.capacity,
+      untilMs: Math.ceil(toWallMs(l.holdUntilMs)),
+      fallback: l.fallback,
+      fallbackUntilMs: Math.ceil(toWallMs(l.fallbackUntilMs)),
+    })),
+    writtenMs: stamp.writtenMs,
+    writtenMono: stamp.writtenMono,
+    epoch: stamp.epoch,
+    ...(stamp.windowLagMs === undefined ? {} : { windowLagMs: stamp.windowLagMs }),
+    // A quota's use as reported: a restarted coordinator shows it at once (other kinds'
+    // entries, by the thousand in a family, carry no field for it).
+    ...(e.usedWindow !== noWindow ? { used: { window: e.usedWindow, units: e.used } } : {}),
+    // The window of the lease: a restore takes it as of that window, not the wall clock's.
+    ...(e.leaseWindow !== noWindow ? { leaseWindow: e.leaseWindow } : {}),
+  }
+}
+
+/**
+ * Fills the pool from what a ledger kept: each client as disconnected (it
+ * will reconnect, or its leases lapse), each lease as committed until its
+ * wall time (through `toMonoMs`), of the window the ledger says. Concurrency
+ * slots counted while connected count a whole lease life from now: they may
+ * still be in flight. Returns the entries restored.
+ */
+export function restoreEntries(
+  pool: PoolState,
+  entries: readonly LedgerEntry[],
+  toMonoMs: (wallMs: number, entry: LedgerEntry) => number,
+  nowMs: number,
+): Entry[] {
+  const restored: Entry[] = []
+  for (const le of entries) {
+    const settings = pool.settingsFor(le.resource)
+    if (settings === undefined) continue
+    let client = pool.clients.get(le.clientKey)
+    if (client === undefined) {
+      client = new ClientState(le.clientKey, le.clientId, le.tenant, le.instance)
+      client.connected = false
+      pool.clients.set(le.clientKey, client)
+    }
+    const entry = subscribe(pool, client, le.resource, settings)
+    const records: LeaseRecord[] = le.commitments.map((c) => ({
+      seq: 0,
+      capacity: c.capacity,
+      ttlMs: leaseTtlMsAt(settings, nowMs),
+      sentMs: nowMs,
+      holdUntilMs: toMonoMs(c.untilMs, le),
+      fallback: c.fallback,
+      fallbackUntilMs: toMonoMs(c.fallbackUntilMs, le),
+      acked: true,
+      lapsed: false,
+    }))
+    entry.restore(records, nowMs)
+    if (le.used !== undefined) {
+      entry.used = le.used.units
+      entry.usedWindow = le.used.window
+    }
+    // A quota's lease is of the window the ledger says it was leased in. (A ledger of an
+    // earlier version says none: a lease held past the middle of the window in force is taken
+    // as of that window, a lease of the one before holding only until its end.)
+    const w = pool.windowOf(entry.resource, nowMs)
+    if (w !== undefined) {
+      if (le.leaseWindow !== undefined) entry.leaseWindow = le.leaseWindow
+      else if (records.some((l) => l.holdUntilMs >= (w.startMs + w.endMs) / 2))
+        entry.leaseWindow = w.index
+    }
+    if (le.pinned) entry.disconnected(nowMs)
+    entry.refresh(nowMs)
+    pool.touch(entry)
+    restored.push(entry)
+  }
+  return restored
+}

@@ -1,0 +1,74 @@
+import type { Entry, ResourceState } from './entry.js'
+import { idleKey, keyIsCold, retireKey } from './hot-keys.js'
+import { send } from './lease-out.js'
+import { forget, unsubscribe } from './registry.js'
+import type { PoolState } from './state.js'
+
+/**
+ * One round for a resource: drop lapsed leases, then (unless learning) set
+ * apart what silent clients hold and hand the rest to the resource's shape,
+ * which sets targets and sends the leases that follow (shapes/). Its
+ * batches are left for the caller's flush.
+ *
+ * What a silent client holds is kept out of what is shared: a client that
+ * is disconnected, or that has left a decrease unacknowledged for a whole
+ * refresh period (stalled, or draining slots), keeps its commitment, and
+ * the others share the capacity left beside it. So a capacity cut takes
+ * effect on what such clients hold too: the others shrink until it lapses.
+ */
+export function round(pool: PoolState, resourceId: string, nowMs: number): void {
+  const r = pool.resources.get(resourceId)
+  if (r === undefined) return
+  sweepResource(pool, r, nowMs)
+  if (r.entries.size === 0) {
+    forget(pool, r)
+    return
+  }
+  r.rounds++
+  if (nowMs < r.learningUntilMs) return
+  if (r.claims.size > 0) r.clearClaims()
+
+  const silentSinceMs = nowMs - r.settings.refreshMs
+  const quota = pool.windowOf(r, nowMs)
+  const sharing: Entry[] = []
+  let reserved = 0
+  for (const e of r.entries.values()) {
+    if (!e.client.connected) {
+      e.target = 0
+      reserved += e.committed
+    } else if (e.awaitsDecreaseAck(silentSinceMs)) {
+      // Its decrease is on its way or in force, but not acknowledged: keep what it holds.
+      // A quota's client cannot acknowledge a budget below what it spent before the decrease
+      // came (its report lagged): it gets what it reports used, which it can take, and
+      // shares again once that is acknowledged. Still within what it is committed.
+      if (quota !== undefined && e.usedWindow === quota.index && e.used > e.newest + r.epsilon)
+        send(pool, e, Math.min(e.committed, e.used), nowMs)
+      e.target = e.newest
+      reserved += e.committed
+    } else sharing.push(e)
+  }
+  r.shape.round(pool, r, sharing, reserved, nowMs)
+}
+
+/**
+ * Drops what has lapsed from a resource's entries and recomputes what they
+ * commit; forgets clients gone with nothing left, a hot key's idle holders,
+ * and a hot key that went cold (hot-keys.ts).
+ */
+export function sweepResource(pool: PoolState, r: ResourceState, nowMs: number): void {
+  let sum = 0
+  for (const e of r.entries.values()) {
+    if (e.refresh(nowMs)) pool.touch(e)
+    sum += e.committed
+  }
+  r.committedSum = sum
+  const isKey = r.shape.hotKey
+  if (isKey && keyIsCold(r, nowMs)) return retireKey(pool, r)
+  for (const e of r.entries.values()) {
+    if (!e.client.connected && e.leases.length === 0) unsubscribe(pool, e)
+    else if (isKey && idleKey(e, nowMs)) {
+      r.noteIdle(e.client.key)
+      unsubscribe(pool, e)
+    }
+  }
+}

@@ -1,0 +1,60 @@
+import { grantIncreases } from '../increases.js'
+import { send } from '../lease-out.js'
+import { defaultHolders } from './default-holders.js'
+import type { Shape } from './shape.js'
+
+/**
+ * A keyed quota's own resource: each holder's default share of every key's
+ * budget for the window (a fraction; capacity 1 is every key's whole
+ * budget). A share sent in a window is never taken back within it: a
+ * process cannot say what it spent of a million keys, so its share counts
+ * as spent of every key until the window ends, whatever becomes of it. A
+ * share may grow, up to the holder's weighted part among the default
+ * holders (defaultHolders) and one holder more, out of what no share of
+ * the window holds. The one more is room for a process that comes
+ * mid-window (a gateway restarted, whose old share stays spent, or one
+ * added), so it too decides new keys at once; one that comes once the
+ * shares took everything gets none, and asks per key (its keys are leased
+ * on their own). Every holder without a lease of this window gets one, at
+ * 0 where nothing is free: with it go leases of the family's hot keys
+ * (lease-out.ts), so no process takes a default share of a key that is
+ * leased on its own in the window.
+ */
+export const keyedQuotaShareShape: Shape = Object.freeze<Shape>({
+  name: 'keyed quota share',
+  familyShare: true,
+  hotKey: false,
+  round(pool, r, sharing, _reserved, nowMs) {
+    const windowIndex = pool.windowOf(r, nowMs)!.index
+    const defaults = defaultHolders(r, sharing)
+    // The holders that share, those that hold a share of this window without sharing now (gone,
+    // or replaced: theirs stays spent), and one more of the largest weight: room for one that
+    // comes later. Counting the absent keeps their part from going to the others as growth.
+    let weights = 0
+    let spare = 0
+    for (let i = 0; i < sharing.length; i++)
+      if (defaults[i]! > 0) {
+        weights += sharing[i]!.weight
+        spare = Math.max(spare, sharing[i]!.weight)
+      }
+    const shares = new Set(sharing)
+    for (const e of r.entries.values())
+      if (e.leaseWindow === windowIndex && e.committed > 0 && !shares.has(e)) weights += e.weight
+    weights += spare
+    const whole = r.settings.family!.defaultShare ?? 1
+    for (let i = 0; i < sharing.length; i++) {
+      const e = sharing[i]!
+      const fair = defaults[i]! > 0 ? (whole * e.weight) / weights : 0
+      // What it holds of an earlier window is no share of this one (it lapses with its window).
+      e.target = Math.max(e.leaseWindow === windowIndex ? e.newest : 0, fair)
+    }
+    const eps = r.epsilon
+    r.clearStarved()
+    for (const e of sharing) if (e.target > e.newest + eps) r.starve(e)
+    grantIncreases(pool, r, nowMs, true)
+    // A holder the increases did not reach gets this window's lease all the same: its fair part
+    // where an earlier window's lease still holds that much, else what it has (0 at a start).
+    for (const e of sharing)
+      if (e.leaseWindow !== windowIndex) send(pool, e, Math.min(e.target, e.newest), nowMs)
+  },
+})

@@ -1,0 +1,65 @@
+import { allocate, wholeUnits } from '../../allocation/index.js'
+import { quotaHorizonMs, wholeSlots } from '../../../shared/index.js'
+import { settle, tenantOf, type Shape } from './shape.js'
+
+/**
+ * The least block a quota's process holds while the budget lasts, asked for or
+ * not: one unit, or a ten-thousandth of the quota. What idle processes hold of
+ * it is at most that much each, stranded at the window's end.
+ */
+export function quotaStandingBlock(capacity: number): number {
+  return Math.max(1, Math.floor(capacity / 10_000))
+}
+
+/**
+ * A quota (named, or a family's hot key of a keyed quota). Each client's
+ * budget for the window is what it used (as it reported) plus a block: the
+ * budget left (capacity less what everyone used, and less what silent
+ * clients hold) shared by weighted max-min over the blocks asked for, a
+ * block being what the client asks per second over the quota horizon (two
+ * refresh periods: a steady client renews about once a period), never past
+ * the window's end, and never below a standing block (quotaStandingBlock).
+ * Near the end of the budget blocks shrink to what is fair; a client that
+ * asks for nothing is cut back to what it used and its standing block, and
+ * the rest comes back. Decreases free budget only once acknowledged (a
+ * client acknowledges only when what it used fits the new budget) or at the
+ * window's end; a block sent is counted as used until then, whatever
+ * becomes of its client.
+ */
+export const namedQuotaShape: Shape = Object.freeze<Shape>({
+  name: 'quota',
+  familyShare: false,
+  hotKey: false,
+  round(pool, r, sharing, reserved, nowMs) {
+    const s = r.settings
+    const window = pool.windowOf(r, nowMs)!
+    const leftMs = Math.max(0, window.endMs - nowMs - s.graceMs)
+    const horizonSec = Math.min(leftMs, quotaHorizonMs(s.refreshMs)) / 1000
+    let usedAll = 0
+    const used = sharing.map((e) => {
+      const u = e.usedWindow === window.index ? e.used : 0
+      usedAll += u
+      return u
+    })
+    const left = Math.max(0, s.capacity - reserved - usedAll)
+    const standingBlock = horizonSec > 0 ? quotaStandingBlock(s.capacity) : 0
+    const result = allocate({
+      capacity: wholeSlots(left),
+      algorithm: 'fair-share',
+      surplus: 'hold',
+      tenants: s.tenants,
+      clients: sharing.map((e) => ({
+        id: e.client.key,
+        // At least a standing block, so a process that has not asked yet (or not lately)
+        // admits its next request without a round trip while the budget lasts.
+        wants: Math.max(e.history.estimate() * horizonSec, standingBlock),
+        weight: e.weight,
+        priority: e.priority,
+        tenant: tenantOf(r, e),
+      })),
+    })
+    const blocks = wholeUnits(result.grants)
+    for (let i = 0; i < sharing.length; i++) sharing[i]!.target = used[i]! + blocks[i]!
+    settle(pool, r, sharing, nowMs)
+  },
+})

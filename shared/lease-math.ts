@@ -1,0 +1,53 @@
+import { inKindUnits, type ResourceKind } from './domain.js'
+
+/**
+ * The lease arithmetic both sides of the wire must compute alike: the
+ * coordinator counts what a client may enforce by these rules, and the
+ * client enforces by them. A drift between the two would break Σ ≤ capacity
+ * silently, so each rule is written once, here, and imported by the pool,
+ * the client and the model tests.
+ */
+
+/**
+ * What a lease lets its client fall back to once it lapses unrenewed, in
+ * `safe` mode: its safe capacity, never above the lease, never below 0.
+ */
+export function safeFallback(lease: {
+  readonly capacity: number
+  readonly safeCapacity: number
+}): number {
+  return Math.max(0, Math.min(lease.safeCapacity, lease.capacity))
+}
+
+/** A fallback's burst (rate): the lease's burst, scaled as the fallback is to the lease. */
+export function fallbackBurst(
+  lease: { readonly capacity: number; readonly burst: number },
+  fallback: number,
+): number {
+  return lease.capacity > 0 ? (lease.burst * fallback) / lease.capacity : 0
+}
+
+/** A key's limits: the plan's entry for it, else the family's. */
+export function keyLimits<T>(plan: Readonly<Record<string, T>>, key: string, family: T): T {
+  return (Object.hasOwn(plan, key) ? plan[key] : undefined) ?? family
+}
+
+/**
+ * A share (a fraction, a family lease's capacity) of a key's `limit` in the
+ * kind's units: whole slots for a whole-unit kind. What a holder's default
+ * share of a key is, where the client enforces it and where the coordinator
+ * seeds a key that goes hot.
+ */
+export function shareOfKey(kind: ResourceKind, share: number, limit: number): number {
+  return inKindUnits(kind, share * limit)
+}
+
+/**
+ * How far ahead a quota looks: a block is sized for what a client asks over
+ * two refresh periods (so a steady client renews about once a period), and
+ * a client reports a key of its default share once it would spend what is
+ * left of it within as long.
+ */
+export function quotaHorizonMs(refreshMs: number): number {
+  return 2 * refreshMs
+}
