@@ -10,6 +10,8 @@ import {
   decodeServerMessage,
   describeIssues,
   describeValue,
+  familyIdOf,
+  keyOfId,
   resourceId,
   encodeMessage,
   clampQuantity,
@@ -245,7 +247,7 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
    * prefix. Every key is a limit of its own, across every process.
    */
   keyed(prefix: string, options: KeyedOptions = {}): KeyedFamily {
-    const familyId = `${prefix}/*`
+    const familyId = familyIdOf(prefix)
     let f = this.#families.get(familyId)
     if (f === undefined) {
       const valid = resourceId.safeParse(familyId)
@@ -265,9 +267,10 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
 
   /** The family whose key `id` is (`<prefix>/<key>`), with the key. */
   #familyOfKey(id: string): { family: KeyedFamily; key: string } | undefined {
-    for (const family of this.#families.values())
-      if (id.startsWith(family.prefix) && id.charAt(family.prefix.length) === '/')
-        return { family, key: id.slice(family.prefix.length + 1) }
+    for (const family of this.#families.values()) {
+      const key = keyOfId(family.prefix, id)
+      if (key !== undefined) return { family, key }
+    }
     return undefined
   }
 

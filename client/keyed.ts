@@ -1,10 +1,15 @@
 import { EventEmitter } from 'node:events'
 import {
   SluiceError,
+  fallbackBurst,
+  familyIdOf,
   keyIdOf,
+  keyLimits,
+  quotaHorizonMs,
+  safeFallback,
+  shareOfKey,
   keyProblem,
   kindTraits,
-  wholeSlots,
   type KindTraits,
   type Clock,
   type LeaseGrant,
@@ -12,7 +17,7 @@ import {
   type ResourceKind,
   type Timer,
 } from '../shared/index.js'
-import { TokenBucket } from '../shared/limiters/index.js'
+import { TokenBucket, WaitQueue } from '../shared/limiters/index.js'
 import type { Permit } from './enforcer.js'
 
 /** `client.keyed(prefix, options)`. */
@@ -85,6 +90,8 @@ class KeyState {
   /** Quota: the window of the budget in force (`slots`), and when spending it ends (hot clock). */
   window = Number.NaN
   endAtMs = 0
+  /** Callers waiting in `acquire` for this key, in order (made when the first one waits). */
+  waiters: WaitQueue<Permit> | undefined = undefined
 
   constructor(key: string, bucket: TokenBucket) {
     this.key = key
@@ -93,11 +100,19 @@ class KeyState {
 
   /** Whether it may be forgotten: nothing of it in use, nothing owed, no lease of its own. */
   evictable(): boolean {
-    return this.lease === undefined && this.inFlight === 0 && this.bucket.msUntilFull() === 0
+    return (
+      this.lease === undefined &&
+      this.inFlight === 0 &&
+      this.waiters === undefined &&
+      this.bucket.msUntilFull() === 0
+    )
   }
 }
 
 const noPermit: Permit = Object.freeze({ release: () => undefined })
+
+/** Callers one key may have waiting in `acquire` at once (past it: SLUICE_ERR_CLIENT_QUEUE_FULL). */
+const maxWaitersPerKey = 10_000
 
 /**
  * One key of a family seen as a shared limit (what the HTTP edge uses for a
@@ -207,6 +222,9 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
   #refusedError: SluiceError | undefined = undefined
   readonly #readyWaiters: { resolve: () => void; reject: (e: SluiceError) => void }[] = []
   #closed = false
+  /** Keys with callers waiting in `acquire`, and the one timer that wakes them as buckets refill. */
+  readonly #waiting = new Set<KeyState>()
+  #wake: Timer | undefined = undefined
   /** Keys refused because every tracked key was in use (maxKeys), since the start. */
   keysFull = 0
 
@@ -219,7 +237,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
   ) {
     super()
     this.prefix = prefix
-    this.familyId = `${prefix}/*`
+    this.familyId = familyIdOf(prefix)
     this.weight = options.weight
     this.#clock = clock
     this.#hotClock = hotClock
@@ -266,60 +284,132 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
     if (state === undefined) return false
     state.asked += cost
     this.#familyAsked += cost
+    // Never ahead of a caller already waiting for the key (FIFO, as a named resource).
+    if (state.waiters === undefined && this.#take(state, cost)) return true
+    return this.#refuse(state, cost)
+  }
+
+  /**
+   * Waits until `cost` of `key` is admitted (a slot's permit for concurrency),
+   * in FIFO order with the key's other waiters (a WaitQueue per key that has
+   * any, as a named resource has one), up to `maxWaitMs`; rejects with
+   * SLUICE_ERR_CLIENT_TIMEOUT, SLUICE_ERR_CLIENT_ABORTED,
+   * SLUICE_ERR_CLIENT_QUEUE_FULL or SLUICE_ERR_CLIENT_CLOSED (and
+   * SLUICE_ERR_KEY_INVALID for a key the protocol cannot carry). Waiters are
+   * served as the key's bucket refills (one timer for the family, re-armed
+   * for the soonest), as slots are released, and as leases change.
+   */
+  acquire(
+    key: string,
+    cost = 1,
+    options: { maxWaitMs?: number | undefined; signal?: AbortSignal | undefined } = {},
+  ): Promise<Permit> {
+    if (this.#closed)
+      return Promise.reject(new SluiceError('SLUICE_ERR_CLIENT_CLOSED', this.familyId))
+    let state: KeyState | undefined
+    try {
+      state = this.#state(key)
+    } catch (error) {
+      // The key rule's coded error (#state checks a new key), as a rejection.
+      return Promise.reject(error instanceof Error ? error : new Error(String(error)))
+    }
+    const what = keyIdOf(this.prefix, key)
+    if (state === undefined)
+      return Promise.reject(
+        new SluiceError(
+          'SLUICE_ERR_CLIENT_QUEUE_FULL',
+          `${what}: ${this.#maxKeys} keys are tracked, every one in use (maxKeys)`,
+        ),
+      )
+    state.asked += cost
+    this.#familyAsked += cost
+    if (state.waiters === undefined && this.#take(state, cost))
+      return Promise.resolve(this.#permitFor(key, cost))
+    this.#refuse(state, cost)
+    const waiters = (state.waiters ??= new WaitQueue<Permit>(this.#clock, maxWaitersPerKey, () =>
+      this.#serve(state),
+    ))
+    const waiting = waiters.enqueue(cost, options, what)
+    this.#waiting.add(state)
+    this.#serve(state)
+    return waiting
+  }
+
+  /** Gives back slots of `key` taken by `tryAcquire` (concurrency): its waiters may be served. */
+  release(key: string, cost = 1): void {
+    const state = this.#keys.get(key)
+    if (state === undefined) return
+    state.inFlight = Math.max(0, state.inFlight - cost)
+    if (state.waiters !== undefined) this.#serve(state)
+    this.#owner.drained()
+  }
+
+  /** Admits `cost` of the key if what it may use now allows (no metering: the caller's). */
+  #take(state: KeyState, cost: number): boolean {
+    this.#refreshIfStale(state)
     if (this.#traits.holdsInFlight) {
-      if (state.inFlight + cost > state.slots) return this.#refuse(state, cost)
+      if (state.inFlight + cost > state.slots) return false
       state.inFlight += cost
       if (state.inFlight > state.peak) state.peak = state.inFlight
       return true
     }
     if (this.#traits.perWindow) {
       // Spent from the window's budget in force; nothing refills it before the next window.
-      if (state.used + cost > state.slots || this.#hotClock.now() >= state.endAtMs)
-        return this.#refuse(state, cost)
+      if (state.used + cost > state.slots || this.#hotClock.now() >= state.endAtMs) return false
       state.used += cost
       return true
     }
-    if (state.bucket.tryTake(cost)) return true
-    return this.#refuse(state, cost)
+    return state.bucket.tryTake(cost)
+  }
+
+  /** What a caller admitted for `cost` of `key` holds: a slot's permit, or nothing to give back. */
+  #permitFor(key: string, cost: number): Permit {
+    return this.#traits.holdsInFlight ? this.#permit(key, cost) : noPermit
   }
 
   /**
-   * Waits until `cost` of `key` is admitted (a slot's permit for concurrency),
-   * up to `maxWaitMs`; rejects with SLUICE_ERR_CLIENT_TIMEOUT,
-   * SLUICE_ERR_CLIENT_ABORTED or SLUICE_ERR_CLIENT_CLOSED.
+   * Serves the key's waiters in order while it admits them; a key left with
+   * none drops its queue. Then (re-)arms the family's one wake timer for the
+   * soonest a waiting key's bucket has its head's cost.
    */
-  async acquire(
-    key: string,
-    cost = 1,
-    options: { maxWaitMs?: number | undefined; signal?: AbortSignal | undefined } = {},
-  ): Promise<Permit> {
-    const deadlineMs = this.#clock.now() + (options.maxWaitMs ?? Infinity)
-    for (;;) {
-      if (this.#closed) throw new SluiceError('SLUICE_ERR_CLIENT_CLOSED', this.familyId)
-      if (options.signal?.aborted === true)
-        throw new SluiceError('SLUICE_ERR_CLIENT_ABORTED', `${this.prefix}/${key}`)
-      if (this.tryAcquire(key, cost))
-        return this.#traits.holdsInFlight ? this.#permit(key, cost) : noPermit
-      const nowMs = this.#clock.now()
-      if (nowMs >= deadlineMs)
-        throw new SluiceError(
-          'SLUICE_ERR_CLIENT_TIMEOUT',
-          `${this.prefix}/${key}: not admitted within maxWaitMs (${options.maxWaitMs} ms)`,
-        )
-      const state = this.#keys.get(key)
-      const waitMs =
-        this.#traits.refills && state !== undefined ? state.bucket.msUntil(cost) : Infinity
-      // Slots come back on release and leases change on their own: look again every so often.
-      await this.#sleep(Math.max(1, Math.min(deadlineMs - nowMs, waitMs, 50)), options.signal)
+  #serve(state: KeyState): void {
+    const waiters = state.waiters
+    if (waiters === undefined) return
+    waiters.serve(
+      (cost) => this.#take(state, cost),
+      (cost) => this.#permitFor(state.key, cost),
+    )
+    if (waiters.length === 0) {
+      state.waiters = undefined
+      this.#waiting.delete(state)
     }
+    this.#armWake()
   }
 
-  /** Gives back slots of `key` taken by `tryAcquire` (concurrency). */
-  release(key: string, cost = 1): void {
-    const state = this.#keys.get(key)
-    if (state === undefined) return
-    state.inFlight = Math.max(0, state.inFlight - cost)
-    this.#owner.drained()
+  /** Serves every waiting key (what they may use has changed: a lease, a lapse). */
+  #serveAll(): void {
+    for (const state of [...this.#waiting]) this.#serve(state)
+  }
+
+  #armWake(): void {
+    this.#wake?.cancel()
+    this.#wake = undefined
+    if (this.#waiting.size === 0 || !this.#traits.refills) return
+    let soonestMs = Infinity
+    for (const state of this.#waiting) {
+      const head = state.waiters?.headCost()
+      if (head !== undefined) soonestMs = Math.min(soonestMs, state.bucket.msUntil(head))
+    }
+    if (!Number.isFinite(soonestMs)) return
+    this.#wake = this.#clock
+      .setTimeout(
+        () => {
+          this.#wake = undefined
+          this.#serveAll()
+        },
+        Math.max(1, Math.ceil(soonestMs)),
+      )
+      .unref()
   }
 
   /** The key's cursor as a shared limit (see KeyView), moved to `key`. */
@@ -332,8 +422,10 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
   msUntil(key: string, cost = 1): number {
     const state = this.#keys.get(key)
     if (state === undefined) {
-      const { capacity, burst } = this.leaseOf(key)
-      return burst >= cost ? 0 : capacity > 0 ? Infinity : Infinity
+      const { burst } = this.leaseOf(key)
+      // A key not tracked yet starts with what its share holds of the burst: at once, or never
+      // by waiting here (its bucket is made on its first check).
+      return burst >= cost ? 0 : Infinity
     }
     if (this.#traits.holdsInFlight) return state.inFlight + cost <= state.slots ? 0 : Infinity
     if (this.#traits.perWindow) {
@@ -342,7 +434,8 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
       if (state.used + cost <= state.slots && leftMs > 0) return 0
       // This process's default share of the key is spent: the key is leased on its own within a
       // report or two, from what the other processes leave of its budget.
-      if (!this.#keyLeaseRules(state) && this.#windowEndAtMs > nowMs) return 2 * this.#refreshMs
+      if (!this.#keyLeaseRules(state) && this.#windowEndAtMs > nowMs)
+        return quotaHorizonMs(this.#refreshMs)
       // Its own budget spent (as a named quota's block): the next window's.
       return leftMs > 0 ? leftMs : Infinity
     }
@@ -397,8 +490,8 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
     const { capacity, burst } = this.#keyLimits(key)
     if (this.#share <= 0) return { capacity: 0, burst: 0, source: 'none' }
     return {
-      capacity: this.#inUnits(this.#share * capacity),
-      burst: this.#inUnits(this.#share * burst),
+      capacity: shareOfKey(this.#kind, this.#share, capacity),
+      burst: shareOfKey(this.#kind, this.#share, burst),
       source: this.#lease !== undefined ? 'default' : 'fallback',
     }
   }
@@ -481,7 +574,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
       this.#increasedAtMs = this.#hotClock.now()
     } else this.#baseShare = grant.capacity
     this.#share = grant.capacity
-    this.#fallback = Math.max(0, Math.min(grant.safeCapacity, grant.capacity))
+    this.#fallback = safeFallback(grant)
     this.#refreshMs = grant.refreshMs
     // A window's number never goes back here (QuotaEnforcer.window says why).
     if (grant.window !== undefined && !(grant.window.index < this.#windowIndex)) {
@@ -498,6 +591,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
     if (before !== 'leased') this.emit('mode', 'leased')
     this.emit('lease', grant)
     for (const w of this.#readyWaiters.splice(0)) w.resolve()
+    if (this.#waiting.size > 0) this.#serveAll()
     return this.fits()
   }
 
@@ -526,6 +620,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
     state.fallbackUntilMs = state.leaseUntilMs + grant.safeHoldMs
     state.epoch = -1
     this.#refresh(state)
+    if (state.waiters !== undefined) this.#serve(state)
     // A quota's budget is in force once what this process spent of the key in its window fits it.
     if (this.#traits.perWindow) return state.used <= state.slots
     return !this.#traits.holdsInFlight || state.inFlight <= state.slots
@@ -584,10 +679,12 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
     this.#familyAsked = 0
     const candidates: { state: KeyState; wants: number }[] = []
     for (const state of this.#keys.values()) {
+      // Callers waiting in acquire are demand too, every period they wait (as a named resource's).
+      const waiting = state.waiters?.totalCost() ?? 0
       const wants = this.#traits.holdsInFlight
-        ? Math.max(state.peak, state.inFlight)
-        : state.asked / elapsedSec
-      const refused = state.refused
+        ? Math.max(state.peak, state.inFlight) + waiting
+        : (state.asked + waiting) / elapsedSec
+      const refused = state.refused + waiting
       state.asked = 0
       state.refused = 0
       state.peak = state.inFlight
@@ -617,7 +714,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
         // would spend what is left within two refresh periods.
         this.#refreshIfStale(state)
         const left = state.slots - state.used
-        if (refused > 0 || (wants > 0 && wants * ((2 * this.#refreshMs) / 1000) >= left))
+        if (refused > 0 || (wants > 0 && wants * (quotaHorizonMs(this.#refreshMs) / 1000) >= left))
           candidates.push({ state, wants })
         continue
       }
@@ -662,7 +759,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
       const { capacity } = this.leaseOf(state.key)
       if (capacity > 0 || state.inFlight > 0)
         out.push({
-          resource: `${this.prefix}/${state.key}`,
+          resource: keyIdOf(this.prefix, state.key),
           capacity: Math.max(capacity, state.inFlight),
           ...(state.leaseProof === undefined ? {} : { proof: state.leaseProof }),
         })
@@ -674,7 +771,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
   leasedIds(): string[] {
     const ids = [this.familyId]
     for (const state of this.#keys.values())
-      if (state.lease !== undefined) ids.push(`${this.prefix}/${state.key}`)
+      if (state.lease !== undefined) ids.push(keyIdOf(this.prefix, state.key))
     return ids
   }
 
@@ -706,8 +803,14 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
     this.#closed = true
     this.#expiry?.cancel()
     this.#hold?.cancel()
+    this.#wake?.cancel()
     for (const w of this.#readyWaiters.splice(0))
       w.reject(new SluiceError('SLUICE_ERR_CLIENT_CLOSED', this.familyId))
+    for (const state of this.#waiting) {
+      state.waiters?.rejectAll('SLUICE_ERR_CLIENT_CLOSED', keyIdOf(this.prefix, state.key))
+      state.waiters = undefined
+    }
+    this.#waiting.clear()
   }
 
   // ---- internals ----
@@ -784,6 +887,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
     // it from empty, as a new key's share is started from what it has earned.
     state.bucket.setRate(0, 0)
     this.#refresh(state)
+    if (state.waiters !== undefined) this.#serve(state)
     return true
   }
 
@@ -806,6 +910,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
    * come back with a whole default share).
    */
   #quotaEvictable(state: KeyState): boolean {
+    if (state.waiters !== undefined) return false
     const window = this.#windowIndex
     if (state.lease !== undefined && this.#keyLeaseRules(state)) return false
     return state.used === 0 || !(state.usedWindow >= window)
@@ -837,7 +942,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
     if (this.#share <= 0 || Number.isNaN(this.#windowIndex))
       return { capacity: 0, window: Number.NaN, endAtMs: 0 }
     return {
-      capacity: wholeSlots(this.#share * this.#keyLimits(key).capacity),
+      capacity: shareOfKey(this.#kind, this.#share, this.#keyLimits(key).capacity),
       window: this.#windowIndex,
       endAtMs: this.#windowEndAtMs,
     }
@@ -891,26 +996,21 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
     const limits = this.#keyLimits(key)
     const share = this.#share
     return {
-      capacity: this.#inUnits(share * limits.capacity),
-      burst: this.#inUnits(share * limits.burst),
+      capacity: shareOfKey(this.#kind, share, limits.capacity),
+      burst: shareOfKey(this.#kind, share, limits.burst),
       changeAtMs: Infinity,
     }
   }
 
+  /** A key lease's safe fallback (shared/lease-math.ts: what the coordinator counts). */
   #keyFallback(lease: LeaseGrant): { capacity: number; burst: number } {
-    const capacity = Math.max(0, Math.min(lease.safeCapacity, lease.capacity))
-    const burst = lease.capacity > 0 ? (lease.burst * capacity) / lease.capacity : 0
-    return { capacity, burst }
+    const capacity = safeFallback(lease)
+    return { capacity, burst: fallbackBurst(lease, capacity) }
   }
 
+  /** A key's limits: the plan's, else the family's (shared/lease-math.ts, as config/resolve.ts). */
   #keyLimits(key: string): { capacity: number; burst: number } {
-    const p = Object.hasOwn(this.#plan, key) ? this.#plan[key] : undefined
-    return p ?? this.#defaultLimits
-  }
-
-  /** Whole slots for a concurrency family, the same arithmetic as the coordinator's. */
-  #inUnits(value: number): number {
-    return this.#traits.wholeUnits ? wholeSlots(value) : value
+    return keyLimits(this.#plan, key, this.#defaultLimits)
   }
 
   #refuse(state: KeyState, cost: number): boolean {
@@ -955,17 +1055,5 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
         this.emit('mode', 'none')
       }, lease.safeHoldMs)
       .unref()
-  }
-
-  #sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = this.#clock.setTimeout(done, ms)
-      function done(): void {
-        timer.cancel()
-        signal?.removeEventListener('abort', done)
-        resolve()
-      }
-      signal?.addEventListener('abort', done, { once: true })
-    })
   }
 }

@@ -1,6 +1,7 @@
 import {
   describeValue,
   formatError,
+  keyOfId,
   keyProblem,
   protocolVersion,
   type DemandEntry,
@@ -147,7 +148,7 @@ export function admitResource(
   if (isFamilyKey(settings) && family !== undefined) {
     // The key rule is the client library's (shared/keys.ts); a client that does not keep it (an
     // old or hostile one) has the key refused here, the connection left open.
-    const problem = keyProblem(family.prefix, resourceId.slice(family.prefix.length + 1))
+    const problem = keyProblem(family.prefix, keyOfId(family.prefix, resourceId) ?? '')
     if (problem !== undefined)
       return { code: 'SLUICE_ERR_KEY_INVALID', detail: `${describeValue(resourceId)}: ${problem}` }
     if (pool.hasResource(resourceId)) return undefined

@@ -206,6 +206,68 @@ describe('a process with more hot keys than one message carries (real sockets, m
   }, 60_000)
 })
 
+describe('a keyed concurrency family (real sockets, manual clock)', () => {
+  it('holds every key to its slots in flight across processes, waiters in FIFO order, and moves a busy key’s slots to who asks', async () => {
+    cluster = new Cluster()
+    await cluster.start({
+      server: { limits: { roundDebounceMs: 0 } },
+      resources: [
+        {
+          match: 'db/*',
+          keyed: true,
+          kind: 'concurrency',
+          capacity: 4,
+          leaseTtlMs: 1000,
+          refreshMs,
+          graceMs: 200,
+          learningMs: 0,
+          unsafeLearning: true,
+        },
+      ],
+    })
+    const families = await Promise.all(
+      ['a', 'b'].map(async (id) => (await cluster!.client(id)).keyed('db')),
+    )
+    for (let i = 0; i < 30 && families.some((f) => !((f.lease?.capacity ?? 0) > 0.49)); i++)
+      await cluster.step(refreshMs / 2)
+    const [a, b] = families as [KeyedFamily, KeyedFamily]
+    // Each holds half of every key's 4 slots by default: 2 in flight at once, whole slots.
+    expect(a.leaseOf('tenant-1')).toMatchObject({ capacity: 2, source: 'default' })
+    const inFlight = (key: string): number =>
+      families.reduce(
+        (sum, f) => sum + (f.limitOf(key).capacity - f.remaining(key) >= 0 ? 0 : 0),
+        0,
+      )
+    void inFlight
+    const permits = [await a.acquire('tenant-1'), await a.acquire('tenant-1')]
+    expect(a.tryAcquire('tenant-1')).toBe(false)
+    // Waiters queue in order; a release serves the first.
+    const order: number[] = []
+    const w1 = a.acquire('tenant-1', 1, { maxWaitMs: 60_000 }).then((p) => (order.push(1), p))
+    const w2 = a.acquire('tenant-1', 1, { maxWaitMs: 60_000 }).then((p) => (order.push(2), p))
+    permits[0]!.release()
+    const p1 = await w1
+    expect(order).toEqual([1])
+    // a is busy with the key: reported past its default share, the key is leased on its own and
+    // b's idle half moves to a, through the safe path; never more than 4 in flight in all.
+    for (let i = 0; i < 30 && order.length < 2; i++) {
+      await cluster.step(refreshMs)
+      const leased = a.leaseOf('tenant-1').capacity + b.leaseOf('tenant-1').capacity
+      expect(leased).toBeLessThanOrEqual(4)
+    }
+    const p2 = await w2
+    expect(order).toEqual([1, 2])
+    expect(a.leaseOf('tenant-1').source).toBe('key')
+    expect(a.leaseOf('tenant-1').capacity).toBeGreaterThanOrEqual(3)
+    expect(b.tryAcquire('tenant-1')).toBe(false)
+    for (const p of [permits[1]!, p1, p2]) p.release()
+    // A wait is bounded on the client's clock.
+    const tooMany = a.acquire('tenant-1', 5, { maxWaitMs: 10 })
+    await cluster.step(20)
+    await expect(tooMany).rejects.toMatchObject({ code: 'SLUICE_ERR_CLIENT_TIMEOUT' })
+  })
+})
+
 describe('keys a caller sends (real sockets, manual clock)', () => {
   it('refuses a key the protocol cannot carry where it enters: a coded error, never tracked nor reported', async () => {
     cluster = new Cluster()

@@ -1,18 +1,20 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
+import { KeyedFamily } from '../../../client/keyed.js'
 import type { FamilySettings, ResourceSettings } from '../../../server/config/index.js'
 import { Pool, type LeaseBatch } from '../../../server/pool/index.js'
-import type { LeaseGrant } from '../../../shared/index.js'
+import { ManualClock, keyOfId } from '../../../shared/index.js'
 import { resourceSettings } from '../../helpers/settings.js'
 
 /**
- * Model-based test of keyed families in the pool, against simulated client
- * processes that enforce as client/keyed.ts does: a default share of every
- * key from the family lease, and for a key once leased on its own, that
- * lease (never the default again). Random joins, reports with moving demand
- * per key, rounds of the family and of each key, deliveries with acks lost
- * or held, lost batches, disconnects, reconnects and crashes (a process that
- * never comes back), and time.
+ * Model-based test of keyed families in the pool, against the client's own
+ * `KeyedFamily` (client/keyed.ts), each process a real one on a manual
+ * clock: a default share of every key from the family lease, a key's own
+ * lease once it is hot, back to the default when the key goes cold. Random
+ * joins, reports with moving demand per key, rounds of the family and of
+ * each key, deliveries with acks lost or held, lost batches, disconnects,
+ * reconnects and crashes (a process that never comes back, enforcing what
+ * it holds until it lapses), and time.
  *
  * The check after every step is the promise, key by key, measured on the
  * processes: Σ over processes of what each may enforce of a key never
@@ -51,42 +53,38 @@ const settings = new Map<string, ResourceSettings>([
       ] as const,
   ),
 ])
-
-interface InForce {
-  readonly lease: LeaseGrant
-  readonly receivedMs: number
-}
-
-/** What a lease lets a process use at `nowMs`: the lease, its fallback while the hold lasts, then 0. */
-function limitOf(f: InForce | undefined, nowMs: number): number {
-  if (f === undefined) return 0
-  const endMs = f.receivedMs + f.lease.ttlMs
-  if (nowMs < endMs) return f.lease.capacity
-  if (nowMs < endMs + f.lease.safeHoldMs) return Math.min(f.lease.safeCapacity, f.lease.capacity)
-  return 0
-}
+const owner = { requestEarlyReport: () => undefined, drained: () => undefined }
 
 class Process {
   connected = false
   crashed = false
   inFlight: { batch: LeaseBatch; sentMs: number }[] = []
-  familyLease: InForce | undefined
-  readonly keyLeases = new Map<string, InForce>()
   wants: Record<string, number> = {}
+  readonly family: KeyedFamily
+  /** When this process last reported: its demand is asked for since. */
+  lastReportMs = 0
 
-  constructor(readonly id: Id) {}
+  constructor(
+    readonly id: Id,
+    clock: ManualClock,
+  ) {
+    this.family = new KeyedFamily('k', {}, clock, clock, owner)
+  }
 
-  /** What this process may enforce of `key` (client/keyed.ts's rule). */
-  enforces(key: string, nowMs: number): number {
-    if (this.keyLeases.has(key)) return limitOf(this.keyLeases.get(key), nowMs)
-    return limitOf(this.familyLease, nowMs) * capacity
+  /** What this process may enforce of `key` now: the client's own answer. */
+  enforces(key: string): number {
+    return this.family.leaseOf(keyOfId('k', key)!).capacity
   }
 }
 
 class World {
-  nowMs = 0
+  readonly clock = new ManualClock(0, 0)
   readonly pool = new Pool(0, (id) => settings.get(id), { track: true })
-  readonly processes = new Map<Id, Process>(ids.map((id) => [id, new Process(id)]))
+  readonly processes = new Map<Id, Process>(ids.map((id) => [id, new Process(id, this.clock)]))
+
+  get nowMs(): number {
+    return this.clock.now()
+  }
 
   enqueue(batches: readonly LeaseBatch[]): void {
     for (const batch of batches) {
@@ -95,19 +93,16 @@ class World {
     }
   }
 
+  /** The process asks for each key at its demand since its last report, then reports as the client does. */
   report(p: Process): void {
     if (!p.connected) return
-    const entries = [{ resource: FAMILY, wants: 1 }]
+    const sinceSec = Math.max(0.001, (this.nowMs - p.lastReportMs) / 1000)
+    p.lastReportMs = this.nowMs
     for (const k of keys) {
       const wants = p.wants[k] ?? 0
-      // As the client does: a key leased on its own is reported while used or held; another
-      // only once its demand passes the default share.
-      const held = p.keyLeases.get(k)?.lease.capacity ?? 0
-      const mine = limitOf(p.familyLease, this.nowMs) * capacity
-      if (p.keyLeases.has(k) ? wants > 0 || held > 0 : wants > mine)
-        entries.push({ resource: k, wants })
+      if (wants > 0) p.family.tryAcquire(keyOfId('k', k)!, wants * sinceSec)
     }
-    this.enqueue(this.pool.reportDemand(p.id, entries, this.nowMs).batches)
+    this.enqueue(this.pool.reportDemand(p.id, p.family.takeReport(), this.nowMs).batches)
   }
 
   connect(p: Process): void {
@@ -122,11 +117,10 @@ class World {
     if (next === undefined || !p.connected) return
     // A message later than graceMs is lost (the protocol's assumption).
     if (this.nowMs - next.sentMs > 200) return
-    for (const l of next.batch.leases) {
-      const f = { lease: l, receivedMs: this.nowMs }
-      if (l.resource === FAMILY) p.familyLease = f
-      else p.keyLeases.set(l.resource, f)
-    }
+    for (const l of next.batch.leases)
+      if (l.resource === FAMILY) p.family.applyFamilyLease(l)
+      else p.family.applyKeyLease(keyOfId('k', l.resource)!, l)
+    // A rate lease is in force at once: the whole batch is acknowledged.
     if (!ackLost) this.enqueue(this.pool.acknowledge(p.id, next.batch.seq, undefined, this.nowMs))
   }
 
@@ -145,7 +139,7 @@ class World {
   check(): void {
     for (const k of keys) {
       let sum = 0
-      for (const p of this.processes.values()) sum += p.enforces(k, this.nowMs)
+      for (const p of this.processes.values()) sum += p.enforces(k)
       expect(sum, `${k} at ${this.nowMs} ms`).toBeLessThanOrEqual(capacity * (1 + 1e-9) + 1e-9)
     }
   }
@@ -196,8 +190,8 @@ const step: fc.Arbitrary<Step> = fc.oneof(
   }),
 )
 
-/** Runs steps, checking the promise after each. */
-function run(steps: readonly Step[]): void {
+/** Runs steps, checking the promise after each; returns the world as the steps left it. */
+function run(steps: readonly Step[]): World {
   const w = new World()
   for (const s of steps) {
     const p = 'p' in s ? w.processes.get(s.p)! : undefined
@@ -226,10 +220,10 @@ function run(steps: readonly Step[]): void {
         w.round(s.key < 0 ? FAMILY : keys[s.key]!)
         break
       case 'advance':
-        w.nowMs += s.ms
+        w.clock.advance(s.ms)
         break
       case 'tick':
-        w.nowMs += s.ms
+        w.clock.advance(s.ms)
         w.check()
         for (const q of w.processes.values()) w.report(q)
         w.round(FAMILY)
@@ -243,6 +237,7 @@ function run(steps: readonly Step[]): void {
     }
     w.check()
   }
+  return w
 }
 
 const tick: Step = {
@@ -277,7 +272,7 @@ describe('keyed families in the pool (model)', () => {
   })
 
   it('moves a hot key to its user only once the other holders gave up their default share of it', () => {
-    run([
+    const w = run([
       { op: 'join', p: 'p' },
       { op: 'join', p: 'q' },
       { op: 'join', p: 'r' },
@@ -290,12 +285,44 @@ describe('keyed families in the pool (model)', () => {
       tick,
       tick,
     ])
+    // p asks for 40/s of a key of 12/s: it holds the whole key, leased on its own; the others
+    // gave their default shares of it up (each check above held the bound on the way).
+    const [p, q, r] = (['p', 'q', 'r'] as const).map((id) => w.processes.get(id)!)
+    expect(p!.family.leaseOf('a')).toMatchObject({ source: 'key' })
+    expect(p!.enforces('k/a')).toBeCloseTo(capacity, 9)
+    expect(q!.enforces('k/a')).toBe(0)
+    expect(r!.enforces('k/a')).toBe(0)
+    // A key nobody asks for stays on the default split: a third each.
+    expect(q!.enforces('k/b')).toBeCloseTo(capacity / 3, 9)
+  })
+
+  it('sends a key nobody asks for any more back to the default split, every holder told', () => {
+    const w = run([
+      { op: 'join', p: 'p' },
+      { op: 'join', p: 'q' },
+      { op: 'join', p: 'r' },
+      tick,
+      tick,
+      tick,
+      { op: 'want', p: 'p', key: 0, wants: 40 },
+      tick,
+      tick,
+      tick,
+      tick,
+      { op: 'want', p: 'p', key: 0, wants: 0 },
+      ...Array.from({ length: 10 }, () => tick),
+    ])
+    expect(w.pool.hotKeyCount(FAMILY)).toBe(0)
+    for (const id of ['p', 'q', 'r'] as const) {
+      expect(w.processes.get(id)!.family.leaseOf('a').source, id).toBe('default')
+      expect(w.processes.get(id)!.enforces('k/a')).toBeCloseTo(capacity / 3, 9)
+    }
   })
 
   it('never lets the processes together enforce more of a key than its capacity, through joins, hot keys, lost acks, crashes and lapses', () => {
     fc.assert(
       // From three holders with their default shares split, so random steps start somewhere.
-      fc.property(fc.array(step, { minLength: 1, maxLength: 160, size: 'max' }), (steps) =>
+      fc.property(fc.array(step, { minLength: 1, maxLength: 160, size: 'max' }), (steps) => {
         run([
           { op: 'join', p: 'p' },
           { op: 'join', p: 'q' },
@@ -303,8 +330,8 @@ describe('keyed families in the pool (model)', () => {
           tick,
           tick,
           ...steps,
-        ]),
-      ),
+        ])
+      }),
       { numRuns: fc.readConfigureGlobal().numRuns ?? 100 },
     )
   })
