@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { EventEmitter } from 'node:events'
-import { KeyedFamily, type KeyedOptions } from './keyed.js'
+import { KeyedFamily, type KeyedOptions } from './keyed/index.js'
 import { redirectRefusal } from './redirect.js'
 import { socketStates, type ClientSocket } from './socket.js'
 import {

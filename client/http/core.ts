@@ -9,7 +9,7 @@ import {
   type Clock,
 } from '../../shared/index.js'
 import { KeyedLimiter, type Limiter, type LimiterShape } from '../../shared/limiters/index.js'
-import { KeyView, KeyedFamily } from '../keyed.js'
+import { KeyView, KeyedFamily } from '../keyed/index.js'
 import type { Resource } from '../resource.js'
 import {
   limitHeaders,

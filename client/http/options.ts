@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:
 import { z } from 'zod'
 import { SluiceError, describeIssues, type Clock } from '../../shared/index.js'
 import type { Limiter } from '../../shared/limiters/index.js'
-import { KeyedFamily } from '../keyed.js'
+import { KeyedFamily } from '../keyed/index.js'
 import type { Resource } from '../resource.js'
 import type { RateLimitPolicy } from './headers.js'
 

@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { KeyedFamily } from '../../../client/keyed.js'
+import { KeyedFamily } from '../../../client/keyed/index.js'
 import { CompiledConfig, parseConfig } from '../../../server/config/index.js'
 import { MemoryLedger } from '../../../server/ledger/index.js'
 import { Pool, type LeaseBatch } from '../../../server/pool/index.js'

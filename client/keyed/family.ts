@@ -1,0 +1,632 @@
+import { EventEmitter } from 'node:events'
+import {
+  SluiceError,
+  familyIdOf,
+  keyIdOf,
+  keyProblem,
+  type Clock,
+  type LeaseGrant,
+  type LeaseProof,
+  type Timer,
+} from '../../shared/index.js'
+import { WaitQueue } from '../../shared/limiters/index.js'
+import type { Permit } from '../enforcer.js'
+import type { KeyKind } from './key-kind.js'
+import type { KeyState } from './key-state.js'
+import { KeyView } from './key-view.js'
+import { keyKinds } from './kinds.js'
+import { FamilyShares } from './shares.js'
+import type { KeyLease, KeyReport, KeyedEvents, KeyedOptions, KeyedOwner } from './types.js'
+
+const noPermit: Permit = Object.freeze({ release: () => undefined })
+
+/** Callers one key may have waiting in `acquire` at once (past it: SLUICE_ERR_CLIENT_QUEUE_FULL). */
+const maxWaitersPerKey = 10_000
+
+/**
+ * A keyed family as one process enforces it: every key of `<prefix>/*` is a
+ * limit of its own, shared by the processes that use it. This process holds
+ * a default share of every key (the family lease: a fraction of each key's
+ * capacity, FamilyShares), so a key's first request is decided here at once;
+ * a key whose demand here passes that share is reported, and the
+ * coordinator leases it on its own (the key's lease then rules here, until
+ * the key goes cold and comes back to the default).
+ *
+ * How a key is enforced is its kind's (key-kind.ts: a bucket, slots, or a
+ * window's budget, chosen by the lease's kind); this class holds the keys,
+ * the leases, the waiters and the reports. It is the family's whole public
+ * API (what `client.keyed()` returns), which is why it is longer than the
+ * rooms around it.
+ *
+ * `tryAcquire(key, cost)` is the hot path: a map look-up and a token bucket;
+ * no promise, no timer, and no allocation for a key already tracked.
+ */
+export class KeyedFamily extends EventEmitter<KeyedEvents> {
+  readonly prefix: string
+  /** The family's own resource id, `<prefix>/*`. */
+  readonly familyId: string
+  readonly weight: number | undefined
+  readonly #clock: Clock
+  readonly #hotClock: Clock
+  readonly #owner: KeyedOwner
+  readonly #maxKeys: number
+  readonly #maxKeysPerReport: number
+  readonly #keys = new Map<string, KeyState>()
+  readonly #view: KeyView = new KeyView(this, '')
+  /** What the family lease says every key may use here. */
+  readonly #shares: FamilyShares
+  /** How a key of the kind in force is enforced. */
+  #keyKind: KeyKind = keyKinds.rate
+  #expiry: Timer | undefined = undefined
+  #hold: Timer | undefined = undefined
+  /** When the demand being measured began (the last report). */
+  #reportStartMs: number
+  #familyAsked = 0
+  #refusedError: SluiceError | undefined = undefined
+  readonly #readyWaiters: { resolve: () => void; reject: (e: SluiceError) => void }[] = []
+  #closed = false
+  /** Keys with callers waiting in `acquire`, and the one timer that wakes them as buckets refill. */
+  readonly #waiting = new Set<KeyState>()
+  #wake: Timer | undefined = undefined
+  /** Keys refused because every tracked key was in use (maxKeys), since the start. */
+  keysFull = 0
+
+  constructor(
+    prefix: string,
+    options: KeyedOptions,
+    clock: Clock,
+    hotClock: Clock,
+    owner: KeyedOwner,
+  ) {
+    super()
+    this.prefix = prefix
+    this.familyId = familyIdOf(prefix)
+    this.weight = options.weight
+    this.#clock = clock
+    this.#hotClock = hotClock
+    this.#owner = owner
+    this.#maxKeys = options.maxKeys ?? 50_000
+    this.#maxKeysPerReport = options.maxKeysPerReport ?? 64
+    this.#shares = new FamilyShares(hotClock)
+    this.#reportStartMs = clock.now()
+  }
+
+  /** `leased` while a family lease is in force, `lapsed` on its fallback, `none` before any or after. */
+  get mode(): 'leased' | 'lapsed' | 'none' {
+    return this.#shares.lease !== undefined ? 'leased' : this.#shares.share > 0 ? 'lapsed' : 'none'
+  }
+
+  /** The family lease in force (its `capacity` is the default share, a fraction of every key). */
+  get lease(): LeaseGrant | undefined {
+    return this.#shares.lease
+  }
+
+  /** Keys tracked in this process now. */
+  get size(): number {
+    return this.#keys.size
+  }
+
+  /** Why the coordinator refuses this family, while it does. */
+  get refused(): SluiceError | undefined {
+    return this.#refusedError
+  }
+
+  /** A keyed quota's window, seconds (undefined for a rate or concurrency family). */
+  get windowSec(): number | undefined {
+    const shares = this.#shares
+    return shares.traits.perWindow
+      ? Math.max(1, Math.round(shares.windowLengthMs / 1000))
+      : undefined
+  }
+
+  /**
+   * Takes `cost` of `key` at once if what this process may use of it allows:
+   * the policing check. For a concurrency family a `true` must be paired with
+   * `release(key, cost)`. Throws SLUICE_ERR_KEY_INVALID for a key the
+   * protocol cannot carry (`keyProblem`: empty, over 256 characters, a
+   * control character, or `*`); such a key is never tracked nor reported.
+   */
+  tryAcquire(key: string, cost = 1): boolean {
+    const state = this.#state(key)
+    if (state === undefined) return false
+    state.asked += cost
+    this.#familyAsked += cost
+    // Never ahead of a caller already waiting for the key (FIFO, as a named resource).
+    if (state.waiters === undefined && this.#take(state, cost)) return true
+    return this.#refuse(state, cost)
+  }
+
+  /**
+   * Waits until `cost` of `key` is admitted (a slot's permit for concurrency),
+   * in FIFO order with the key's other waiters (a WaitQueue per key that has
+   * any, as a named resource has one), up to `maxWaitMs`; rejects with
+   * SLUICE_ERR_CLIENT_TIMEOUT, SLUICE_ERR_CLIENT_ABORTED,
+   * SLUICE_ERR_CLIENT_QUEUE_FULL or SLUICE_ERR_CLIENT_CLOSED (and
+   * SLUICE_ERR_KEY_INVALID for a key the protocol cannot carry). Waiters are
+   * served as the key's bucket refills (one timer for the family, re-armed
+   * for the soonest), as slots are released, and as leases change.
+   */
+  acquire(
+    key: string,
+    cost = 1,
+    options: { maxWaitMs?: number | undefined; signal?: AbortSignal | undefined } = {},
+  ): Promise<Permit> {
+    if (this.#closed)
+      return Promise.reject(new SluiceError('SLUICE_ERR_CLIENT_CLOSED', this.familyId))
+    let state: KeyState | undefined
+    try {
+      state = this.#state(key)
+    } catch (error) {
+      // The key rule's coded error (#state checks a new key), as a rejection.
+      return Promise.reject(error instanceof Error ? error : new Error(String(error)))
+    }
+    const what = keyIdOf(this.prefix, key)
+    if (state === undefined)
+      return Promise.reject(
+        new SluiceError(
+          'SLUICE_ERR_CLIENT_QUEUE_FULL',
+          `${what}: ${this.#maxKeys} keys are tracked, every one in use (maxKeys)`,
+        ),
+      )
+    state.asked += cost
+    this.#familyAsked += cost
+    if (state.waiters === undefined && this.#take(state, cost))
+      return Promise.resolve(this.#permitFor(key, cost))
+    this.#refuse(state, cost)
+    const waiters = (state.waiters ??= new WaitQueue<Permit>(this.#clock, maxWaitersPerKey, () =>
+      this.#serve(state),
+    ))
+    const waiting = waiters.enqueue(cost, options, what)
+    this.#waiting.add(state)
+    this.#serve(state)
+    return waiting
+  }
+
+  /** Gives back slots of `key` taken by `tryAcquire` (concurrency): its waiters may be served. */
+  release(key: string, cost = 1): void {
+    const state = this.#keys.get(key)
+    if (state === undefined) return
+    state.inFlight = Math.max(0, state.inFlight - cost)
+    if (state.waiters !== undefined) this.#serve(state)
+    this.#owner.drained()
+  }
+
+  /** The key's cursor as a shared limit (see KeyView), moved to `key`. */
+  view(key: string): KeyView {
+    this.#view.key = key
+    return this.#view
+  }
+
+  /** Milliseconds until `cost` of `key` would be admitted here (Infinity: not by waiting). */
+  msUntil(key: string, cost = 1): number {
+    const state = this.#keys.get(key)
+    // A key not tracked yet starts with what its share holds of the burst: at once, or never
+    // by waiting here (its bucket is made on its first check).
+    if (state === undefined) return this.leaseOf(key).burst >= cost ? 0 : Infinity
+    return this.#keyKind.msUntil(this.#shares, state, cost)
+  }
+
+  /** Whole tokens (or slots, or a quota's units) of `key` available here now. */
+  remaining(key: string): number {
+    const state = this.#keys.get(key)
+    if (state === undefined) return Math.floor(this.leaseOf(key).burst)
+    this.#refreshIfStale(state)
+    return this.#keyKind.remaining(this.#shares, state)
+  }
+
+  /** Milliseconds until `key`'s bucket is full again here (0 for slots; a quota's: the window's end). */
+  msUntilFull(key: string): number {
+    return this.#keyKind.msUntilFull(this.#shares, this.#keys.get(key))
+  }
+
+  /** What this process may use of `key` now. */
+  leaseOf(key: string): KeyLease {
+    return this.#keyKind.leaseOf(this.#shares, key, this.#keys.get(key))
+  }
+
+  /** The capacity a key is configured with (the plan's, else the family's): what callers are held to. */
+  limitOf(key: string): { capacity: number; burst: number } {
+    return this.#shares.keyLimits(key)
+  }
+
+  /** Resolves at the first family lease; rejects when the coordinator refuses the family or the client stops. */
+  ready(options: { timeoutMs?: number | undefined } = {}): Promise<void> {
+    if (this.#shares.lease !== undefined) return Promise.resolve()
+    if (this.#refusedError !== undefined) return Promise.reject(this.#refusedError)
+    return new Promise((resolve, reject) => {
+      let timer: Timer | undefined
+      const waiter = {
+        resolve: () => {
+          timer?.cancel()
+          resolve()
+        },
+        reject: (e: SluiceError) => {
+          timer?.cancel()
+          reject(e)
+        },
+      }
+      if (options.timeoutMs !== undefined)
+        timer = this.#clock.setTimeout(() => {
+          const i = this.#readyWaiters.indexOf(waiter)
+          if (i >= 0) this.#readyWaiters.splice(i, 1)
+          reject(
+            new SluiceError(
+              'SLUICE_ERR_CLIENT_TIMEOUT',
+              `${this.familyId}: no family lease within ${options.timeoutMs} ms (is the coordinator reachable?)`,
+            ),
+          )
+        }, options.timeoutMs)
+      this.#readyWaiters.push(waiter)
+    })
+  }
+
+  // ---- driven by the client ----
+
+  /** A family lease: the default share of every key, and what a key is. */
+  applyFamilyLease(grant: LeaseGrant): boolean {
+    if (this.#closed) return true
+    const family = grant.family
+    if (family === undefined) {
+      // The id matched a template that is not keyed: nothing here would hold per key.
+      this.refuse(
+        new SluiceError(
+          'SLUICE_ERR_RESOURCE_UNKNOWN',
+          `${this.familyId}: the template matching it is not keyed; give it keyed: true`,
+          { resource: this.familyId },
+        ),
+      )
+      return true
+    }
+    this.#expiry?.cancel()
+    this.#hold?.cancel()
+    this.#hold = undefined
+    const before = this.mode
+    const changed = this.#shares.applyLease(grant, family)
+    this.#keyKind = keyKinds[this.#shares.kind]
+    // A new share takes effect on every key now, not at each key's next use: a bucket must not
+    // go on earning at the old rate after the ack says the new one is in force.
+    if (changed) this.#refreshDefaults()
+    this.#expiry = this.#clock.setTimeout(() => this.#lapse(grant), grant.ttlMs).unref()
+    this.#refusedError = undefined
+    if (before !== 'leased') this.emit('mode', 'leased')
+    this.emit('lease', grant)
+    for (const w of this.#readyWaiters.splice(0)) w.resolve()
+    if (this.#waiting.size > 0) this.#serveAll()
+    return this.fits()
+  }
+
+  /** A key's own lease: it rules this key here until the key goes cold (`toDefault`). */
+  applyKeyLease(key: string, grant: LeaseGrant): boolean {
+    if (this.#closed) return true
+    if (grant.toDefault === true) return this.#toDefault(key)
+    // A key's lease may come before any family lease (the key went hot as this process joined):
+    // it says the kind, so a quota's budget is never taken for a bucket's rate.
+    if (this.#shares.setKind(grant.kind)) this.#keyKind = keyKinds[grant.kind]
+    let state = this.#keys.get(key)
+    if (state === undefined) {
+      // Leased without asking (it went hot elsewhere): tracked whatever the bound, since
+      // forgetting it would bring back the default share here.
+      state = this.#keyKind.newState(this.#shares, key)
+      this.#keys.set(key, state)
+    }
+    const nowMs = this.#hotClock.now()
+    state.lease = grant
+    state.leaseProof = grant.proof
+    state.leaseUntilMs = nowMs + grant.ttlMs
+    state.fallbackUntilMs = state.leaseUntilMs + grant.safeHoldMs
+    state.epoch = -1
+    this.#keyKind.refresh(this.#shares, state)
+    if (state.waiters !== undefined) this.#serve(state)
+    // In force once what this process holds (slots) or spent (a quota) of the key fits it.
+    return this.#keyKind.fits(state)
+  }
+
+  /** Whether every key's slots in use fit what the family and key leases now allow (a decrease may be acknowledged). */
+  fits(): boolean {
+    // Only slots are held past a decrease; a keyed quota's share is never cut within a window.
+    if (!this.#shares.traits.holdsInFlight) return true
+    for (const state of this.#keys.values()) {
+      this.#keyKind.refresh(this.#shares, state)
+      if (!this.#keyKind.fits(state)) return false
+    }
+    return true
+  }
+
+  /** Whether the key's slots in use (or a quota's units spent) fit its limit now. */
+  keyFits(key: string): boolean {
+    const state = this.#keys.get(key)
+    if (state === undefined) return true
+    this.#keyKind.refresh(this.#shares, state)
+    return this.#keyKind.fits(state)
+  }
+
+  /**
+   * The entries of a demand report: the family (its traffic, so the
+   * coordinator knows who uses it most), the keys this process holds a lease
+   * of and asks for, and up to `maxKeysPerReport` keys whose demand passed
+   * the default share, most wanted first. Starts a new period. A keyed
+   * quota's leased keys say what they used of their window's budget.
+   */
+  takeReport(): KeyReport[] {
+    const nowMs = this.#clock.now()
+    const elapsedSec = Math.max(0.001, (nowMs - this.#reportStartMs) / 1000)
+    this.#reportStartMs = nowMs
+    const hotNow = this.#hotClock.now()
+    const shares = this.#shares
+    const kind = this.#keyKind
+    const out: KeyReport[] = [
+      {
+        resource: this.familyId,
+        wants: this.#familyAsked / elapsedSec,
+        ...(this.weight === undefined ? {} : { weight: this.weight }),
+      },
+    ]
+    this.#familyAsked = 0
+    const candidates: { state: KeyState; wants: number }[] = []
+    for (const state of this.#keys.values()) {
+      // Callers waiting in acquire are demand too, every period they wait (as a named resource's).
+      const waiting = state.waiters?.totalCost() ?? 0
+      const wants = kind.wants(state, elapsedSec, waiting)
+      const refused = state.refused + waiting
+      state.asked = 0
+      state.refused = 0
+      state.peak = state.inFlight
+      if (wants > 0) state.askedAtMs = nowMs
+      const id = keyIdOf(this.prefix, state.key)
+      const lately =
+        state.lease !== undefined &&
+        state.lease.capacity > 0 &&
+        nowMs - state.askedAtMs <= 3 * shares.refreshMs
+      const leased = kind.leasedEntry(shares, state, id, wants, lately)
+      if (leased.leased) {
+        if (leased.entry !== undefined) out.push(leased.entry)
+        continue
+      }
+      if (hotNow < state.quietUntilMs) continue
+      if (kind.wantsOwnLease(shares, state, state.key, wants, refused))
+        candidates.push({ state, wants })
+    }
+    candidates.sort((a, b) => b.wants - a.wants)
+    for (const c of candidates.slice(0, this.#maxKeysPerReport))
+      out.push(kind.candidateEntry(c.state, keyIdOf(this.prefix, c.state.key), c.wants))
+    return out
+  }
+
+  /** The coordinator will not lease `key` on its own now (too many hot keys): ask again later. */
+  quietKey(key: string): void {
+    const state = this.#keys.get(key)
+    if (state !== undefined) state.quietUntilMs = this.#hotClock.now() + 10_000
+  }
+
+  /** What a hello reports: the family lease and each key's own lease in force, for a learning coordinator. */
+  holdings(): { resource: string; capacity: number; proof?: LeaseProof }[] {
+    const out: { resource: string; capacity: number; proof?: LeaseProof }[] = []
+    const shares = this.#shares
+    if (shares.share > 0)
+      out.push({
+        resource: this.familyId,
+        capacity: shares.share,
+        ...(shares.lease?.proof === undefined ? {} : { proof: shares.lease.proof }),
+      })
+    for (const state of this.#keys.values()) {
+      if (state.lease === undefined) continue
+      const { capacity } = this.leaseOf(state.key)
+      if (capacity > 0 || state.inFlight > 0)
+        out.push({
+          resource: keyIdOf(this.prefix, state.key),
+          capacity: Math.max(capacity, state.inFlight),
+          ...(state.leaseProof === undefined ? {} : { proof: state.leaseProof }),
+        })
+    }
+    return out
+  }
+
+  /** The ids of everything this family holds a lease of, for a release. */
+  leasedIds(): string[] {
+    const ids = [this.familyId]
+    for (const state of this.#keys.values())
+      if (state.lease !== undefined) ids.push(keyIdOf(this.prefix, state.key))
+    return ids
+  }
+
+  /** The coordinator refuses the family: ready() rejects with it. */
+  refuse(error: SluiceError): void {
+    this.#refusedError = error
+    for (const w of this.#readyWaiters.splice(0)) w.reject(error)
+  }
+
+  /** Another process took this client's id over: nothing is enforced until a new lease comes. */
+  revoke(): void {
+    this.#expiry?.cancel()
+    this.#hold?.cancel()
+    this.#shares.clear()
+    for (const state of this.#keys.values()) {
+      if (state.lease === undefined) continue
+      state.leaseUntilMs = 0
+      state.fallbackUntilMs = 0
+      state.epoch = -1
+    }
+    this.emit('mode', 'none')
+  }
+
+  close(): void {
+    this.#closed = true
+    this.#expiry?.cancel()
+    this.#hold?.cancel()
+    this.#wake?.cancel()
+    for (const w of this.#readyWaiters.splice(0))
+      w.reject(new SluiceError('SLUICE_ERR_CLIENT_CLOSED', this.familyId))
+    for (const state of this.#waiting) {
+      state.waiters?.rejectAll('SLUICE_ERR_CLIENT_CLOSED', keyIdOf(this.prefix, state.key))
+      state.waiters = undefined
+    }
+    this.#waiting.clear()
+  }
+
+  // ---- internals ----
+
+  /** The state of `key`, made if new (evicting an idle key at the bound), refreshed if stale. */
+  #state(key: string): KeyState | undefined {
+    let state = this.#keys.get(key)
+    if (state === undefined) {
+      // Checked once, where a key enters: a key the protocol cannot carry would make the next
+      // report malformed, and the coordinator close the connection (every limit of the process).
+      const problem = keyProblem(this.prefix, key)
+      if (problem !== undefined)
+        throw new SluiceError('SLUICE_ERR_KEY_INVALID', `${this.prefix}: ${problem}`)
+      if (this.#keys.size >= this.#maxKeys && !this.#evictOne()) {
+        this.keysFull++
+        return undefined
+      }
+      state = this.#keyKind.newState(this.#shares, key)
+      this.#keys.set(key, state)
+    } else {
+      const nowMs = this.#hotClock.now()
+      // Least recently used order, kept cheaply: a key moves to the end at most once a second.
+      if (nowMs - state.movedMs > 1000) {
+        this.#keys.delete(key)
+        this.#keys.set(key, state)
+        state.movedMs = nowMs
+      }
+      state.lastUsedMs = nowMs
+    }
+    this.#refreshIfStale(state)
+    return state
+  }
+
+  /** Admits `cost` of the key if what it may use now allows (no metering: the caller's). */
+  #take(state: KeyState, cost: number): boolean {
+    this.#refreshIfStale(state)
+    return this.#keyKind.take(this.#shares, state, cost)
+  }
+
+  /** What a caller admitted for `cost` of `key` holds: a slot's permit, or nothing to give back. */
+  #permitFor(key: string, cost: number): Permit {
+    return this.#shares.traits.holdsInFlight ? this.#permit(key, cost) : noPermit
+  }
+
+  /**
+   * Serves the key's waiters in order while it admits them; a key left with
+   * none drops its queue. Then (re-)arms the family's one wake timer for the
+   * soonest a waiting key's bucket has its head's cost.
+   */
+  #serve(state: KeyState): void {
+    const waiters = state.waiters
+    if (waiters === undefined) return
+    waiters.serve(
+      (cost) => this.#take(state, cost),
+      (cost) => this.#permitFor(state.key, cost),
+    )
+    if (waiters.length === 0) {
+      state.waiters = undefined
+      this.#waiting.delete(state)
+    }
+    this.#armWake()
+  }
+
+  /** Serves every waiting key (what they may use has changed: a lease, a lapse). */
+  #serveAll(): void {
+    for (const state of [...this.#waiting]) this.#serve(state)
+  }
+
+  #armWake(): void {
+    this.#wake?.cancel()
+    this.#wake = undefined
+    if (this.#waiting.size === 0 || !this.#keyKind.refills) return
+    let soonestMs = Infinity
+    for (const state of this.#waiting) {
+      const head = state.waiters?.headCost()
+      if (head !== undefined) soonestMs = Math.min(soonestMs, state.bucket.msUntil(head))
+    }
+    if (!Number.isFinite(soonestMs)) return
+    this.#wake = this.#clock
+      .setTimeout(
+        () => {
+          this.#wake = undefined
+          this.#serveAll()
+        },
+        Math.max(1, Math.ceil(soonestMs)),
+      )
+      .unref()
+  }
+
+  /**
+   * The key went cold at the coordinator: its own lease is dropped and the
+   * default share rules it again. The coordinator sends this only once every
+   * lease of the key commits nothing (this one is 0, or lapsed), so the
+   * bucket holds no token of it: it earns its default share from empty.
+   */
+  #toDefault(key: string): boolean {
+    const state = this.#keys.get(key)
+    if (state === undefined || state.lease === undefined) return true
+    state.lease = undefined
+    state.leaseProof = undefined
+    state.leaseUntilMs = 0
+    state.fallbackUntilMs = 0
+    state.quietUntilMs = 0
+    state.epoch = -1
+    // Whatever a lapsed lease left in the bucket is not carried over: the default share starts
+    // it from empty, as a new key's share is started from what it has earned.
+    state.bucket.setRate(0, 0)
+    this.#keyKind.refresh(this.#shares, state)
+    if (state.waiters !== undefined) this.#serve(state)
+    return true
+  }
+
+  /** Frees room for a new key: the least recently used key that holds nothing. */
+  #evictOne(): boolean {
+    let looked = 0
+    for (const [key, state] of this.#keys) {
+      if (this.#keyKind.evictable(this.#shares, state)) {
+        this.#keys.delete(key)
+        return true
+      }
+      if (++looked >= 32) break
+    }
+    return false
+  }
+
+  #refreshIfStale(state: KeyState): void {
+    if (state.epoch !== this.#shares.epoch || this.#hotClock.now() >= state.changeAtMs)
+      this.#keyKind.refresh(this.#shares, state)
+  }
+
+  #refuse(state: KeyState, cost: number): boolean {
+    state.refused += cost
+    this.#owner.requestEarlyReport()
+    return false
+  }
+
+  #permit(key: string, cost: number): Permit {
+    let released = false
+    return {
+      release: () => {
+        if (released) return
+        released = true
+        this.release(key, cost)
+      },
+    }
+  }
+
+  /** Every key on the default share takes the share in force now. */
+  #refreshDefaults(): void {
+    for (const state of this.#keys.values())
+      if (state.lease === undefined) this.#keyKind.refresh(this.#shares, state)
+  }
+
+  /** The family lease ran out unrenewed: its fallback for the hold, then nothing. */
+  #lapse(lease: LeaseGrant): void {
+    this.#expiry = undefined
+    this.#shares.lapse()
+    this.#refreshDefaults()
+    this.emit('mode', this.mode)
+    this.#hold = this.#clock
+      .setTimeout(() => {
+        this.#hold = undefined
+        this.#shares.clear()
+        this.#refreshDefaults()
+        this.emit('mode', 'none')
+      }, lease.safeHoldMs)
+      .unref()
+  }
+}

@@ -1,0 +1,3 @@
+export { KeyedFamily } from './family.js'
+export { KeyView } from './key-view.js'
+export type { KeyLease, KeyReport, KeyedEvents, KeyedOptions, KeyedOwner } from './types.js'

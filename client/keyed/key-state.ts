@@ -1,0 +1,44 @@
+import type { LeaseGrant, LeaseProof } from '../../shared/index.js'
+import type { TokenBucket, WaitQueue } from '../../shared/limiters/index.js'
+import type { Permit } from '../enforcer.js'
+
+/** One key as this process knows it. Fields set in the constructor: a stable shape. */
+export class KeyState {
+  readonly key: string
+  readonly bucket: TokenBucket
+  /** Slots in use (concurrency). */
+  inFlight = 0
+  /** Whole slots allowed now (concurrency), or a quota's budget in force. */
+  slots = 0
+  /** The family epoch (or key lease change) the bucket's rate was set for. */
+  epoch = -1
+  /** When what this key may use changes by time alone (a lease lapsing), on the hot clock. */
+  changeAtMs = Infinity
+  asked = 0
+  refused = 0
+  peak = 0
+  /** When a report last found this key asked for here (on the client's clock). */
+  askedAtMs = -Infinity
+  /** The key's own lease, while it is hot: the default share does not apply. */
+  lease: LeaseGrant | undefined = undefined
+  leaseUntilMs = 0
+  fallbackUntilMs = 0
+  leaseProof: LeaseProof | undefined = undefined
+  /** Not reported before this (the coordinator refused to lease it on its own). */
+  quietUntilMs = 0
+  lastUsedMs = 0
+  movedMs = 0
+  /** Quota: units spent in window `usedWindow` (the default share's and the key lease's alike). */
+  used = 0
+  usedWindow = Number.NaN
+  /** Quota: the window of the budget in force (`slots`), and when spending it ends (hot clock). */
+  window = Number.NaN
+  endAtMs = 0
+  /** Callers waiting in `acquire` for this key, in order (made when the first one waits). */
+  waiters: WaitQueue<Permit> | undefined = undefined
+
+  constructor(key: string, bucket: TokenBucket) {
+    this.key = key
+    this.bucket = bucket
+  }
+}

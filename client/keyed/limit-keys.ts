@@ -1,0 +1,119 @@
+import { fallbackBurst, safeFallback, shareOfKey } from '../../shared/index.js'
+import { TokenBucket } from '../../shared/limiters/index.js'
+import { KeyState } from './key-state.js'
+import type { FamilyShares } from './shares.js'
+import type { KeyLease, KeyReport } from './types.js'
+
+/**
+ * What rate and concurrency keys share: a key's limit is a capacity (a
+ * bucket's rate, or slots), its own lease's while in force, then the lease's
+ * safe fallback for the hold, then 0; or, on the default share, the share of
+ * the key's limits (in whole slots for a semaphore, shared/lease-math.ts).
+ */
+
+/** What `key` may use now, and when that changes by time alone. */
+export function limitsNow(
+  shares: FamilyShares,
+  key: string,
+  state: KeyState | undefined,
+): { capacity: number; burst: number; changeAtMs: number } {
+  const lease = state?.lease
+  if (lease !== undefined && state !== undefined) {
+    const nowMs = shares.hotClock.now()
+    if (nowMs < state.leaseUntilMs)
+      return { capacity: lease.capacity, burst: lease.burst, changeAtMs: state.leaseUntilMs }
+    if (nowMs < state.fallbackUntilMs) {
+      const capacity = safeFallback(lease)
+      return { capacity, burst: fallbackBurst(lease, capacity), changeAtMs: state.fallbackUntilMs }
+    }
+    return { capacity: 0, burst: 0, changeAtMs: Infinity }
+  }
+  const limits = shares.keyLimits(key)
+  return {
+    capacity: shareOfKey(shares.kind, shares.share, limits.capacity),
+    burst: shareOfKey(shares.kind, shares.share, limits.burst),
+    changeAtMs: Infinity,
+  }
+}
+
+/**
+ * A key seen here for the first time: its bucket starts full of what the share holds of its
+ * burst (earned since a rise, see FamilyShares.applyLease), so its first request is decided
+ * here at once.
+ */
+export function newLimitState(shares: FamilyShares, key: string): KeyState {
+  const hotClock = shares.hotClock
+  const { capacity, burst } = limitsNow(shares, key, undefined)
+  const limits = shares.keyLimits(key)
+  const earnedMs = hotClock.now() - shares.increasedAtMs
+  const initial = Math.min(
+    burst,
+    shares.baseShare * limits.burst + (capacity * Math.max(0, earnedMs)) / 1000,
+  )
+  const state = new KeyState(key, new TokenBucket(hotClock, capacity, burst, initial))
+  state.epoch = shares.epoch
+  state.slots = capacity
+  state.movedMs = hotClock.now()
+  return state
+}
+
+/** Sets the key's bucket and slots to what it may use now. */
+export function refreshLimit(shares: FamilyShares, state: KeyState): void {
+  const { capacity, burst, changeAtMs } = limitsNow(shares, state.key, state)
+  state.bucket.setRate(capacity, burst)
+  state.slots = capacity
+  state.changeAtMs = changeAtMs
+  state.epoch = shares.epoch
+}
+
+/** What this process may use of `key` now, and where that comes from. */
+export function limitLeaseOf(
+  shares: FamilyShares,
+  key: string,
+  state: KeyState | undefined,
+): KeyLease {
+  if (state !== undefined && state.lease !== undefined) {
+    const nowMs = shares.hotClock.now()
+    if (nowMs < state.leaseUntilMs)
+      return { capacity: state.lease.capacity, burst: state.lease.burst, source: 'key' }
+    if (nowMs < state.fallbackUntilMs) {
+      const capacity = safeFallback(state.lease)
+      return { capacity, burst: fallbackBurst(state.lease, capacity), source: 'fallback' }
+    }
+    return { capacity: 0, burst: 0, source: 'none' }
+  }
+  if (shares.share <= 0) return { capacity: 0, burst: 0, source: 'none' }
+  const { capacity, burst } = shares.keyLimits(key)
+  return {
+    capacity: shareOfKey(shares.kind, shares.share, capacity),
+    burst: shareOfKey(shares.kind, shares.share, burst),
+    source: shares.lease !== undefined ? 'default' : 'fallback',
+  }
+}
+
+/**
+ * A rate or concurrency key leased on its own: reported while asked for here (lately), so it is
+ * renewed, grown or shrunk. A key leased without being asked for here (it went hot elsewhere:
+ * the lease of 0, or a share seeded from the default) is never reported as this process's
+ * demand: what the coordinator leased here unasked goes back, and a key nobody asks for goes
+ * cold (docs/keys.md).
+ */
+export function limitLeasedEntry(
+  state: KeyState,
+  id: string,
+  wants: number,
+  lately: boolean,
+): { leased: boolean; entry?: KeyReport | undefined } {
+  if (state.lease === undefined) return { leased: false }
+  return { leased: true, entry: wants > 0 || lately ? { resource: id, wants } : undefined }
+}
+
+/** A key on the default share asks to be leased on its own once refused, or asking past its share. */
+export function limitWantsOwnLease(
+  shares: FamilyShares,
+  key: string,
+  wants: number,
+  refused: number,
+): boolean {
+  return refused > 0 || wants > limitLeaseOf(shares, key, undefined).capacity * 1.0001
+}

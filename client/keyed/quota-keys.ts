@@ -1,0 +1,143 @@
+import { quotaHorizonMs, shareOfKey } from '../../shared/index.js'
+import { TokenBucket } from '../../shared/limiters/index.js'
+import type { KeyKind } from './key-kind.js'
+import { KeyState } from './key-state.js'
+import type { FamilyShares } from './shares.js'
+
+/**
+ * A keyed quota's key: a budget per window, spent, never refilled before
+ * the next window. Its budget is its own lease's when that is of the family
+ * lease's window (or newer: the pool leases a key of a new window with the
+ * family's first lease of it, or before), else the default share of the
+ * family lease's window. A key leased on its own in a window never takes the
+ * default share of that window.
+ */
+
+/** Whether the key's own lease rules it (it is of the family lease's window, or newer). */
+export function keyLeaseRules(shares: FamilyShares, state: KeyState): boolean {
+  const w = state.lease?.window?.index
+  return w !== undefined && !(w < shares.windowIndex)
+}
+
+/** A keyed quota's budget of `key` now: its number, its window, and when spending it ends. */
+function quotaNow(
+  shares: FamilyShares,
+  key: string,
+  state: KeyState | undefined,
+): { capacity: number; window: number; endAtMs: number } {
+  if (state?.lease?.window !== undefined && keyLeaseRules(shares, state))
+    return {
+      capacity: state.lease.capacity,
+      window: state.lease.window.index,
+      endAtMs: state.leaseUntilMs,
+    }
+  if (shares.share <= 0 || Number.isNaN(shares.windowIndex))
+    return { capacity: 0, window: Number.NaN, endAtMs: 0 }
+  return {
+    capacity: shareOfKey(shares.kind, shares.share, shares.keyLimits(key).capacity),
+    window: shares.windowIndex,
+    endAtMs: shares.windowEndAtMs,
+  }
+}
+
+/** Sets the key's budget to what it may spend now; a newer window starts its count at 0. */
+function refresh(shares: FamilyShares, state: KeyState): void {
+  const q = quotaNow(shares, state.key, state)
+  state.slots = q.capacity
+  if (q.window > state.usedWindow || Number.isNaN(state.usedWindow)) {
+    if (!Number.isNaN(q.window)) {
+      state.used = 0
+      state.usedWindow = q.window
+    }
+  }
+  state.window = q.window
+  state.endAtMs = q.endAtMs
+  // Once spent to its end, nothing changes by time alone until a new lease comes.
+  state.changeAtMs = shares.hotClock.now() < q.endAtMs ? q.endAtMs : Infinity
+  state.epoch = shares.epoch
+}
+
+export const quotaKeys: KeyKind = Object.freeze<KeyKind>({
+  refills: false,
+  newState(shares, key) {
+    // A quota spends a budget, not a bucket: the bucket stays empty (the shape stays one).
+    const state = new KeyState(key, new TokenBucket(shares.hotClock, 0, 0, 0))
+    state.movedMs = shares.hotClock.now()
+    refresh(shares, state)
+    return state
+  },
+  refresh,
+  take(shares, state, cost) {
+    // Spent from the window's budget in force; nothing refills it before the next window.
+    if (state.used + cost > state.slots || shares.hotClock.now() >= state.endAtMs) return false
+    state.used += cost
+    return true
+  },
+  msUntil(shares, state, cost) {
+    const nowMs = shares.hotClock.now()
+    const leftMs = state.endAtMs - nowMs
+    if (state.used + cost <= state.slots && leftMs > 0) return 0
+    // This process's default share of the key is spent: the key is leased on its own within a
+    // report or two, from what the other processes leave of its budget.
+    if (!keyLeaseRules(shares, state) && shares.windowEndAtMs > nowMs)
+      return quotaHorizonMs(shares.refreshMs)
+    // Its own budget spent (as a named quota's block): the next window's.
+    return leftMs > 0 ? leftMs : Infinity
+  },
+  remaining: (_shares, state) => Math.max(0, state.slots - state.used),
+  msUntilFull: (shares) => Math.max(0, shares.windowEndAtMs - shares.hotClock.now()),
+  leaseOf(shares, key, state) {
+    const q = quotaNow(shares, key, state)
+    const source =
+      q.capacity === 0 && q.endAtMs === 0
+        ? 'none'
+        : state?.lease !== undefined && q.window === state.lease.window?.index
+          ? 'key'
+          : 'default'
+    return Number.isNaN(q.window)
+      ? { capacity: q.capacity, burst: q.capacity, source }
+      : { capacity: q.capacity, burst: q.capacity, source, window: q.window }
+  },
+  /**
+   * Nothing spent of it in the family's window, and no lease of its own for that window
+   * (either would be lost, and the key would come back with a whole default share).
+   */
+  evictable(shares, state) {
+    if (state.waiters !== undefined) return false
+    if (state.lease !== undefined && keyLeaseRules(shares, state)) return false
+    return state.used === 0 || !(state.usedWindow >= shares.windowIndex)
+  },
+  fits: (state) => state.used <= state.slots,
+  wants: (state, elapsedSec, waiting) => (state.asked + waiting) / elapsedSec,
+  /** Leased on its own for this window: reported while asked for (lately), or while it has spent. */
+  leasedEntry(shares, state, id, wants, lately) {
+    if (state.lease === undefined || !keyLeaseRules(shares, state)) return { leased: false }
+    if (state.epoch !== shares.epoch || shares.hotClock.now() >= state.changeAtMs)
+      refresh(shares, state)
+    const window = state.lease.window!.index
+    const used = state.usedWindow === window ? state.used : 0
+    return {
+      leased: true,
+      entry: wants > 0 || lately || used > 0 ? { resource: id, wants, used, window } : undefined,
+    }
+  },
+  /**
+   * On the default share of a budget: reported once refused, or once the pace asked for would
+   * spend what is left within the quota horizon (two refresh periods).
+   */
+  wantsOwnLease(shares, state, _key, wants, refused) {
+    if (state.epoch !== shares.epoch || shares.hotClock.now() >= state.changeAtMs)
+      refresh(shares, state)
+    const left = state.slots - state.used
+    return refused > 0 || (wants > 0 && wants * (quotaHorizonMs(shares.refreshMs) / 1000) >= left)
+  },
+  /**
+   * A quota's key says what it spent of the window's default share: the coordinator's first
+   * budget for it then starts from that, not below it (a budget below what was spent could not
+   * be acknowledged, and the key would be refused until the next report).
+   */
+  candidateEntry: (state, id, wants) =>
+    state.used > 0 && state.usedWindow === state.window
+      ? { resource: id, wants, used: state.used, window: state.usedWindow }
+      : { resource: id, wants },
+})

@@ -1,0 +1,111 @@
+import {
+  keyLimits,
+  kindTraits,
+  safeFallback,
+  type Clock,
+  type KindTraits,
+  type LeaseGrant,
+  type ResourceKind,
+} from '../../shared/index.js'
+
+/**
+ * What a keyed family's lease says every key may use in this process: the
+ * default share (a fraction of each key's limits), its fallback, the kind
+ * of the keys and their limits (the family's, and the plan's), and for a
+ * keyed quota the window the share is of. The per-kind key rules
+ * (rate-keys.ts, slot-keys.ts, quota-keys.ts) read it; the family
+ * (family.ts) changes it as leases come and lapse.
+ */
+export class FamilyShares {
+  readonly hotClock: Clock
+  /** The family lease in force; undefined before the first, or once it lapsed. */
+  lease: LeaseGrant | undefined = undefined
+  /** The default share in force: the lease's, its fallback while the hold lasts, then 0. */
+  share = 0
+  fallback = 0
+  /** What a new key's bucket holds of the burst at once: the share before its last rise. */
+  baseShare = 0
+  /** When the share last rose, on the hot clock. */
+  increasedAtMs = 0
+  /** Bumped whenever the share in force (or the kind) changes: a key refreshes when it sees a new one. */
+  epoch = 0
+  kind: ResourceKind = 'rate'
+  /** What the kind is (kindTraits): how a key is enforced asks here, not the kind's name. */
+  traits: KindTraits = kindTraits.rate
+  /** The family's limit of a key not in the plan, as one object (read per request by the HTTP edge). */
+  defaultLimits: { readonly capacity: number; readonly burst: number } = { capacity: 0, burst: 0 }
+  plan: Readonly<Record<string, { capacity: number; burst: number }>> = {}
+  /** Quota: the family lease's window, and when spending its default share ends (hot clock). */
+  windowIndex = Number.NaN
+  windowEndAtMs = 0
+  windowLengthMs = 0
+  refreshMs = 1000
+
+  constructor(hotClock: Clock) {
+    this.hotClock = hotClock
+  }
+
+  /** A key's limits: the plan's, else the family's (shared/lease-math.ts, as config/resolve.ts). */
+  keyLimits(key: string): { capacity: number; burst: number } {
+    return keyLimits(this.plan, key, this.defaultLimits)
+  }
+
+  /** The keys are of `kind` (a family lease says so, or a key's lease before one); true when that changed. */
+  setKind(kind: ResourceKind): boolean {
+    if (kind === this.kind) return false
+    this.kind = kind
+    this.traits = kindTraits[kind]
+    this.epoch++
+    return true
+  }
+
+  /**
+   * A family lease's share comes in force; true when the share changed. A key first asked for
+   * after this starts with what the old share held of its burst, plus what the new one has
+   * earned since: capacity that moved here brings no burst with it (the process it came from
+   * may have spent it just before), so the bound capacity·t + burst holds across the move.
+   */
+  applyLease(grant: LeaseGrant, family: NonNullable<LeaseGrant['family']>): boolean {
+    this.setKind(family.kind)
+    if (
+      this.defaultLimits.capacity !== family.capacity ||
+      this.defaultLimits.burst !== family.burst
+    )
+      this.defaultLimits = Object.freeze({ capacity: family.capacity, burst: family.burst })
+    this.plan = family.plan ?? {}
+    this.lease = grant
+    const changed = this.share !== grant.capacity
+    if (grant.capacity > this.share) {
+      this.baseShare = this.share
+      this.increasedAtMs = this.hotClock.now()
+    } else this.baseShare = grant.capacity
+    this.share = grant.capacity
+    this.fallback = safeFallback(grant)
+    this.refreshMs = grant.refreshMs
+    // A window's number never goes back here (QuotaEnforcer.window says why).
+    if (grant.window !== undefined && !(grant.window.index < this.windowIndex)) {
+      this.windowIndex = grant.window.index
+      this.windowEndAtMs = this.hotClock.now() + grant.window.endsInMs
+      this.windowLengthMs = grant.window.lengthMs
+    }
+    this.epoch++
+    return changed
+  }
+
+  /** The lease ran out unrenewed: its fallback for the hold. */
+  lapse(): void {
+    this.lease = undefined
+    this.share = this.fallback
+    this.baseShare = Math.min(this.baseShare, this.share)
+    this.epoch++
+  }
+
+  /** Nothing any more: the hold ended, or another process took the id over. */
+  clear(): void {
+    this.lease = undefined
+    this.share = 0
+    this.fallback = 0
+    this.baseShare = 0
+    this.epoch++
+  }
+}

@@ -1,0 +1,48 @@
+import type { LeaseGrant } from '../../shared/index.js'
+
+/** `client.keyed(prefix, options)`. */
+export interface KeyedOptions {
+  /** Keys tracked in this process at once (least recently used go first); default 50 000. */
+  readonly maxKeys?: number | undefined
+  /** Keys reported in one demand report as wanting more than the default share; default 64. */
+  readonly maxKeysPerReport?: number | undefined
+  /** Share relative to the family's other holders; default 1. */
+  readonly weight?: number | undefined
+}
+
+/** What one key may use in this process now, and where that comes from. */
+export interface KeyLease {
+  /** Tokens/s (rate), slots (concurrency), or units of the window's budget (quota). */
+  readonly capacity: number
+  /** Tokens the key's bucket holds at most (rate); slots for concurrency; the budget for a quota. */
+  readonly burst: number
+  /**
+   * `default`: this process's default share of every key (the family lease); `key`: the
+   * key's own lease; `fallback`: a lapsed lease's safe fallback; `none`: nothing (no lease yet,
+   * or everything lapsed).
+   */
+  readonly source: 'default' | 'key' | 'fallback' | 'none'
+  /** A keyed quota's: the window this budget is of (the coordinator counts what is spent in it). */
+  readonly window?: number | undefined
+}
+
+/** The events of a keyed family: each family lease received, and each change of mode. */
+export interface KeyedEvents {
+  lease: [lease: LeaseGrant]
+  mode: [mode: 'leased' | 'lapsed' | 'none']
+}
+
+/** What the family needs of the client that owns it. */
+export interface KeyedOwner {
+  requestEarlyReport(): void
+  drained(): void
+}
+
+/** One entry of a family's demand report. */
+export interface KeyReport {
+  resource: string
+  wants: number
+  weight?: number
+  used?: number
+  window?: number
+}
