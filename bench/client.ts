@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Redis } from 'ioredis'
 import { RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible'
+import { resolveResourceOptions } from '../client/options.js'
 import { Resource, type ResourceOwner } from '../client/resource.js'
 import { CoarseClock, systemClock } from '../shared/index.js'
 import { summarise } from './stats.js'
@@ -101,10 +102,16 @@ export async function benchClient(runs: number): Promise<string[]> {
   }
   // What a client does by default: tryAcquire reads the client's coarse clock.
   const coarse = new CoarseClock(systemClock)
-  const resource = new Resource('bench', {}, systemClock, owner, coarse)
+  const resource = new Resource(
+    'bench',
+    resolveResourceOptions('bench', {}),
+    systemClock,
+    owner,
+    coarse,
+  )
   resource.applyLease(lease)
   // hotPathClock: 'precise': a clock read per check.
-  const precise = new Resource('bench', {}, systemClock, owner)
+  const precise = new Resource('bench', resolveResourceOptions('bench', {}), systemClock, owner)
   precise.applyLease(lease)
   const bare = new BareBucket(huge / 1000, huge)
   const memory = new RateLimiterMemory({ points: 1e9, duration: 60 })

@@ -33,8 +33,8 @@ import {
   libraryVersion,
 } from '../shared/index.js'
 import {
-  checkKeyedOptions,
-  checkResourceOptions,
+  resolveKeyedOptions,
+  resolveResourceOptions,
   resolveClientOptions,
   type ClientOptions,
   type ResolvedClientOptions,
@@ -221,13 +221,13 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
           'SLUICE_ERR_RESOURCE_INVALID',
           `client.resource(${describeValue(id)}): ${describeIssues(valid.error)}`,
         )
-      checkResourceOptions(id, options)
-      if (options.failureMode === 'optimistic')
+      const resolved = resolveResourceOptions(id, options)
+      if (resolved.failureMode === 'optimistic')
         this.options.logger?.warn(
           { resource: id },
           'sluice: failureMode optimistic may admit beyond the cluster-wide capacity while the coordinator is unreachable',
         )
-      r = new Resource(id, options, this.options.clock, this, this.#hotClock)
+      r = new Resource(id, resolved, this.options.clock, this, this.#hotClock)
       const released = this.#releasedQuotas.get(id)
       if (released !== undefined) {
         r.carryUsed(released.used, released.window)
@@ -256,8 +256,13 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
           'SLUICE_ERR_RESOURCE_INVALID',
           `client.keyed(${describeValue(prefix)}): a family's prefix, e.g. 'apikey' for the template apikey/*${valid.success ? ', without *, ? or [' : `: ${describeIssues(valid.error)}`}`,
         )
-      checkKeyedOptions(prefix, options)
-      f = new KeyedFamily(prefix, options, this.options.clock, this.#hotClock, this)
+      f = new KeyedFamily(
+        prefix,
+        resolveKeyedOptions(prefix, options),
+        this.options.clock,
+        this.#hotClock,
+        this,
+      )
       this.#families.set(familyId, f)
       this.#scheduleReports()
       if (this.#connected) this.#report(false)

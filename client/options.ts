@@ -149,10 +149,10 @@ export const resourceOptionsSchema = z.strictObject({
   wants: quantitySchema.optional(),
   weight: weightSchema.optional(),
   priority: prioritySchema.optional(),
-  failureMode: z.enum(failureModes).optional(),
-  kind: z.enum(resourceKinds).optional(),
-  safeCapacity: quantitySchema.optional(),
-  maxWaiters: z.number().int().min(0).max(10_000_000).optional(),
+  failureMode: z.enum(failureModes).default('safe'),
+  kind: z.enum(resourceKinds).default('rate'),
+  safeCapacity: quantitySchema.default(0),
+  maxWaiters: z.number().int().min(0).max(10_000_000).default(10_000),
   committed: z
     .custom<() => number>((v) => typeof v === 'function', 'must be a function')
     .optional(),
@@ -167,8 +167,14 @@ const resourceHints: Readonly<Record<string, string>> = {
   mode: 'failureMode',
 }
 
-/** Checks `client.resource` options; throws SLUICE_ERR_OPTION_INVALID naming the option. */
-export function checkResourceOptions(id: string, options: unknown): void {
+/** `client.resource` options as parsed: every default in place, frozen. */
+export type ResolvedResourceOptions = Readonly<z.output<typeof resourceOptionsSchema>>
+
+/**
+ * Parses `client.resource` options once (defaults from the schema) and freezes them; throws
+ * SLUICE_ERR_OPTION_INVALID naming the option, the rule and the value.
+ */
+export function resolveResourceOptions(id: string, options: unknown): ResolvedResourceOptions {
   const result = resourceOptionsSchema.safeParse(options, { reportInput: true })
   if (!result.success)
     throw new SluiceError(
@@ -178,17 +184,24 @@ export function checkResourceOptions(id: string, options: unknown): void {
         hints: resourceHints,
       })}`,
     )
+  return Object.freeze(result.data)
 }
 
 /** `client.keyed(prefix, options)`: checked once, strictly. */
 export const keyedOptionsSchema = z.strictObject({
-  maxKeys: z.number().int().min(1).max(10_000_000).optional(),
-  maxKeysPerReport: z.number().int().min(1).max(10_000).optional(),
+  maxKeys: z.number().int().min(1).max(10_000_000).default(50_000),
+  maxKeysPerReport: z.number().int().min(1).max(10_000).default(64),
   weight: weightSchema.optional(),
 })
 
-/** Checks `client.keyed` options; throws SLUICE_ERR_OPTION_INVALID naming the option. */
-export function checkKeyedOptions(prefix: string, options: unknown): void {
+/** `client.keyed` options as parsed: every default in place, frozen. */
+export type ResolvedKeyedOptions = Readonly<z.output<typeof keyedOptionsSchema>>
+
+/**
+ * Parses `client.keyed` options once (defaults from the schema) and freezes them; throws
+ * SLUICE_ERR_OPTION_INVALID naming the option, the rule and the value.
+ */
+export function resolveKeyedOptions(prefix: string, options: unknown): ResolvedKeyedOptions {
   const result = keyedOptionsSchema.safeParse(options, { reportInput: true })
   if (!result.success)
     throw new SluiceError(
@@ -197,4 +210,5 @@ export function checkKeyedOptions(prefix: string, options: unknown): void {
         knownKeys: Object.keys(keyedOptionsSchema.shape),
       })}`,
     )
+  return Object.freeze(result.data)
 }

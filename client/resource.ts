@@ -13,6 +13,7 @@ import {
   type Usage,
 } from '../shared/index.js'
 import { DemandMeter } from './demand-meter.js'
+import type { ResolvedResourceOptions } from './options.js'
 import { createEnforcers, type Enforcer, type Enforcers, type Permit } from './enforcer.js'
 import { WaitQueue } from '../shared/limiters/index.js'
 
@@ -119,7 +120,7 @@ export class Resource extends EventEmitter<ResourceEvents> {
   /** `hotClock`: what `tryAcquire`'s bucket reads (the client's coarse clock); default `clock`. */
   constructor(
     id: string,
-    options: ResourceOptions,
+    options: ResolvedResourceOptions,
     clock: Clock,
     owner: ResourceOwner,
     hotClock: Clock = clock,
@@ -130,26 +131,26 @@ export class Resource extends EventEmitter<ResourceEvents> {
     this.#owner = owner
     this.#weight = options.weight
     this.priority = options.priority
-    this.failureMode = options.failureMode ?? 'safe'
+    this.failureMode = options.failureMode
     this.#wants = options.wants
     this.#committed = options.committed
     const meter = new DemandMeter(clock.now())
     this.#meter = meter
     this.#waiters = new WaitQueue<Permit>(
       clock,
-      options.maxWaiters ?? 10_000,
+      options.maxWaiters,
       () => this.#serve(),
       (cost) => meter.refused(cost),
     )
     // Before any lease, safe mode runs at the option (default 0): the user's choice, not the
     // coordinator's, and so outside what it counts.
-    this.#fallbackCapacity = options.safeCapacity ?? 0
+    this.#fallbackCapacity = options.safeCapacity
     this.#fallbackBurst = this.#fallbackCapacity
     this.#enforcers = createEnforcers(hotClock, meter, {
       refused: () => owner.requestEarlyReport(),
       slotsReleased: (cost) => this.releaseSlots(cost),
     })
-    this.#enforcer = this.#enforcers[options.kind ?? 'rate']
+    this.#enforcer = this.#enforcers[options.kind]
     this.#state = { mode: this.failureMode, lease: undefined }
     this.#applyCapacity()
   }

@@ -25,6 +25,7 @@ import {
   finalRateLimitOptions,
   type HeaderSet,
   type LimitContext,
+  type FinalRateLimitOptions,
   type RateLimitOptions,
   type RequestInfo,
 } from './options.js'
@@ -117,7 +118,7 @@ const noRequest: RequestInfo = Object.freeze({ ip: '', method: 'GET', headers: {
  * construction.
  */
 export class RateLimitCore {
-  readonly options: RateLimitOptions
+  readonly options: FinalRateLimitOptions
   /** Whether a response must be reported (`settle`) to give costs back. */
   readonly settles: boolean
   readonly #limiter: ((key: string, req: RequestInfo) => Limiter) | undefined
@@ -141,6 +142,8 @@ export class RateLimitCore {
   /** The key's header, lower case (`key: { header }`). */
   readonly #header: string
   #warnedNoKey = false
+  /** Whether `missingKey` was left to its default (its use is then warned once). */
+  readonly #missingKeyDefaulted: boolean
   readonly #policyName: string
   /** Keys blocked until a time (`blockMs`), oldest first. */
   readonly #blocked = new Map<string, number>()
@@ -168,21 +171,22 @@ export class RateLimitCore {
 
   constructor(options: RateLimitOptions, where = 'rate limit') {
     const o = finalRateLimitOptions(checkRateLimitOptions(options, where), where)
+    this.#missingKeyDefaulted = options.missingKey === undefined
     this.options = o
     this.#limiter = o.limiter === false ? undefined : o.limiter
     const shared = o.resource === false ? undefined : o.resource
     this.#family = shared instanceof KeyedFamily ? shared : undefined
     this.#resource = shared instanceof KeyedFamily ? undefined : shared
     this.#clock = o.clock ?? systemClock
-    this.#maxDelayMs = o.maxDelayMs ?? 1000
-    this.#maxKeys = o.maxKeys ?? 10_000
-    this.#statusCode = o.statusCode ?? 429
+    this.#maxDelayMs = o.maxDelayMs
+    this.#maxKeys = o.maxKeys
+    this.#statusCode = o.statusCode
     // draft-8 is the structured form the current draft keeps: the IETF fields.
     this.#headerSet =
       o.headers === undefined ? 'ietf-lean' : o.headers === 'draft-8' ? 'ietf' : o.headers
     this.#ietfOnly = this.#headerSet === 'ietf' || this.#headerSet === 'ietf-lean'
     this.#policyAlways = this.#headerSet !== 'ietf-lean'
-    this.#subnet = o.ipv6Subnet ?? 64
+    this.#subnet = o.ipv6Subnet
     this.#header = typeof o.key === 'object' ? o.key.header.toLowerCase() : ''
     this.#policyName = o.policy?.name ?? 'default'
     this.#statedPolicyText =
@@ -228,7 +232,7 @@ export class RateLimitCore {
 
   /** The request's key; undefined when it has none (see `missingKey`). */
   keyOf(req: RequestInfo): string | undefined {
-    const source = this.options.key ?? 'ip'
+    const source = this.options.key
     let key: unknown
     if (source === 'ip') key = req.ip === '' ? undefined : ipKey(req.ip, this.#subnet)
     else if (source === 'route') key = req.route
@@ -256,7 +260,7 @@ export class RateLimitCore {
     if (o.skip?.(req) === true) return undefined
     let key = this.keyOf(req)
     if (key === undefined) {
-      const rule = o.missingKey ?? 'refuse'
+      const rule = o.missingKey
       if (rule === 'skip') return undefined
       if (rule === 'refuse') return this.#noKey()
       key = rule.key
@@ -424,7 +428,7 @@ export class RateLimitCore {
     if (limiter !== undefined && !limiterCharged) waitMs = limiter.msUntil(cost)
     if (resource !== undefined) waitMs = Math.max(waitMs, resource.msUntil(cost))
     if (!Number.isFinite(waitMs)) waitMs = this.#windowMs(limiter)
-    const blockMs = this.options.blockMs ?? 0
+    const blockMs = this.options.blockMs
     if (blockMs > 0) {
       // Blocked until the limit has room again, and at least blockMs: a block never ends
       // before the window that refused (a client obeying Retry-After is not refused again).
@@ -443,14 +447,14 @@ export class RateLimitCore {
 
   /** A request without a key, `missingKey` unset or `refuse`: 400, said once to the operator. */
   #noKey(): Decision {
-    const source = this.options.key ?? 'ip'
+    const source = this.options.key
     const what =
       typeof source === 'object'
         ? `no ${source.header} header`
         : typeof source === 'function'
           ? 'the key function gave no key'
           : `no ${source}`
-    if (!this.#warnedNoKey && this.options.missingKey === undefined) {
+    if (!this.#warnedNoKey && this.#missingKeyDefaulted) {
       this.#warnedNoKey = true
       process.emitWarning(
         `rate limit: a request had ${what}: refused with 400 (missingKey: 'refuse', the default; 'skip' lets it through, { key } counts it in one shared bucket)`,

@@ -284,8 +284,33 @@ export function mergeRateLimitOptions(
   return merged
 }
 
-/** Checks what only a whole option set can show; freezes it. */
-export function finalRateLimitOptions(options: RateLimitOptions, where: string): RateLimitOptions {
+/** The defaults of the options that have one, in one place (docs/http.md lists them). */
+const rateLimitDefaults = {
+  key: 'ip',
+  missingKey: 'refuse',
+  maxDelayMs: 1000,
+  maxKeys: 10_000,
+  statusCode: 429,
+  ipv6Subnet: 64,
+  blockMs: 0,
+} as const
+
+/** A whole option set, checked, with every default in place. */
+export type FinalRateLimitOptions = RateLimitOptions & {
+  readonly key: KeySource
+  readonly missingKey: MissingKey
+  readonly maxDelayMs: number
+  readonly maxKeys: number
+  readonly statusCode: number
+  readonly ipv6Subnet: number | false
+  readonly blockMs: number
+}
+
+/** Checks what only a whole option set can show; fills in the defaults and freezes it. */
+export function finalRateLimitOptions(
+  options: RateLimitOptions,
+  where: string,
+): FinalRateLimitOptions {
   const limiter = options.limiter === false ? undefined : options.limiter
   const resource = options.resource === false ? undefined : options.resource
   if (limiter === undefined && resource === undefined)
@@ -300,5 +325,11 @@ export function finalRateLimitOptions(options: RateLimitOptions, where: string):
     )
   if (limiter === undefined && options.policy !== undefined)
     invalid(where, '`policy` describes the local `limiter`; a resource’s policy is its lease')
-  return Object.freeze({ ...options, limiter, resource })
+  const withDefaults: Record<string, unknown> = { ...rateLimitDefaults }
+  for (const [k, v] of Object.entries(options)) if (v !== undefined) withDefaults[k] = v
+  return Object.freeze({
+    ...(withDefaults as unknown as FinalRateLimitOptions),
+    limiter,
+    resource,
+  })
 }

@@ -11,12 +11,13 @@ import {
 } from '../../shared/index.js'
 import { WaitQueue } from '../../shared/limiters/index.js'
 import type { Permit } from '../enforcer.js'
+import type { ResolvedKeyedOptions } from '../options.js'
 import type { KeyKind } from './key-kind.js'
 import type { KeyState } from './key-state.js'
 import { KeyView } from './key-view.js'
 import { keyKinds } from './kinds.js'
 import { FamilyShares } from './shares.js'
-import type { KeyLease, KeyReport, KeyedEvents, KeyedOptions, KeyedOwner } from './types.js'
+import type { KeyLease, KeyReport, KeyedEvents, KeyedOwner } from './types.js'
 
 const noPermit: Permit = Object.freeze({ release: () => undefined })
 
@@ -73,7 +74,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
 
   constructor(
     prefix: string,
-    options: KeyedOptions,
+    options: ResolvedKeyedOptions,
     clock: Clock,
     hotClock: Clock,
     owner: KeyedOwner,
@@ -85,8 +86,8 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
     this.#clock = clock
     this.#hotClock = hotClock
     this.#owner = owner
-    this.#maxKeys = options.maxKeys ?? 50_000
-    this.#maxKeysPerReport = options.maxKeysPerReport ?? 64
+    this.#maxKeys = options.maxKeys
+    this.#maxKeysPerReport = options.maxKeysPerReport
     this.#shares = new FamilyShares(hotClock)
     this.#reportStartMs = clock.now()
   }

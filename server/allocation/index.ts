@@ -4,7 +4,7 @@ export { normaliseProblem } from './validate.js'
 export type { NormalisedProblem } from './validate.js'
 export { waterFill } from './water-fill.js'
 export { wholeTokens, wholeUnits } from './whole-units.js'
-export { algorithms, surplusPolicies } from './types.js'
+export { algorithms, defaultAlgorithm, defaultSurplus, surplusPolicies } from './types.js'
 export type {
   Algorithm,
   Allocation,

@@ -6,6 +6,11 @@ export type Algorithm = (typeof algorithms)[number]
 export const surplusPolicies = ['spread', 'hold'] as const
 export type SurplusPolicy = (typeof surplusPolicies)[number]
 
+/** What an allocation (and a resource template) uses unless told: exact weighted max-min… */
+export const defaultAlgorithm: Algorithm = 'fair-share'
+/** …with the unused capacity spread as headroom. */
+export const defaultSurplus: SurplusPolicy = 'spread'
+
 export interface TenantSpec {
   /** Share of a band's capacity relative to other tenants; default 1, in [1e-6, 1e6]. */
   readonly weight?: number | undefined

@@ -1,5 +1,7 @@
 import { SluiceError, describeValue, domainLimits as L } from '../../shared/index.js'
 import {
+  defaultAlgorithm,
+  defaultSurplus,
   algorithms,
   surplusPolicies,
   type Algorithm,
@@ -82,14 +84,14 @@ export function normaliseProblem(problem: AllocationProblem): NormalisedProblem 
     )
   }
   const capacity = quantity('capacity', problem.capacity)
-  const algorithm = problem.algorithm ?? 'fair-share'
+  const algorithm = problem.algorithm ?? defaultAlgorithm
   if (!(algorithms as readonly string[]).includes(algorithm)) {
     throw new SluiceError(
       'SLUICE_ERR_ALLOC_UNKNOWN_ALGORITHM',
       `algorithm must be one of ${algorithms.join(', ')}, received ${describeValue(algorithm)}`,
     )
   }
-  const surplus = problem.surplus ?? 'spread'
+  const surplus = problem.surplus ?? defaultSurplus
   if (!(surplusPolicies as readonly string[]).includes(surplus)) {
     fail(
       'SLUICE_ERR_ALLOC_INVALID_INPUT',

@@ -10,7 +10,12 @@ import {
   resourceKinds,
   weightSchema,
 } from '../../shared/index.js'
-import { algorithms, surplusPolicies } from '../allocation/index.js'
+import {
+  algorithms,
+  defaultAlgorithm,
+  defaultSurplus,
+  surplusPolicies,
+} from '../allocation/index.js'
 import { isTimeZone, parseDuration } from './window.js'
 
 const quantity = quantitySchema
@@ -212,8 +217,8 @@ export const resourceTemplateSchema = z
     capacity: quantity,
     /** Rate only: tokens the whole resource may burst; default one second of capacity. */
     burst: quantity.optional(),
-    algorithm: z.enum(algorithms).default('fair-share'),
-    surplus: z.enum(surplusPolicies).default('spread'),
+    algorithm: z.enum(algorithms).default(defaultAlgorithm),
+    surplus: z.enum(surplusPolicies).default(defaultSurplus),
     /**
      * With surplus spread: a lease that covers its client's demand stays as it is while no
      * client needs capacity and its target moved by at most this fraction (0: every move is sent).

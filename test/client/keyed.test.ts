@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest'
+import { resolveKeyedOptions } from '../../client/options.js'
 import { KeyedFamily } from '../../client/index.js'
 import { ManualClock, domainLimits, type LeaseGrant } from '../../shared/index.js'
 import type { ConfigInput } from '../../server/config/index.js'
@@ -326,7 +327,7 @@ describe('a keyed family’s buckets', () => {
 
   it('never forget a key that has spent anything: a key evicted and met again cannot start full twice', () => {
     const clock = new ManualClock()
-    const f = new KeyedFamily('k', { maxKeys: 2 }, clock, clock, owner)
+    const f = new KeyedFamily('k', resolveKeyedOptions('k', { maxKeys: 2 }), clock, clock, owner)
     f.applyFamilyLease(grant(1))
     clock.advance(5000)
     // Key a spends its whole burst (10 tokens).
@@ -350,7 +351,7 @@ describe('a keyed family’s buckets', () => {
 
   it('start a new key full of what the share held before its last rise, plus what it earned since', () => {
     const clock = new ManualClock()
-    const f = new KeyedFamily('k', {}, clock, clock, owner)
+    const f = new KeyedFamily('k', resolveKeyedOptions('k', {}), clock, clock, owner)
     f.applyFamilyLease(grant(0))
     // The share rises from 0 to 1/2 (capacity moved here from a process that may have spent its
     // burst just before): a new key has earned nothing yet.

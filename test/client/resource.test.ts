@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { Resource, type ResourceOwner } from '../../client/resource.js'
+import { resolveResourceOptions } from '../../client/options.js'
+import { Resource, type ResourceOptions, type ResourceOwner } from '../../client/resource.js'
 import { ManualClock, SluiceError, type LeaseGrant } from '../../shared/index.js'
 
 class Owner implements ResourceOwner {
@@ -31,10 +32,10 @@ function lease(overrides: Partial<LeaseGrant> = {}): LeaseGrant {
   }
 }
 
-function setup(options: ConstructorParameters<typeof Resource>[1] = {}) {
+function setup(options: ResourceOptions = {}) {
   const clock = new ManualClock()
   const owner = new Owner()
-  const r = new Resource('r', options, clock, owner)
+  const r = new Resource('r', resolveResourceOptions('r', options), clock, owner)
   return { clock, owner, r }
 }
 

@@ -1,5 +1,6 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
+import { resolveKeyedOptions } from '../../../client/options.js'
 import { KeyedFamily } from '../../../client/keyed/index.js'
 import type { FamilySettings, ResourceSettings } from '../../../server/config/index.js'
 import { Pool, type LeaseBatch } from '../../../server/pool/index.js'
@@ -68,7 +69,7 @@ class Process {
     readonly id: Id,
     clock: ManualClock,
   ) {
-    this.family = new KeyedFamily('k', {}, clock, clock, owner)
+    this.family = new KeyedFamily('k', resolveKeyedOptions('k', {}), clock, clock, owner)
   }
 
   /** What this process may enforce of `key` now: the client's own answer. */

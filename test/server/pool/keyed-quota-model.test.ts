@@ -1,5 +1,6 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
+import { resolveKeyedOptions } from '../../../client/options.js'
 import { KeyedFamily } from '../../../client/keyed/index.js'
 import { CompiledConfig, parseConfig } from '../../../server/config/index.js'
 import { MemoryLedger } from '../../../server/ledger/index.js'
@@ -62,12 +63,24 @@ class Process {
     readonly id: Id,
     readonly clock: ManualClock,
   ) {
-    this.family = new KeyedFamily('k', { maxKeys: 2 }, clock, clock, owner)
+    this.family = new KeyedFamily(
+      'k',
+      resolveKeyedOptions('k', { maxKeys: 2 }),
+      clock,
+      clock,
+      owner,
+    )
   }
 
   renew(): void {
     this.family.close()
-    this.family = new KeyedFamily('k', { maxKeys: 2 }, this.clock, this.clock, owner)
+    this.family = new KeyedFamily(
+      'k',
+      resolveKeyedOptions('k', { maxKeys: 2 }),
+      this.clock,
+      this.clock,
+      owner,
+    )
     this.generation++
     this.held.clear()
   }
@@ -240,7 +253,13 @@ function run(steps: readonly Step[]): World {
         // It goes on spending what it holds, unheard; a new process comes under its id.
         w.disconnect(p!)
         p!.ghosts.push(p!.family)
-        p!.family = new KeyedFamily('k', { maxKeys: 2 }, w.clock, w.clock, owner)
+        p!.family = new KeyedFamily(
+          'k',
+          resolveKeyedOptions('k', { maxKeys: 2 }),
+          w.clock,
+          w.clock,
+          owner,
+        )
         p!.generation++
         p!.held.clear()
         break
