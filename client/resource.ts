@@ -11,8 +11,10 @@ import {
   type ResourceKind,
   type Timer,
   type Usage,
+  type DemandEntry,
 } from '../shared/index.js'
 import { DemandMeter } from './demand-meter.js'
+import type { HelloHolding, Holder } from './holder.js'
 import type { ResolvedResourceOptions } from './options.js'
 import { createEnforcers, type Enforcer, type Enforcers, type Permit } from './enforcer.js'
 import { WaitQueue } from '../shared/limiters/index.js'
@@ -85,7 +87,7 @@ export interface ResourceEvents {
   mode: [mode: ResourceMode]
 }
 
-export class Resource extends EventEmitter<ResourceEvents> {
+export class Resource extends EventEmitter<ResourceEvents> implements Holder {
   readonly id: string
   readonly priority: number | undefined
   readonly failureMode: FailureMode
@@ -214,6 +216,56 @@ export class Resource extends EventEmitter<ResourceEvents> {
   /** Why the coordinator refuses this resource, while it does. */
   get refused(): SluiceError | undefined {
     return this.#refused
+  }
+
+  // ---- as a Holder (holder.ts): what the client asks of it ----
+
+  get holderId(): string {
+    return this.id
+  }
+
+  holds(resourceId: string): boolean {
+    return resourceId === this.id
+  }
+
+  helloHoldings(): HelloHolding[] {
+    const h = this.holding()
+    return h === undefined ? [] : [h]
+  }
+
+  /** This period's demand (measured, or `wants`), a quota's use, and the usage, as one report entry. */
+  reportEntries(): DemandEntry[] {
+    const quota = this.usedInWindow()
+    return [
+      {
+        resource: this.id,
+        wants: clampQuantity(this.takeDemand()),
+        ...(quota === undefined ? {} : { used: quota.used, window: quota.window }),
+        ...(this.weight === undefined ? {} : { weight: this.weight }),
+        ...(this.priority === undefined ? {} : { priority: this.priority }),
+        usage: this.takeUsage(),
+      },
+    ]
+  }
+
+  applyLeaseOf(_resourceId: string, grant: LeaseGrant): boolean {
+    const inForce = this.applyLease(grant)
+    this.setLearning(false)
+    return inForce
+  }
+
+  fitsFor(): boolean {
+    return this.drainedToLimit
+  }
+
+  leasedIds(): string[] {
+    return [this.id]
+  }
+
+  /** A new connection: learning or not, and a resource refused before is asked for again. */
+  connected(learning: boolean): void {
+    this.setLearning(learning)
+    this.retryRefused()
   }
 
   /**

@@ -3,6 +3,7 @@ import {
   SluiceError,
   familyIdOf,
   keyIdOf,
+  keyOfId,
   keyProblem,
   type Clock,
   type LeaseGrant,
@@ -11,6 +12,7 @@ import {
 } from '../../shared/index.js'
 import { WaitQueue } from '../../shared/limiters/index.js'
 import type { Permit } from '../enforcer.js'
+import type { HelloHolding, Holder } from '../holder.js'
 import type { ResolvedKeyedOptions } from '../options.js'
 import type { KeyKind } from './key-kind.js'
 import type { KeyState } from './key-state.js'
@@ -42,7 +44,7 @@ const maxWaitersPerKey = 10_000
  * `tryAcquire(key, cost)` is the hot path: a map look-up and a token bucket;
  * no promise, no timer, and no allocation for a key already tracked.
  */
-export class KeyedFamily extends EventEmitter<KeyedEvents> {
+export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
   readonly prefix: string
   /** The family's own resource id, `<prefix>/*`. */
   readonly familyId: string
@@ -392,6 +394,40 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> {
       out.push(kind.candidateEntry(c.state, keyIdOf(this.prefix, c.state.key), c.wants))
     return out
   }
+
+  // ---- as a Holder (holder.ts): what the client asks of it ----
+
+  get holderId(): string {
+    return this.familyId
+  }
+
+  /** The family's own lease, or one of a key of it. */
+  holds(resourceId: string): boolean {
+    return resourceId === this.familyId || keyOfId(this.prefix, resourceId) !== undefined
+  }
+
+  helloHoldings(): HelloHolding[] {
+    return this.holdings()
+  }
+
+  reportEntries(): KeyReport[] {
+    return this.takeReport()
+  }
+
+  applyLeaseOf(resourceId: string, grant: LeaseGrant): boolean {
+    return resourceId === this.familyId
+      ? this.applyFamilyLease(grant)
+      : this.applyKeyLease(keyOfId(this.prefix, resourceId)!, grant)
+  }
+
+  fitsFor(resourceId: string): boolean {
+    return resourceId === this.familyId
+      ? this.fits()
+      : this.keyFits(keyOfId(this.prefix, resourceId)!)
+  }
+
+  /** A new connection: nothing to do (a family's leases say whether the coordinator learns). */
+  connected(): void {}
 
   /** The coordinator will not lease `key` on its own now (too many hot keys): ask again later. */
   quietKey(key: string): void {

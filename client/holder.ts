@@ -1,0 +1,41 @@
+import type { DemandEntry, LeaseGrant, LeaseProof, SluiceError } from '../shared/index.js'
+
+/** What a hello says a holder may enforce now, for a learning coordinator. */
+export interface HelloHolding {
+  resource: string
+  capacity: number
+  inFlight?: number
+  proof?: LeaseProof
+}
+
+/**
+ * What the client asks of everything it holds leases for, a named resource
+ * (resource.ts) or a keyed family and its keys (keyed/): one list, walked
+ * the same way for hellos, reports, leases, acks, refusals and closing.
+ */
+export interface Holder {
+  /** Its resource id: a resource's, or a family's own (`<prefix>/*`). */
+  readonly holderId: string
+  /** Why the coordinator refuses it, while it does. */
+  readonly refused: SluiceError | undefined
+  /** Whether a lease of `resourceId` is its own (itself, or a key of it). */
+  holds(resourceId: string): boolean
+  /** Resolves at its first lease; rejects when it is refused or closed. */
+  ready(): Promise<void>
+  /** What a hello claims of it (the first entries the holder's own, then its keys'). */
+  helloHoldings(): HelloHolding[]
+  /** Its entries of a demand report, this period's demand measured and taken. */
+  reportEntries(): DemandEntry[]
+  /** Puts a lease of `resourceId` in force; true when it may be acknowledged at once. */
+  applyLeaseOf(resourceId: string, grant: LeaseGrant): boolean
+  /** Whether what is in use (or spent) of `resourceId` fits its lease now: a held-back ack may go. */
+  fitsFor(resourceId: string): boolean
+  /** The ids it holds leases of, for a release. */
+  leasedIds(): string[]
+  /** A new connection: whether the coordinator is still learning. */
+  connected(learning: boolean): void
+  refuse(error: SluiceError): void
+  /** Another process took the client id over: nothing is enforced until a new lease comes. */
+  revoke(): void
+  close(): void
+}
