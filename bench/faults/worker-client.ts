@@ -111,7 +111,14 @@ export function askKeys(
     const ok = family.tryAcquire(`k${k}`)
     if (seen[k] === 0) {
       seen[k] = 1
-      out.push(JSON.stringify({ ...stamp, first: k, ok }))
+      // A refused first check says what the process held of the key then (for a look afterwards).
+      out.push(
+        JSON.stringify(
+          ok
+            ? { ...stamp, first: k, ok }
+            : { ...stamp, first: k, ok, held: family.leaseOf(`k${k}`) },
+        ),
+      )
     }
     const into = ok ? admitted : refused
     into[k] = (into[k] ?? 0) + 1

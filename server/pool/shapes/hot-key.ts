@@ -4,28 +4,33 @@ import { maxMinTargets } from './max-min.js'
 import { settle, type Shape } from './shape.js'
 
 /**
- * One hot key of a rate or concurrency family: shared among the holders
- * that ask for it now. A holder that does not (it never did, or stopped:
- * not reported lately) gets nothing of it, surplus spread or not, so what
- * it was seeded with goes back and a key nobody asks for goes cold
- * (hot-keys.ts); a share below one token of burst goes whole to a few
- * (`wholeTokens`).
+ * One hot key of a rate or concurrency family, shared by weighted max-min
+ * over what its holders ask for now; a holder that does not (it never did,
+ * or stopped: not reported lately) asks for nothing, but keeps its part of
+ * the surplus (surplus `spread`), so its first check of the key is decided
+ * at once as it was under the default share. Once nobody asks for the key
+ * (and no silent holder holds any of it), every holder gets nothing of it,
+ * so what was spread goes back and the key goes cold (hot-keys.ts). A share below one token of burst goes whole to a
+ * few (`wholeTokens`).
  */
 export const hotKeyShape: Shape = Object.freeze<Shape>({
   name: 'hot key',
   familyShare: false,
   hotKey: true,
   round(pool, r, sharing, reserved, nowMs) {
-    const active: Entry[] = []
     const wants: number[] = []
+    let asked = false
     for (const e of sharing) {
       const d = demandOf(e, nowMs)
-      if (d > 0) {
-        active.push(e)
-        wants.push(d)
-      } else e.target = 0
+      if (d > 0) asked = true
+      wants.push(d)
     }
-    maxMinTargets(r, active, wants, reserved, { wholeTokens: true })
+    // Nobody asks: nothing for anyone, so the key goes cold once that is acknowledged. But while
+    // a silent holder still holds some (cut off: counted until it lapses), the key cannot go cold
+    // anyway, and the rest stays spread, or a gateway's first check of it would be refused all
+    // the while (#41).
+    if (asked || reserved > 0) maxMinTargets(r, sharing, wants, reserved, { wholeTokens: true })
+    else for (const e of sharing as Entry[]) e.target = 0
     settle(pool, r, sharing, nowMs)
   },
 })
