@@ -134,8 +134,9 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     if (state === undefined) return false
     state.asked += cost
     this.#familyAsked += cost
-    // Never ahead of a caller already waiting for the key (FIFO, as a named resource).
-    if (state.waiters === undefined && this.#take(state, cost)) return true
+    // Never ahead of a caller already waiting for the key (FIFO, as a named resource). The state
+    // was just refreshed (#state): taken from at once.
+    if (state.waiters === undefined && this.#keyKind.take(this.#shares, state, cost)) return true
     return this.#refuse(state, cost)
   }
 
