@@ -3,6 +3,8 @@ import { benchAllocation } from './allocation.js'
 import { benchClient } from './client.js'
 import { benchCoordinatorRows } from './coordinator.js'
 import { benchE2e, demands, limitPerSec } from './e2e.js'
+import { efficiencyHeader, efficiencyRow, runEfficiency } from './efficiency/run.js'
+import { efficiencyScenarios } from './efficiency/scenarios.js'
 import { benchFailover, benchRestart } from './failover.js'
 import { benchHttp, benchHttpInstructions } from './http.js'
 import { benchKeys } from './keys.js'
@@ -133,6 +135,19 @@ if (only === 'quota') {
   console.log('| limiter | decisions/s | p99 per decision | admitted | Sluice ÷ this |')
   console.log('| --- | --- | --- | --- | --- |')
   for (const row of await benchQuota(runs)) console.log(row)
+}
+
+// Not in the default set: real processes, a few minutes. BENCH_SCENARIO=<text> runs the
+// scenarios whose name holds it.
+if (only === 'efficiency') {
+  const pick = process.env.BENCH_SCENARIO
+  console.log(
+    '\n## efficiency: Sluice against one exact central limiter on the same trace (real processes, Zipf(1.1) keys, a random balancer)\n',
+  )
+  for (const line of efficiencyHeader) console.log(line)
+  for (const s of efficiencyScenarios)
+    if (pick === undefined || s.name.includes(pick))
+      console.log(efficiencyRow(await runEfficiency(s)))
 }
 
 if (only === 'safe-hold') {

@@ -1,0 +1,262 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { CoordinatorProcess, freePort, sleep } from '../faults/harness.js'
+import { hostMs } from '../faults/host-time.js'
+import { excessOverBound, type Admission } from '../faults/measure.js'
+import { findRoot } from '../faults/workers.js'
+import { compare, type CentralLimit, type Comparison, type TraceEvent } from './central.js'
+import type { EfficiencyScenario } from './scenarios.js'
+import type { EfficiencyWorkerSpec } from './worker.js'
+
+/** What one scenario measured: Sluice against one exact central limiter on the same trace. */
+export interface EfficiencyResult extends Comparison {
+  readonly name: string
+  /** Keys Sluice admitted past their bound: capacity·t + burst (rate), the budget of a window (quota). */
+  readonly keysOver: number
+  /** First checks of a key at a gateway, and the share admitted: all, and at a gateway under 5 s old. */
+  readonly firstChecks: number
+  readonly firstAdmitted: number
+  readonly youngChecks: number
+  readonly youngAdmitted: number
+  /** The customer's probe (a new key asked `asked` times), when the scenario has one. */
+  readonly probe: { readonly asked: number; readonly admitted: number } | undefined
+}
+
+interface Worker {
+  readonly child: ChildProcess
+  output: string
+  readonly exited: Promise<void>
+}
+
+/** A gateway this young counts as just joined. */
+const youngMs = 5000
+
+/**
+ * Runs `s` with real processes on loopback: one coordinator (`sluice serve`,
+ * its file ledger in a temporary directory) and the scenario's gateway
+ * processes; then merges every check they logged into one trace and replays
+ * it through one exact central limiter.
+ */
+export async function runEfficiency(s: EfficiencyScenario): Promise<EfficiencyResult> {
+  const root = findRoot()
+  const dir = await mkdtemp(join(tmpdir(), 'sluice-efficiency-'))
+  const configPath = join(dir, 'sluice.json')
+  const template =
+    s.kind === 'rate'
+      ? { match: 'key/*', keyed: true, kind: 'rate', capacity: s.capacity, burst: s.burst }
+      : {
+          match: 'key/*',
+          keyed: true,
+          kind: 'quota',
+          capacity: s.capacity,
+          window: `${s.windowMs! / 1000}s`,
+        }
+  await writeFile(
+    configPath,
+    JSON.stringify({ server: { host: '127.0.0.1' }, resources: [template] }),
+  )
+  const coordinator = new CoordinatorProcess(configPath, await freePort())
+  const workers: Worker[] = []
+  const startWallMs = Date.now()
+  const untilWallMs = startWallMs + s.durationMs
+  let started = 0
+  /** Starts the process of slot `slot` (a replacement takes its predecessor's slot). */
+  const spawnWorker = (slot: number): Worker => {
+    const n = started++
+    const spec: EfficiencyWorkerSpec = {
+      url: `ws://127.0.0.1:${coordinator.port}/v1/connect`,
+      clientIdBase: `gw-${n}`,
+      gateways: s.gatewaysPerProcess,
+      prefix: 'key',
+      keys: s.keys,
+      zipfS: 1.1,
+      seed: 7000 + n,
+      ratePerSec: s.ratePerSec / s.processes,
+      tickMs: 10,
+      untilWallMs,
+      youngMs,
+      ...(s.probe === undefined
+        ? {}
+        : {
+            probe: {
+              atWallMs: startWallMs + s.probe.atMs,
+              key: 'customer',
+              // The customer's requests split over the slots as a balancer would.
+              count:
+                Math.floor(s.probe.count / s.processes) +
+                (slot < s.probe.count % s.processes ? 1 : 0),
+            },
+          }),
+    }
+    const child = spawn(
+      process.execPath,
+      [join(root, 'dist/bench/efficiency/worker.js'), JSON.stringify(spec)],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    )
+    const worker: Worker = {
+      child,
+      output: '',
+      exited: new Promise<void>((resolve) => child.once('exit', () => resolve())),
+    }
+    child.stdout.on('data', (d: Buffer) => (worker.output += d.toString()))
+    workers.push(worker)
+    return worker
+  }
+  try {
+    await coordinator.start()
+    const live: Worker[] = []
+    for (let i = 0; i < s.processes; i++) live.push(spawnWorker(i))
+    const t0 = hostMs()
+    const actions: { atMs: number; run: () => Promise<void> | void }[] = []
+    if (s.deploy !== undefined)
+      for (let i = 0; i < s.processes; i++)
+        actions.push({
+          atMs: s.deploy.firstAtMs + i * s.deploy.everyMs,
+          run: () => {
+            live[i]!.child.kill('SIGTERM')
+            live[i] = spawnWorker(i)
+          },
+        })
+    if (s.coordinatorKill !== undefined) {
+      actions.push({ atMs: s.coordinatorKill.atMs, run: () => coordinator.stop() })
+      actions.push({
+        atMs: s.coordinatorKill.atMs + s.coordinatorKill.downMs,
+        run: () => coordinator.start(),
+      })
+    }
+    if (s.gatewayKill !== undefined)
+      actions.push({
+        atMs: s.gatewayKill.atMs,
+        run: () => {
+          live[0]!.child.kill('SIGKILL')
+          live[0] = spawnWorker(0)
+        },
+      })
+    actions.sort((a, b) => a.atMs - b.atMs)
+    for (const a of actions) {
+      await sleep(t0 + a.atMs - hostMs())
+      await a.run()
+    }
+    await Promise.race([Promise.all(workers.map((w) => w.exited)), sleep(s.durationMs + 30_000)])
+    const keep = process.env.SLUICE_BENCH_KEEP
+    if (keep !== undefined) {
+      for (const [i, w] of workers.entries()) await writeFile(join(keep, `gw-${i}.log`), w.output)
+      await writeFile(join(keep, 'coordinator.log'), coordinator.log)
+    }
+    return measure(
+      s,
+      workers.map((w) => w.output),
+    )
+  } finally {
+    for (const w of workers) if (w.child.exitCode === null) w.child.kill('SIGKILL')
+    await coordinator.stop()
+    await rm(dir, { recursive: true, force: true })
+  }
+}
+
+interface TickLine {
+  t: number
+  w: number
+  a?: Record<string, number>
+  r?: Record<string, number>
+  q?: Record<string, number>
+  f?: [number, number]
+  y?: [number, number]
+  probe?: string
+  asked?: number
+  admitted?: number
+}
+
+/** The measures of a scenario, from the gateways' logs alone. */
+export function measure(s: EfficiencyScenario, outputs: readonly string[]): EfficiencyResult {
+  const trace: TraceEvent[] = []
+  const admissions = new Map<string, Admission[]>()
+  const byWindow = new Map<string, number>()
+  let firstChecks = 0
+  let firstAdmitted = 0
+  let youngChecks = 0
+  let youngAdmitted = 0
+  let probe: { asked: number; admitted: number } | undefined
+  for (const output of outputs)
+    for (const text of output.split('\n')) {
+      if (text === '') continue
+      const line = JSON.parse(text) as TickLine
+      if (line.probe !== undefined) {
+        probe ??= { asked: 0, admitted: 0 }
+        probe.asked += line.asked ?? 0
+        probe.admitted += line.admitted ?? 0
+        continue
+      }
+      if (line.a === undefined) continue
+      const keys = new Set([...Object.keys(line.a), ...Object.keys(line.r ?? {})])
+      for (const key of keys) {
+        const admitted = line.a[key] ?? 0
+        trace.push({ t: line.t, w: line.w, key, asked: admitted + (line.r?.[key] ?? 0), admitted })
+        if (admitted > 0) {
+          let list = admissions.get(key)
+          if (list === undefined) admissions.set(key, (list = []))
+          list.push({ t: line.t, n: admitted })
+        }
+      }
+      for (const [id, n] of Object.entries(line.q ?? {}))
+        byWindow.set(id, (byWindow.get(id) ?? 0) + n)
+      firstChecks += line.f?.[0] ?? 0
+      firstAdmitted += line.f?.[1] ?? 0
+      youngChecks += line.y?.[0] ?? 0
+      youngAdmitted += line.y?.[1] ?? 0
+    }
+  const limit: CentralLimit =
+    s.kind === 'rate'
+      ? { kind: 'rate', ratePerSec: s.capacity, burst: s.burst ?? s.capacity }
+      : { kind: 'quota', budget: s.capacity, windowMs: s.windowMs! }
+  let keysOver = 0
+  if (s.kind === 'rate') {
+    for (const list of admissions.values())
+      if (
+        excessOverBound(list, [{ fromMs: -1e15, capacity: s.capacity }], s.burst ?? s.capacity) >
+        1e-6
+      )
+        keysOver++
+  } else {
+    // By the window of the budget each admission came from, as the coordinator counts it.
+    const over = new Set<string>()
+    for (const [id, n] of byWindow) if (n > s.capacity) over.add(id.slice(0, id.lastIndexOf('@')))
+    keysOver = over.size
+  }
+  return {
+    name: s.name,
+    ...compare(trace, limit),
+    keysOver,
+    firstChecks,
+    firstAdmitted: firstChecks > 0 ? firstAdmitted / firstChecks : 1,
+    youngChecks,
+    youngAdmitted: youngChecks > 0 ? youngAdmitted / youngChecks : 1,
+    probe,
+  }
+}
+
+/** One scenario's row of the table `npm run bench -- efficiency` prints. */
+export function efficiencyRow(r: EfficiencyResult): string {
+  const pct = (x: number): string => `${(100 * x).toFixed(1)}%`
+  return [
+    '',
+    r.name,
+    pct(r.ratio),
+    `${r.centralOnly} of ${r.central} (${pct(r.centralOnly / Math.max(1, r.central))})`,
+    String(r.keysOver),
+    `${pct(r.firstAdmitted)} of ${r.firstChecks}`,
+    r.youngChecks > 0 ? `${pct(r.youngAdmitted)} of ${r.youngChecks}` : '—',
+    r.probe === undefined ? '—' : `${r.probe.admitted} of ${r.probe.asked}`,
+    '—',
+    '',
+  ]
+    .join(' | ')
+    .trim()
+}
+
+export const efficiencyHeader = [
+  '| scenario | Sluice ÷ central | admitted by central, refused by Sluice | keys over the bound | first checks admitted | at a gateway < 5 s old | the customer’s probe | remote decisions p50 / p99 |',
+  '| --- | --- | --- | --- | --- | --- | --- | --- |',
+]

@@ -1,0 +1,153 @@
+/**
+ * The scenarios of `npm run bench -- efficiency`, after issue #41's table:
+ * real processes, Zipf(1.1) keys, a random balancer over the gateways.
+ */
+export interface EfficiencyScenario {
+  readonly name: string
+  readonly kind: 'rate' | 'quota'
+  /** Rate: per second per key; quota: the budget of a key per window. */
+  readonly capacity: number
+  /** Rate: the bucket's burst (the family's default: one second of capacity). */
+  readonly burst?: number
+  /** Quota: the window, ms (windows aligned to the epoch). */
+  readonly windowMs?: number
+  /** Processes, and the gateways (clients) in each: a gateway is one client. */
+  readonly processes: number
+  readonly gatewaysPerProcess: number
+  readonly keys: number
+  /** Requests per second over every gateway and key. */
+  readonly ratePerSec: number
+  readonly durationMs: number
+  /**
+   * A rolling deploy: from `firstAtMs`, every `everyMs`, one process after another is closed
+   * cleanly (SIGTERM: its clients' `close()`) and a new one started in its place at once.
+   */
+  readonly deploy?: { readonly firstAtMs: number; readonly everyMs: number }
+  /** A customer's key, never asked for before, asked `count` times at `atMs` through the gateways. */
+  readonly probe?: { readonly atMs: number; readonly count: number }
+  /** The coordinator SIGKILLed at `atMs` and restarted `downMs` later (its ledger kept). */
+  readonly coordinatorKill?: { readonly atMs: number; readonly downMs: number }
+  /** Process 0 SIGKILLed at `atMs`, a new one started at once. */
+  readonly gatewayKill?: { readonly atMs: number }
+}
+
+const s = 1000
+
+export const efficiencyScenarios: readonly EfficiencyScenario[] = [
+  {
+    name: 'home: 3 gateways, 20/s per key, 1,500 req/s over 2,000 keys',
+    kind: 'rate',
+    capacity: 20,
+    burst: 20,
+    processes: 3,
+    gatewaysPerProcess: 1,
+    keys: 2000,
+    ratePerSec: 1500,
+    durationMs: 30 * s,
+  },
+  {
+    name: 'the same, each gateway replaced one after another (rolling deploy)',
+    kind: 'rate',
+    capacity: 20,
+    burst: 20,
+    processes: 3,
+    gatewaysPerProcess: 1,
+    keys: 2000,
+    ratePerSec: 1500,
+    durationMs: 30 * s,
+    deploy: { firstAtMs: 8 * s, everyMs: 6 * s },
+  },
+  {
+    name: '"100 per minute per key": 3 gateways, 600 req/s over 1,000 keys',
+    kind: 'rate',
+    capacity: 100 / 60,
+    burst: 100,
+    processes: 3,
+    gatewaysPerProcess: 1,
+    keys: 1000,
+    ratePerSec: 600,
+    durationMs: 60 * s,
+  },
+  {
+    name: '30 gateways, 20/s per key, 1,500 req/s over 500 keys',
+    kind: 'rate',
+    capacity: 20,
+    burst: 20,
+    processes: 6,
+    gatewaysPerProcess: 5,
+    keys: 500,
+    ratePerSec: 1500,
+    durationMs: 30 * s,
+  },
+  {
+    name: '100 gateways, 20/s per key, 1,500 req/s over 500 keys',
+    kind: 'rate',
+    capacity: 20,
+    burst: 20,
+    processes: 10,
+    gatewaysPerProcess: 10,
+    keys: 500,
+    ratePerSec: 1500,
+    durationMs: 30 * s,
+  },
+  {
+    name: 'home, the coordinator SIGKILLed at 10 s and restarted 0.5 s later',
+    kind: 'rate',
+    capacity: 20,
+    burst: 20,
+    processes: 3,
+    gatewaysPerProcess: 1,
+    keys: 2000,
+    ratePerSec: 1500,
+    durationMs: 30 * s,
+    coordinatorKill: { atMs: 10 * s, downMs: 500 },
+  },
+  {
+    name: 'home, a gateway SIGKILLed at 10 s and a new one started',
+    kind: 'rate',
+    capacity: 20,
+    burst: 20,
+    processes: 3,
+    gatewaysPerProcess: 1,
+    keys: 2000,
+    ratePerSec: 1500,
+    durationMs: 30 * s,
+    gatewayKill: { atMs: 10 * s },
+  },
+  {
+    name: 'keyed quota, 100 per key per 20 s window, 3 gateways, 600 req/s over 1,000 keys',
+    kind: 'quota',
+    capacity: 100,
+    windowMs: 20 * s,
+    processes: 3,
+    gatewaysPerProcess: 1,
+    keys: 1000,
+    ratePerSec: 600,
+    durationMs: 60 * s,
+  },
+  {
+    name: 'the same with a rolling deploy',
+    kind: 'quota',
+    capacity: 100,
+    windowMs: 20 * s,
+    processes: 3,
+    gatewaysPerProcess: 1,
+    keys: 1000,
+    ratePerSec: 600,
+    durationMs: 60 * s,
+    deploy: { firstAtMs: 12 * s, everyMs: 9 * s },
+  },
+  {
+    name: 'a daily quota of 100 per key: 3 rolling deploys, then a new customer asks 100',
+    kind: 'quota',
+    capacity: 100,
+    windowMs: 86_400 * s,
+    processes: 3,
+    gatewaysPerProcess: 1,
+    keys: 1000,
+    ratePerSec: 60,
+    durationMs: 30 * s,
+    deploy: { firstAtMs: 5 * s, everyMs: 4 * s },
+    probe: { atMs: 25 * s, count: 100 },
+  },
+]
