@@ -17,7 +17,9 @@ import { assertBuilt } from '../helpers/replica.js'
 beforeAll(() => {
   assertBuilt()
   if (!existsSync(libfaketime))
-    throw new Error(`${libfaketime} is missing: apt-get install faketime (.ci/run does)`)
+    throw new Error(
+      `${libfaketime} is missing: apt-get install faketime (.ci/system-deps, the first step of npm test, does)`,
+    )
 })
 
 const timeoutMs = 4 * 10_000 + 60_000

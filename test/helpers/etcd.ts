@@ -25,7 +25,7 @@ function exited(child: ChildProcess): Promise<void> {
 
 /**
  * A real single-member etcd on loopback ports with a temporary data
- * directory (Debian's etcd-server; `.ci/run` installs it). `stop()` and
+ * directory (Debian's etcd-server; `.ci/system-deps`, the first step of `npm test`, installs it). `stop()` and
  * `start()` again keep the data and the ports, as a restarted member would.
  */
 export class EtcdServer {
