@@ -41,6 +41,7 @@ import { Resource, type ResourceOptions, type ResourceOwner } from './resource.j
 const refusesResource = new Set<string>([
   'SLUICE_ERR_RESOURCE_UNKNOWN',
   'SLUICE_ERR_RESOURCE_FORBIDDEN',
+  'SLUICE_ERR_RESOURCE_KEYED',
   'SLUICE_ERR_AUTH_PRIORITY',
 ])
 
@@ -201,6 +202,12 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
       throw new SluiceError(
         'SLUICE_ERR_RESOURCE_INVALID',
         `client.resource(${describeValue(id)}): ${valid.success ? 'the id of a keyed family of this client' : describeIssues(valid.error)}`,
+      )
+    // `<prefix>/*` is a keyed family's own id (a template), never a resource of its own.
+    if (id.endsWith('/*'))
+      throw new SluiceError(
+        'SLUICE_ERR_RESOURCE_INVALID',
+        `client.resource(${describeValue(id)}): ${describeValue(id)} is a keyed family's template; for a limit per key use client.keyed('${id.slice(0, -2)}')`,
       )
     const resolved = resolveResourceOptions(id, options)
     if (resolved.failureMode === 'optimistic')

@@ -162,6 +162,10 @@ export const errorCatalogue = Object.freeze({
     message: 'this tenant may not use this resource',
     retryable: false,
   },
+  SLUICE_ERR_RESOURCE_KEYED: {
+    message: 'a key of a keyed family, asked for as a resource of its own',
+    retryable: false,
+  },
   SLUICE_ERR_AUTH_PRIORITY: {
     message: "priority outside the tenant's allowed range",
     retryable: false,

@@ -130,6 +130,7 @@ export function admitResource(
   tenant: string | undefined,
   resourceId: string,
   alreadyAdded: number,
+  familyInFrame?: (familyId: string) => boolean,
 ): Refusal | undefined {
   const { pool, limits } = ctx
   const settings = ctx.settingsFor(resourceId)
@@ -151,6 +152,17 @@ export function admitResource(
     const problem = keyProblem(family.prefix, keyOfId(family.prefix, resourceId) ?? '')
     if (problem !== undefined)
       return { code: 'SLUICE_ERR_KEY_INVALID', detail: `${describeValue(resourceId)}: ${problem}` }
+    // Only a holder of the family asks for its keys (a KeyedFamily reports the family with its
+    // keys): a key asked for on its own is client.resource() where client.keyed() was meant.
+    if (
+      familyInFrame !== undefined &&
+      !pool.isSubscribed(key, family.familyId) &&
+      !familyInFrame(family.familyId)
+    )
+      return {
+        code: 'SLUICE_ERR_RESOURCE_KEYED',
+        detail: `${describeValue(resourceId)} is a key of the keyed family ${family.familyId}: use client.keyed('${family.prefix}').tryAcquire(key)`,
+      }
     if (pool.hasResource(resourceId)) return undefined
     if (pool.hotKeyCount(family.familyId) + alreadyAdded >= family.maxHotKeys)
       return {
@@ -225,14 +237,26 @@ export function admitEntries<T>(
   entries: readonly T[],
   resourceOf: (entry: T) => string,
   refuse: RefuseEntry,
+  options: { readonly keysNeedFamily?: boolean } = {},
 ): readonly T[] {
   let out: T[] | undefined
   let added = 0
+  // The family ids of this frame, made only when a new key needs them.
+  let families: Set<string> | undefined
+  const familyInFrame = (familyId: string): boolean =>
+    (families ??= new Set(entries.map(resourceOf).filter((id) => id.endsWith('/*')))).has(familyId)
   for (let i = 0; i < entries.length; i++) {
     const entry = entries[i]!
     const id = resourceOf(entry)
     if (!ctx.pool.isSubscribed(key, id)) {
-      const refusal = admitResource(ctx, key, tenant, id, added)
+      const refusal = admitResource(
+        ctx,
+        key,
+        tenant,
+        id,
+        added,
+        options.keysNeedFamily === true ? familyInFrame : undefined,
+      )
       if (refusal !== undefined) {
         out ??= entries.slice(0, i)
         refuse(id, refusal)

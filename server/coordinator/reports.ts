@@ -14,7 +14,11 @@ export function demand(core: Core, session: SessionPort, msg: DemandMessage): vo
   const key = keyOf(session)
   const refusals = new FrameRefusals(false)
   const banded = admitPriorities(core, session.tenant, msg.resources, refusals.add)
-  const reports = admitEntries(core, key, session.tenant, banded, (e) => e.resource, refusals.add)
+  // A report names a family's keys only with the family (a KeyedFamily's): a key alone is
+  // client.resource() where client.keyed() was meant (SLUICE_ERR_RESOURCE_KEYED).
+  const reports = admitEntries(core, key, session.tenant, banded, (e) => e.resource, refusals.add, {
+    keysNeedFamily: true,
+  })
   answer(core, session, refusals)
   for (const r of reports)
     if (r.usage !== undefined) core.observer.record(r.resource, key, session.tenant, r.usage)

@@ -53,6 +53,34 @@ function enforced(families: readonly KeyedFamily[], key: string): number {
 }
 
 describe('keyed families (real sockets, manual clock)', () => {
+  it('refuses a key asked for as a resource of its own at once, and says to use client.keyed', async () => {
+    cluster = new Cluster()
+    await cluster.start(config())
+    const client = await cluster.client('lost')
+    const errors: string[] = []
+    client.on('error', (e) => errors.push(e.code))
+    // What a user migrating from a per-key Redis limiter writes first (#42.7): it used to wait for
+    // a lease that never came, and time out after 5 s saying the coordinator was unreachable.
+    const r = client.resource('apikey/customer-42')
+    const ready = r.ready().then(
+      () => undefined,
+      (e: unknown) => e as { code: string; message: string },
+    )
+    await cluster.step(refreshMs)
+    const refused = await ready
+    expect(refused?.code).toBe('SLUICE_ERR_RESOURCE_KEYED')
+    expect(refused?.message).toContain(`client.keyed('apikey')`)
+    expect(r.tryAcquire()).toBe(false)
+    // The family's own id is a template, never a resource.
+    expect(() => client.resource('apikey/*')).toThrow(/client\.keyed\('apikey'\)/)
+    // The same client's keyed family is served as ever.
+    const f = client.keyed('apikey')
+    for (let i = 0; i < 10 && (f.lease?.capacity ?? 0) === 0; i++) await cluster.step(refreshMs)
+    expect(f.lease?.capacity).toBe(1)
+    await cluster.step(1000)
+    expect(f.tryAcquire('customer-42')).toBe(true)
+  })
+
   it('gives every holder a default share, so a new key’s first request is decided at once', async () => {
     const families = await three()
     for (const f of families) expect(f.lease?.capacity).toBeCloseTo(1 / 3, 9)
