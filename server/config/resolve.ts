@@ -95,7 +95,8 @@ export function isFamilyKey(s: { readonly family?: FamilySettings | undefined })
 
 /** A quota template's window, parsed. */
 export function windowSpecOf(t: ResourceTemplate): WindowSpec | undefined {
-  if (!kindTraits[t.kind].perWindow || t.window === undefined) return undefined
+  if (!kindTraits[t.kind].perWindow || t.window === undefined || typeof t.window === 'number')
+    return undefined
   if (typeof t.window !== 'string') return { kind: 'calendar', ...t.window }
   return { kind: 'fixed', ms: parseDuration(t.window)! }
 }

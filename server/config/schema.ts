@@ -217,6 +217,12 @@ export const resourceTemplateSchema = z
     capacity: quantity,
     /** Rate only: tokens the whole resource may burst; default one second of capacity. */
     burst: quantity.optional(),
+    /**
+     * Rate only: the time `capacity` (and a plan's capacities) is per, a duration such as 1s,
+     * 1m or 1h (default 1s): `capacity: 100, per: 1m` is 100 a minute, refilled evenly, with
+     * a burst of the whole 100 unless `burst` says otherwise.
+     */
+    per: z.string().min(1).optional(),
     algorithm: z.enum(algorithms).default(defaultAlgorithm),
     surplus: z.enum(surplusPolicies).default(defaultSurplus),
     /**
@@ -280,6 +286,8 @@ export const resourceTemplateSchema = z
     window: z
       .union([
         z.string().min(1),
+        // Refused below with what to write instead (a bare number: seconds or milliseconds?).
+        z.number(),
         z.strictObject({
           unit: z.enum(['day', 'week', 'month']),
           timeZone: z.string().min(1).default('UTC'),
@@ -288,6 +296,39 @@ export const resourceTemplateSchema = z
       .optional(),
   })
   .superRefine((t, ctx) => {
+    if (t.per !== undefined) {
+      const perMs = parseDuration(t.per)
+      if (t.kind !== 'rate')
+        ctx.addIssue({
+          code: 'custom',
+          path: ['per'],
+          message: kindTraits[t.kind].perWindow
+            ? `per is for kind: rate; a quota is a budget per window: window: ${t.per}`
+            : 'per is for kind: rate',
+        })
+      else if (perMs === undefined || perMs < 1000)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['per'],
+          message: `a duration of a second or more, such as 1s, 1m or 1h; received ${JSON.stringify(t.per)}`,
+        })
+    }
+    if (t.burst !== undefined && !kindTraits[t.kind].refills)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['burst'],
+        message: kindTraits[t.kind].perWindow
+          ? "burst is for kind: rate; a quota's whole budget (capacity) may be spent at once"
+          : 'burst is for kind: rate; a concurrency limit is its capacity in slots',
+      })
+    if (typeof t.window === 'number') {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['window'],
+        message: `a duration as text with its unit, such as '${t.window}s' or '1m'; received the number ${t.window}`,
+      })
+      return
+    }
     if (kindTraits[t.kind].perWindow) {
       if (t.window === undefined)
         ctx.addIssue({
@@ -360,6 +401,29 @@ export const resourceTemplateSchema = z
         message: `${t.learningMs} is shorter than leaseTtlMs + graceMs + safeHoldMs (${lifeMs}): a restarted coordinator could grant what clients still hold; raise it, or set unsafeLearning: true`,
       })
   })
+  .transform(perSecond)
+
+/**
+ * A rate given `per` a longer time, as the rest of Sluice counts it: per second, the burst
+ * (unless set) the whole amount per `per` (`capacity: 100, per: 1m` is 100/60 a second with a
+ * burst of 100), a plan's entries likewise.
+ */
+function perSecond<
+  T extends {
+    capacity: number
+    burst?: number | undefined
+    per?: string | undefined
+    keys: Record<string, { capacity: number; burst?: number | undefined }>
+  },
+>(t: T): T {
+  const perMs = t.per === undefined ? undefined : parseDuration(t.per)
+  if (perMs === undefined || perMs === 1000) return t
+  const scale = 1000 / perMs
+  const keys: Record<string, { capacity: number; burst?: number | undefined }> = {}
+  for (const [key, p] of Object.entries(t.keys))
+    keys[key] = { ...p, capacity: p.capacity * scale, burst: p.burst ?? p.capacity }
+  return { ...t, capacity: t.capacity * scale, burst: t.burst ?? t.capacity, keys }
+}
 
 export const configSchema = z
   .strictObject({

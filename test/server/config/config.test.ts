@@ -168,6 +168,54 @@ describe('config', () => {
     expect(message).toContain('unknown key leaseTTLMs (did you mean leaseTtlMs?)')
   })
 
+  it('reads a rate per minute or hour, its burst the whole amount unless set (#42.1)', () => {
+    const config = new CompiledConfig(
+      parseConfig({
+        resources: [
+          { match: 'apikey/*', keyed: true, kind: 'rate', capacity: 100, per: '1m' },
+          { match: 'export', kind: 'rate', capacity: 3600, per: '1h', burst: 10 },
+          {
+            match: 'plan/*',
+            keyed: true,
+            kind: 'rate',
+            capacity: 60,
+            per: '1m',
+            keys: { gold: { capacity: 600 } },
+          },
+        ],
+      }),
+    )
+    const perMinute = config.settingsFor('apikey/k')!
+    expect(perMinute.capacity).toBeCloseTo(100 / 60, 12)
+    expect(perMinute.burst).toBe(100)
+    const perHour = config.settingsFor('export')!
+    expect(perHour.capacity).toBeCloseTo(1, 12)
+    expect(perHour.burst).toBe(10)
+    const gold = config.settingsFor('plan/gold')!
+    expect(gold.capacity).toBeCloseTo(10, 12)
+    expect(gold.burst).toBe(600)
+  })
+
+  it('says what to write where a field cannot work (#42.8)', () => {
+    const quota = { match: 'q', kind: 'quota', capacity: 100, window: '1d' }
+    expect(refusal({ resources: [{ ...quota, per: '1m' }] }).message).toContain(
+      'per is for kind: rate; a quota is a budget per window: window: 1m',
+    )
+    expect(refusal({ resources: [{ ...quota, burst: 5 }] }).message).toContain(
+      'burst is for kind: rate',
+    )
+    expect(
+      refusal({ resources: [{ match: 'c', kind: 'concurrency', capacity: 5, burst: 5 }] }).message,
+    ).toContain('burst is for kind: rate')
+    expect(refusal({ resources: [{ ...quota, window: 60 }] }).message).toContain(
+      "a duration as text with its unit, such as '60s' or '1m'; received the number 60",
+    )
+    expect(
+      refusal({ resources: [{ match: 'r', kind: 'rate', capacity: 1, per: '1 fortnight' }] })
+        .message,
+    ).toContain('a duration of a second or more, such as 1s, 1m or 1h; received "1 fortnight"')
+  })
+
   it('is frozen once parsed', () => {
     const config = parseConfig({ resources: [{ match: 'api', kind: 'rate', capacity: 1 }] })
     expect(Object.isFrozen(config)).toBe(true)
