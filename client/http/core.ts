@@ -236,7 +236,7 @@ export class RateLimitCore {
     let key: unknown
     if (source === 'ip') key = req.ip === '' ? undefined : ipKey(req.ip, this.#subnet)
     else if (source === 'route') key = req.route
-    else if (typeof source === 'function') key = source(req)
+    else if (typeof source === 'function') key = source(req.request ?? req, req.reply)
     else {
       const value = req.headers[this.#header]
       key = Array.isArray(value) ? value[0] : value

@@ -41,12 +41,14 @@ function ipOf(req: FastifyRequest): string {
   return ip
 }
 
-function info(req: FastifyRequest, url: string | undefined): RequestInfo {
+function info(req: FastifyRequest, reply: FastifyReply, url: string | undefined): RequestInfo {
   return {
     ip: ipOf(req),
     method: req.method,
     headers: req.headers,
     route: url ?? req.url.split('?')[0]!,
+    request: req,
+    reply,
   }
 }
 
@@ -170,7 +172,7 @@ const plugin: FastifyPluginAsync<RateLimitOptions> = async (app, options) => {
         config === undefined
           ? global!
           : coreFor(config, `route ${routeConfig.url}: config.rateLimit`)
-      decision = core.decide(info(req, routeConfig.url))
+      decision = core.decide(info(req, reply, routeConfig.url))
     } catch (error) {
       return done(error as Error)
     }

@@ -8,6 +8,7 @@ export { createRateLimitMiddleware, rateLimitOf } from './middleware.js'
 export type { Middleware } from './middleware.js'
 export { checkRateLimitOptions } from './options.js'
 export type {
+  FrameworkRequest,
   HeaderSet,
   KeySource,
   LimitContext,

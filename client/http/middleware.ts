@@ -111,6 +111,8 @@ export function createRateLimitMiddleware(options: RateLimitOptions): Middleware
         method: req.method ?? 'GET',
         headers: req.headers,
         route: pathOf(req.url),
+        request: req,
+        reply: res,
       })
     } catch (error) {
       return Promise.reject(error instanceof Error ? error : new Error(String(error)))

@@ -13,10 +13,38 @@ export interface RequestInfo {
   readonly headers: IncomingHttpHeaders
   /** The route pattern if the framework knows it, else the path. */
   readonly route: string
+  /** The framework's own request (fastify's, Express's, or node's), for a key function. */
+  readonly request?: FrameworkRequest | undefined
+  /** The framework's own reply (fastify's `reply`, Express's or node's `res`). */
+  readonly reply?: unknown
 }
 
+/**
+ * The request a key function receives: the framework's own, as the peers'
+ * `keyGenerator` gets it (fastify's `request`, Express's `req` with
+ * `req.get` and `req.ip`, node's `IncomingMessage`): typed by what every one
+ * has, and open to what each adds.
+ */
+export interface FrameworkRequest {
+  readonly headers: IncomingHttpHeaders
+  readonly method?: string | undefined
+  readonly url?: string | undefined
+  // What each framework adds (req.get, req.ip, request.routeOptions…): typed by the framework.
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  readonly [field: string]: any
+}
+
+/**
+ * Where a request's key comes from: its address (`ip`), its route, a
+ * header, or a function of the framework's own request and reply
+ * (`(req, reply) => req.get('x-api-key')` in Express,
+ * `(request) => request.headers['x-api-key']` in fastify).
+ */
 export type KeySource =
-  'ip' | 'route' | { readonly header: string } | ((req: RequestInfo) => string | undefined)
+  | 'ip'
+  | 'route'
+  | { readonly header: string }
+  | ((req: FrameworkRequest, reply: unknown) => string | undefined)
 
 /**
  * What a request without a key gets (its header absent or empty, the key
@@ -167,9 +195,9 @@ const schema = z
       [
         z.enum(['ip', 'route']),
         z.strictObject({ header: z.string().min(1) }),
-        fn<(req: RequestInfo) => string | undefined>(),
+        fn<(req: FrameworkRequest, reply: unknown) => string | undefined>(),
       ],
-      { error: "must be 'ip', 'route', { header: 'x-api-key' } or (req) => string" },
+      { error: "must be 'ip', 'route', { header: 'x-api-key' } or (req, reply) => string" },
     ),
     missingKey: z.union([z.enum(['refuse', 'skip']), z.strictObject({ key: z.string().min(1) })], {
       error: "must be 'refuse', 'skip' or { key: 'anonymous' }",

@@ -193,3 +193,49 @@ describe('a window as text', () => {
     )
   })
 })
+
+describe('the key function (#42.2)', () => {
+  it("receives Express's own request and response, as keyGenerator(req, res) does", async () => {
+    const seen: string[] = []
+    const url = await serve(
+      sluice({
+        // What an express-rate-limit user writes: req.get is Express's, not node's.
+        key: (req: Request, res: Response) => {
+          seen.push(typeof res.setHeader)
+          return req.get('x-api-key')
+        },
+      }) as Handler,
+    )
+    const ask = (key: string): Promise<number> =>
+      fetch(url, { headers: { 'x-api-key': key } }).then((r) => r.status)
+    // Was HTTP 500 'req.get is not a function' on every request.
+    expect([await ask('a'), await ask('a'), await ask('a'), await ask('a')]).toEqual([
+      200, 200, 200, 429,
+    ])
+    expect(await ask('b')).toBe(200)
+    expect(seen[0]).toBe('function')
+  })
+
+  it("receives fastify's own request and reply", async () => {
+    const Fastify = (await import('fastify')).default
+    const { fastifyRateLimit } = await import('../../../client/http/index.js')
+    const app = Fastify()
+    const clock = new ManualClock()
+    let replies = 0
+    await app.register(fastifyRateLimit, {
+      limiter: () => new FixedWindow({ limit: 1, windowMs, clock }),
+      clock,
+      key: (request, reply) => {
+        if (typeof (reply as { header?: unknown }).header === 'function') replies++
+        // fastify's request: routeOptions and id are its own.
+        return `${request.routeOptions.url}:${request.headers['x-api-key']}`
+      },
+    })
+    app.get('/hello', async () => 'hello')
+    const ask = async (key: string): Promise<number> =>
+      (await app.inject({ url: '/hello', headers: { 'x-api-key': key } })).statusCode
+    expect([await ask('a'), await ask('a'), await ask('b')]).toEqual([200, 429, 200])
+    expect(replies).toBe(3)
+    await app.close()
+  })
+})
