@@ -204,7 +204,7 @@ describe('the key function (#42.2)', () => {
           seen.push(typeof res.setHeader)
           return req.get('x-api-key')
         },
-      }) as Handler,
+      }),
     )
     const ask = (key: string): Promise<number> =>
       fetch(url, { headers: { 'x-api-key': key } }).then((r) => r.status)
@@ -228,7 +228,7 @@ describe('the key function (#42.2)', () => {
       key: (request, reply) => {
         if (typeof (reply as { header?: unknown }).header === 'function') replies++
         // fastify's request: routeOptions and id are its own.
-        return `${request.routeOptions.url}:${request.headers['x-api-key']}`
+        return `${String(request.routeOptions.url)}:${String(request.headers['x-api-key'])}`
       },
     })
     app.get('/hello', async () => 'hello')
