@@ -339,7 +339,8 @@ export class CompiledConfig {
       surplus: t.surplus,
       leaseTtlMs: t.leaseTtlMs,
       refreshMs: t.refreshMs,
-      graceMs: t.graceMs,
+      // A quota's lease ends windowGraceMs before its window does, not graceMs before.
+      graceMs: windowSpecOf(t) === undefined ? t.graceMs : t.windowGraceMs,
       learningMs: defaultLearningMs({ ...t, safeHoldMs }),
       safeCapacity: t.safeCapacity,
       safeHoldMs,

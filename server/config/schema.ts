@@ -234,6 +234,13 @@ export const resourceTemplateSchema = z
     refreshMs: ms(10, 600_000).default(1_000),
     graceMs: ms(0, 600_000).default(2_000),
     /**
+     * Quota: how long before its window's end a lease of the window ends (the grace of a
+     * quota's lease, in place of graceMs): it covers the coordinator's ledger write and the
+     * one-way delay of the lease, so that no unit of a window is spent after its edge by the
+     * coordinator's clock; the next window's leases go out at the edge.
+     */
+    windowGraceMs: ms(0, 60_000).default(250),
+    /**
      * After a start or a failover, how long the coordinator only re-learns what clients hold.
      * Default leaseTtlMs + graceMs + safeHoldMs; shorter is refused unless unsafeLearning.
      */

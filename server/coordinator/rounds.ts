@@ -94,6 +94,9 @@ export class Rounds {
     metrics.rounds.inc({ resource: resourceId })
     metrics.roundSeconds.observe((this.#nowMs() - startedMs) / 1000)
     this.#host.sendLeases(batches)
+    // A quota's next window starts with a round at its edge: its leases go out at once.
+    const endMs = pool.windowEndMs(resourceId, startedMs)
+    if (endMs !== undefined) this.#scheduler.edgeAt(resourceId, endMs + 1)
     if (
       ids === undefined
         ? !pool.hasResource(resourceId)

@@ -5,6 +5,9 @@ interface Schedule {
   interval: Timer
   prompt: Timer | undefined
   grant: Timer | undefined
+  /** A quota's round at its window's edge, and when. */
+  edge: Timer | undefined
+  edgeAtMs: number
 }
 
 /**
@@ -45,7 +48,14 @@ export class RoundScheduler {
   ensure(resourceId: string, refreshMs: number): boolean {
     if (this.#schedules.has(resourceId)) return false
     const interval = this.#clock.setInterval(() => this.#run(resourceId), refreshMs).unref()
-    this.#schedules.set(resourceId, { refreshMs, interval, prompt: undefined, grant: undefined })
+    this.#schedules.set(resourceId, {
+      refreshMs,
+      interval,
+      prompt: undefined,
+      grant: undefined,
+      edge: undefined,
+      edgeAtMs: Number.NaN,
+    })
     return true
   }
 
@@ -78,6 +88,25 @@ export class RoundScheduler {
     }, this.#debounceMs())
   }
 
+  /**
+   * A round at `atMs` (a quota's window edge: the next window's leases go out at once, not a
+   * refresh period later); a no-op when that one is armed already.
+   */
+  edgeAt(resourceId: string, atMs: number): void {
+    const schedule = this.#schedules.get(resourceId)
+    if (schedule === undefined || schedule.edgeAtMs === atMs) return
+    schedule.edge?.cancel()
+    schedule.edgeAtMs = atMs
+    schedule.edge = this.#clock.setTimeout(
+      () => {
+        schedule.edge = undefined
+        this.#run(resourceId)
+      },
+      Math.max(0, atMs - this.#clock.now()),
+    )
+    schedule.edge.unref()
+  }
+
   /** A round is running now: a pending prompt round or grant would only repeat it. */
   settlePrompt(resourceId: string): void {
     const schedule = this.#schedules.get(resourceId)
@@ -95,6 +124,7 @@ export class RoundScheduler {
     schedule.interval.cancel()
     schedule.prompt?.cancel()
     schedule.grant?.cancel()
+    schedule.edge?.cancel()
     this.#schedules.delete(resourceId)
     return true
   }

@@ -237,6 +237,12 @@ export class Pool extends PoolView {
     return flush(this.state)
   }
 
+  /** When the quota window of `resourceId` in force at `nowMs` ends; undefined without one. */
+  windowEndMs(resourceId: string, nowMs: number): number | undefined {
+    const r = this.state.resources.get(resourceId)
+    return r === undefined ? undefined : this.state.windowOf(r, nowMs)?.endMs
+  }
+
   /** One round for a resource (rounds.ts): the batches to send. */
   round(resourceId: string, nowMs: number): readonly LeaseBatch[] {
     round(this.state, resourceId, nowMs)

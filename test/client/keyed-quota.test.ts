@@ -22,6 +22,7 @@ const config = (): ConfigInput => ({
       leaseTtlMs: 5000,
       refreshMs: 200,
       graceMs: 200,
+      windowGraceMs: 200,
       learningMs: 0,
       unsafeLearning: true,
     },

@@ -88,6 +88,35 @@ describe('quota (real sockets, manual clock)', () => {
     expect(second).toBeGreaterThanOrEqual(0.97 * 600)
   })
 
+  it('opens the next window at its edge, not a refresh period later', async () => {
+    cluster = new Cluster()
+    // A long refresh (3 s: rounds at 39 s and 42 s) so that only a round at the edge (40 s)
+    // can hand out the next window's budget soon after it opens.
+    const slow = config()
+    await cluster.start({
+      ...slow,
+      resources: slow.resources.map((t) => ({
+        ...t,
+        refreshMs: 3000,
+        leaseTtlMs: 15_000,
+        windowGraceMs: 100,
+      })),
+    })
+    const emails = (await cluster.client('a')).resource('emails', { kind: 'quota' })
+    const got = [0]
+    await run([emails], [100], 39_000, got)
+    expect(got[0], 'the first window, all of it').toBe(600)
+    // Step to the edge, then 10 ms at a time: the first unit of the next window comes within
+    // 50 ms of the edge (the round at 40 s and one round trip), not at the 42 s round.
+    await cluster.step(40_000 - cluster.clock.now())
+    let firstMs = Number.NaN
+    for (let t = 0; t < 2_500 && Number.isNaN(firstMs); t += 10) {
+      if (emails.tryAcquire()) firstMs = cluster.clock.now() - 40_000
+      else await cluster.step(10)
+    }
+    expect(firstMs, 'ms after the edge to the first unit of the next window').toBeLessThan(50)
+  })
+
   it('gives a busy process what idle ones leave, and takes back what a block did not use', async () => {
     cluster = new Cluster()
     await cluster.start(config())

@@ -113,6 +113,29 @@ describe('config', () => {
     })
   })
 
+  it('ends a quota’s leases windowGraceMs before the window (250 ms by default), not graceMs', () => {
+    const settings = (extra: object) =>
+      new CompiledConfig(
+        parseConfig({ resources: [{ match: 'mail', kind: 'quota', capacity: 100, ...extra }] }),
+      ).settingsFor('mail')!
+    expect(settings({ window: '1h' }).graceMs).toBe(250)
+    expect(settings({ window: '1h', windowGraceMs: 40, graceMs: 3000 }).graceMs).toBe(40)
+    // A rate keeps graceMs.
+    const rate = new CompiledConfig(
+      parseConfig({
+        resources: [{ match: 'api', kind: 'rate', capacity: 1, graceMs: 3000, windowGraceMs: 40 }],
+      }),
+    ).settingsFor('api')!
+    expect(rate.graceMs).toBe(3000)
+    expect(
+      refusal({
+        resources: [
+          { match: 'm', kind: 'quota', capacity: 1, window: '1h', windowGraceMs: 61_000 },
+        ],
+      }).message,
+    ).toContain('windowGraceMs')
+  })
+
   it('applies a headroom tolerance only with surplus spread, and bounds it', () => {
     const base = { match: 'api', kind: 'rate', capacity: 10 }
     const compiled = (extra: object) =>

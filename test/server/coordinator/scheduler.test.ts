@@ -57,4 +57,21 @@ describe('round scheduler', () => {
     clock.advance(100)
     expect(grants).toEqual([])
   })
+
+  it('runs one round at a window’s edge, once however often it is asked, and none once dropped', () => {
+    const { clock, scheduler, rounds } = setup()
+    clock.advance(200)
+    scheduler.edgeAt('api', 750)
+    scheduler.edgeAt('api', 750)
+    clock.advance(549)
+    expect(rounds).toEqual([])
+    clock.advance(1)
+    expect(rounds).toEqual(['api'])
+    clock.advance(250) // the interval's round at 1000 ms
+    expect(rounds).toEqual(['api', 'api'])
+    scheduler.edgeAt('api', 1500)
+    scheduler.drop('api')
+    clock.advance(600)
+    expect(rounds).toEqual(['api', 'api'])
+  })
 })
