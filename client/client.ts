@@ -9,6 +9,7 @@ import {
   decodeServerMessage,
   describeIssues,
   describeValue,
+  encodeMessage,
   familyIdOf,
   keyOfId,
   resourceId,
@@ -275,11 +276,20 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
     this.#closed = true
     this.#reportTimer?.cancel()
     this.#earlyTimer?.cancel()
-    if (this.connected)
-      this.#connection.sendSplit(
-        [...this.#holders.values()].flatMap((h) => h.leasedIds()),
-        (resources) => ({ type: 'release', resources }),
-      )
+    if (this.connected) {
+      const ids = [...this.#holders.values()].flatMap((h) => h.leasedIds())
+      // A keyed quota's share goes with what it spent of each key, so it may be handed on
+      // rather than stay spent to the window's end; alone in its frame, or not at all.
+      for (const family of this.#families) {
+        const spent = family.spentInWindow()
+        if (spent === undefined) continue
+        const text = encodeMessage({ type: 'release', resources: [spent.resource], spent: [spent] })
+        if (Buffer.byteLength(text) > this.options.maxFrameBytes) continue
+        this.#connection.sendText(text)
+        ids.splice(ids.indexOf(spent.resource), 1)
+      }
+      this.#connection.sendSplit(ids, (resources) => ({ type: 'release', resources }))
+    }
     for (const h of this.#holders.values()) h.close()
     if (this.#hotClock instanceof CoarseClock && this.options.clock !== systemClock)
       this.#hotClock.close()

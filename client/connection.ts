@@ -122,6 +122,11 @@ export class Connection {
     this.#sendText(encodeMessage(message))
   }
 
+  /** Sends a message already encoded (the caller checked it fits maxFrameBytes). */
+  sendText(text: string): void {
+    this.#sendText(text)
+  }
+
   /**
    * Sends the entries of `list` in as few messages made by `make` as keep each
    * within `domainLimits.maxEntries` and `maxFrameBytes`: a frame the

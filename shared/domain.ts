@@ -51,6 +51,11 @@ export const domainLimits = Object.freeze({
   maxTokenLength: 4096,
   /** Most entries in one message (holdings, demand reports, releases). */
   maxEntries: 10_000,
+  /**
+   * Most keys a released keyed quota share says it spent of (and a lease hands on): a process
+   * that spent of more keys in the window keeps its share spent instead (docs/quotas.md).
+   */
+  maxSpentKeys: 4096,
 })
 
 /** Clamps a measured quantity into [0, maxQuantity] (NaN counts as 0). */

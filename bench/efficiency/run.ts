@@ -87,6 +87,7 @@ export async function runEfficiency(s: EfficiencyScenario): Promise<EfficiencyRe
               count:
                 Math.floor(s.probe.count / s.processes) +
                 (slot < s.probe.count % s.processes ? 1 : 0),
+              overMs: s.probe.overMs ?? 0,
             },
           }),
     }

@@ -19,7 +19,13 @@ export interface EfficiencyWorkerSpec {
   /** Stops by itself at this wall-clock time (ms since the epoch). */
   readonly untilWallMs: number
   /** A customer's key asked for `count` times at `atWallMs`, each through a gateway at random. */
-  readonly probe?: { readonly atWallMs: number; readonly key: string; readonly count: number }
+  readonly probe?: {
+    readonly atWallMs: number
+    readonly key: string
+    readonly count: number
+    /** Spread over this long (0: all in one tick, a burst). */
+    readonly overMs: number
+  }
   /** A gateway this young (ms since its `ready()`) counts as just joined for its first checks. */
   readonly youngMs: number
 }
@@ -73,6 +79,8 @@ async function main(): Promise<void> {
   let owed = 0
   let last = systemClock.now()
   let probed = spec.probe === undefined
+  let probeAsked = 0
+  let probeAdmitted = 0
   const timer = systemClock.setInterval(() => {
     const now = systemClock.now()
     const t = hostMs()
@@ -108,17 +116,19 @@ async function main(): Promise<void> {
       ask(`k${k}`, k)
     }
     if (!probed && w >= spec.probe!.atWallMs) {
-      probed = true
-      const before = a[spec.probe!.key] ?? 0
-      for (let i = 0; i < spec.probe!.count; i++) ask(spec.probe!.key, -1)
-      out.push(
-        JSON.stringify({
-          t,
-          probe: spec.probe!.key,
-          asked: spec.probe!.count,
-          admitted: (a[spec.probe!.key] ?? 0) - before,
-        }),
-      )
+      const p = spec.probe!
+      // Asked so far: all at once, or at an even pace over overMs.
+      const due =
+        p.overMs <= 0
+          ? p.count
+          : Math.min(p.count, Math.floor((p.count * (w - p.atWallMs + spec.tickMs)) / p.overMs))
+      const before = a[p.key] ?? 0
+      for (; probeAsked < due; probeAsked++) ask(p.key, -1)
+      probeAdmitted += (a[p.key] ?? 0) - before
+      if (probeAsked >= p.count) {
+        probed = true
+        out.push(JSON.stringify({ t, probe: p.key, asked: p.count, admitted: probeAdmitted }))
+      }
     }
     out.push(JSON.stringify({ t, w, a, r, q, f, y }))
     flush()

@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events'
 import {
   SluiceError,
+  domainLimits,
   familyIdOf,
   keyIdOf,
   keyOfId,
@@ -18,6 +19,7 @@ import type { KeyKind } from './key-kind.js'
 import type { KeyState } from './key-state.js'
 import { KeyView } from './key-view.js'
 import { keyKinds } from './kinds.js'
+import { keyLeaseRules } from './quota-keys.js'
 import { FamilyShares } from './shares.js'
 import type { KeyLease, KeyReport, KeyedEvents, KeyedOwner } from './types.js'
 
@@ -206,16 +208,22 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     const state = this.#keys.get(key)
     // A key not tracked yet starts with what its share holds of the burst: at once, or never
     // by waiting here (its bucket is made on its first check).
-    if (state === undefined) return this.leaseOf(key).burst >= cost ? 0 : Infinity
+    if (state === undefined) return this.#untracked(key) >= cost ? 0 : Infinity
     return this.#keyKind.msUntil(this.#shares, state, cost)
   }
 
   /** Whole tokens (or slots, or a quota's units) of `key` available here now. */
   remaining(key: string): number {
     const state = this.#keys.get(key)
-    if (state === undefined) return Math.floor(this.leaseOf(key).burst)
+    if (state === undefined) return Math.floor(this.#untracked(key))
     this.#refreshIfStale(state)
     return this.#keyKind.remaining(this.#shares, state)
+  }
+
+  /** What a key not tracked yet would start with: its share's burst, less a quota's charge. */
+  #untracked(key: string): number {
+    const shares = this.#shares
+    return Math.max(0, this.leaseOf(key).burst - shares.chargeOf(key, shares.windowIndex))
   }
 
   /** Milliseconds until `key`'s bucket is full again here (0 for slots; a quota's: the window's end). */
@@ -287,6 +295,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     const before = this.mode
     const changed = this.#shares.applyLease(grant, family)
     this.#keyKind = keyKinds[this.#shares.kind]
+    if (grant.inherit !== undefined) this.#inherit(grant.inherit)
     // A new share takes effect on every key now, not at each key's next use: a bucket must not
     // go on earning at the old rate after the ack says the new one is in force.
     if (changed) this.#refreshDefaults()
@@ -644,6 +653,46 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
         this.release(key, cost)
       },
     }
+  }
+
+  /**
+   * A keyed quota's share handed on to this process (server/pool/handover.ts) came with what
+   * its leaver spent of these keys in the window: they count as spent here, as if this process
+   * had spent them (a key seen later starts from its charge: quota-keys.ts).
+   */
+  #inherit(inherit: NonNullable<LeaseGrant['inherit']>): void {
+    if (inherit.window !== this.#shares.windowIndex) return
+    this.#shares.charge(inherit.window, inherit.keys)
+    for (const [key, units] of inherit.keys) {
+      const state = this.#keys.get(key)
+      if (state !== undefined && state.usedWindow === inherit.window) state.used += units
+    }
+  }
+
+  /**
+   * A keyed quota family closing: what this process spent of each key by its default share in
+   * the window of its share (charges included), for the release, so that the coordinator may
+   * hand the share on. Undefined when there is nothing to hand on (not a quota, no share of a
+   * window) or too much to say (more than maxSpentKeys keys): the share then stays spent.
+   */
+  spentInWindow(): { resource: string; window: number; keys: [string, number][] } | undefined {
+    const shares = this.#shares
+    const window = shares.windowIndex
+    if (shares.kind !== 'quota' || Number.isNaN(window)) return undefined
+    if (shares.lease?.window?.index !== window) return undefined
+    const keys: [string, number][] = []
+    const seen = new Set<string>()
+    for (const state of this.#keys.values()) {
+      if (state.usedWindow !== window) continue
+      seen.add(state.key)
+      // A key leased on its own here is counted by its own lease, released beside the family.
+      if (state.used > 0 && !keyLeaseRules(shares, state)) keys.push([state.key, state.used])
+    }
+    for (const [key, units] of shares.chargedIn(window))
+      if (!seen.has(key) && units > 0) keys.push([key, units])
+    return keys.length > domainLimits.maxSpentKeys
+      ? undefined
+      : { resource: this.familyId, window, keys }
   }
 
   /** Every key on the default share takes the share in force now. */

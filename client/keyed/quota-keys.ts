@@ -46,7 +46,8 @@ function refresh(shares: FamilyShares, state: KeyState): void {
   state.slots = q.capacity
   if (q.window > state.usedWindow || Number.isNaN(state.usedWindow)) {
     if (!Number.isNaN(q.window)) {
-      state.used = 0
+      // What another process spent of a share handed on here counts as spent (shares.ts).
+      state.used = shares.chargeOf(state.key, q.window)
       state.usedWindow = q.window
     }
   }

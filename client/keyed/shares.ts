@@ -8,6 +8,8 @@ import {
   type ResourceKind,
 } from '../../shared/index.js'
 
+const emptyCharges: ReadonlyMap<string, number> = new Map()
+
 /**
  * What a keyed family's lease says every key may use in this process: the
  * default share (a fraction of each key's limits), its fallback, the kind
@@ -40,6 +42,12 @@ export class FamilyShares {
   windowEndAtMs = 0
   windowLengthMs = 0
   refreshMs = 1000
+  /**
+   * Quota: units of keys that other processes spent of a share handed on to this one
+   * (`inherit`, server/pool/handover.ts), in window `#chargesWindow`: counted spent here.
+   */
+  readonly #charges = new Map<string, number>()
+  #chargesWindow = Number.NaN
 
   constructor(hotClock: Clock) {
     this.hotClock = hotClock
@@ -84,12 +92,35 @@ export class FamilyShares {
     this.refreshMs = grant.refreshMs
     // A window's number never goes back here (QuotaEnforcer.window says why).
     if (grant.window !== undefined && !(grant.window.index < this.windowIndex)) {
+      if (grant.window.index !== this.windowIndex && this.#chargesWindow < grant.window.index) {
+        this.#charges.clear()
+        this.#chargesWindow = Number.NaN
+      }
       this.windowIndex = grant.window.index
       this.windowEndAtMs = this.hotClock.now() + grant.window.endsInMs
       this.windowLengthMs = grant.window.lengthMs
     }
     this.epoch++
     return changed
+  }
+
+  /** A share handed on came with what its leaver spent of these keys in `window`: spent here too. */
+  charge(window: number, keys: readonly (readonly [string, number])[]): void {
+    if (window !== this.#chargesWindow) {
+      this.#charges.clear()
+      this.#chargesWindow = window
+    }
+    for (const [key, units] of keys) this.#charges.set(key, (this.#charges.get(key) ?? 0) + units)
+  }
+
+  /** Units of `key` that count as spent here in `window` before this process spent any. */
+  chargeOf(key: string, window: number): number {
+    return window === this.#chargesWindow ? (this.#charges.get(key) ?? 0) : 0
+  }
+
+  /** The charged keys of `window` (for a release: what this share has spent includes them). */
+  chargedIn(window: number): ReadonlyMap<string, number> {
+    return window === this.#chargesWindow ? this.#charges : emptyCharges
   }
 
   /** The lease ran out unrenewed: its fallback for the hold. */

@@ -52,6 +52,12 @@ export interface LedgerEntry {
    * on the writer's clock (docs/operations.md, "Quota windows and clock steps").
    */
   readonly leaseWindow?: number | undefined
+  /**
+   * Keyed quota share: a share handed on to this holder, and the keys it must count spent
+   * with it, not yet acknowledged (server/pool/handover.ts): every lease carries them until
+   * one is, after a restart too.
+   */
+  readonly inherit?: { readonly window: number; readonly keys: readonly [string, number][] }
 }
 
 /** What every entry of one write carries of it (`LedgerEntry.writtenMs`, `writtenMono`, `epoch`, `windowLagMs`). */

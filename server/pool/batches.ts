@@ -26,8 +26,13 @@ export function batchOf(pool: PoolState, client: ClientState): LeaseBatch {
  */
 export function putLease(batch: LeaseBatch, grant: LeaseGrant): void {
   const earlier = batch.leases.findIndex((l) => l.resource === grant.resource)
-  if (earlier >= 0) batch.leases.splice(earlier, 1)
-  batch.leases.push(grant)
+  if (earlier < 0) return void batch.leases.push(grant)
+  // What a replaced lease handed on (handover.ts) must still reach the client.
+  const inherit = batch.leases[earlier]!.inherit
+  batch.leases.splice(earlier, 1)
+  batch.leases.push(
+    inherit === undefined || grant.inherit !== undefined ? grant : { ...grant, inherit },
+  )
 }
 
 /** The batches made since the last flush, to send; the pool starts anew. */

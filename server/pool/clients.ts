@@ -25,6 +25,13 @@ export interface DemandReport {
   readonly priority?: number | undefined
 }
 
+/** A keyed quota family's release: what its holder spent of each key by its share in `window`. */
+export interface SpentReport {
+  readonly resource: string
+  readonly window: number
+  readonly keys: readonly (readonly [string, number])[]
+}
+
 /** What a client says it may enforce now, in its hello. */
 export interface Holding {
   readonly resource: string
@@ -284,23 +291,32 @@ export function release(
   key: string,
   resourceIds: readonly string[],
   nowMs: number,
+  spent: readonly SpentReport[] = [],
 ): void {
   const client = pool.clients.get(key)
   if (client === undefined) return
   const touched: ResourceState[] = []
-  let spent: Entry[] | undefined
+  let aside: Entry[] | undefined
   for (const id of resourceIds) {
     const entry = client.entries.get(id)
     if (entry === undefined) continue
     if (entry.resource.settings.quotaWindow !== undefined) {
-      ;(spent ??= []).push(entry)
+      ;(aside ??= []).push(entry)
       continue
     }
     entry.clear(nowMs)
     unsubscribe(pool, entry)
     touched.push(entry.resource)
   }
-  if (spent !== undefined) setAside(pool, client, spent, nowMs)
+  if (aside !== undefined)
+    for (const e of setAside(pool, client, aside, nowMs)) {
+      // A keyed quota's share whose release said what it spent of each key in its window may
+      // be handed on (handover.ts).
+      const said = e.resource.shape.familyShare
+        ? spent.find((x) => x.resource === e.resource.settings.id && x.window === e.leaseWindow)
+        : undefined
+      if (said !== undefined) e.vacancy = { window: said.window, keys: said.keys, sinceMs: nowMs }
+    }
   for (const r of touched) grantIncreases(pool, r, nowMs, false)
 }
 

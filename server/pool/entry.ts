@@ -1,3 +1,4 @@
+import type { Vacancy } from './handover.js'
 import { kindTraits } from '../../shared/index.js'
 import type { ResourceSettings } from '../config/index.js'
 import { DemandHistory } from './demand.js'
@@ -227,6 +228,16 @@ export class Entry {
    * boxed); `neverReported` before any. A key's demand not reported lately counts as none.
    */
   reportedMs = neverReported
+  /** Keyed quota share, set aside on a release that said what it spent: it may be handed on (handover.ts). */
+  vacancy: Vacancy | undefined = undefined
+  /**
+   * Keyed quota share handed a vacancy: the keys it must count spent, sent with every lease
+   * from batch `fromSeq` on until one is acknowledged (handover.ts).
+   */
+  inherit: { window: number; keys: [string, number][]; fromSeq: number } | undefined = undefined
+  /** Keyed quota share: how many spent keys of others it was handed in window `inheritedWindow`. */
+  inheritedKeys = 0
+  inheritedWindow = noWindow
 
   constructor(client: ClientState, resource: ResourceState) {
     this.client = client

@@ -1,7 +1,8 @@
-import { shareOfKey } from '../../shared/index.js'
+import { keyOfId, shareOfKey } from '../../shared/index.js'
 import type { ResourceSettings } from '../config/index.js'
 import { batchOf, putLease } from './batches.js'
 import type { ClientState, Entry, ResourceState } from './entry.js'
+import { inheritedCharge } from './handover.js'
 import { forget, subscribe, unsubscribe } from './registry.js'
 import type { PoolState } from './state.js'
 
@@ -113,16 +114,22 @@ export function seedKey(pool: PoolState, r: ResourceState, nowMs: number, send: 
   const holders = pool.resources.get(family.familyId)
   if (holders === undefined) return
   const { kind, capacity } = r.settings
+  const key = keyOfId(family.prefix, r.settings.id)
   for (const fe of holders.entries.values()) {
     if (fe.leases.length === 0) continue
     const entry = subscribe(pool, fe.client, r.settings.id, r.settings)
+    // A holder handed a share it may not have heard of yet (handover.ts) counts the leaver's
+    // units of this key as spent once it has: what it may spend of the key is its newest
+    // share less those units (never less than its share before: the leaver spent at most its
+    // own), so each lease is seeded less them.
+    const charge = key === undefined ? 0 : inheritedCharge(fe, key, pool.windowOf(holders, nowMs))
     entry.restore(
       fe.leases.map((l) => ({
         ...l,
         seq: 0,
         acked: true,
-        capacity: shareOfKey(kind, l.capacity, capacity),
-        fallback: shareOfKey(kind, l.fallback, capacity),
+        capacity: Math.max(0, shareOfKey(kind, l.capacity, capacity) - charge),
+        fallback: Math.max(0, shareOfKey(kind, l.fallback, capacity) - charge),
       })),
       nowMs,
     )

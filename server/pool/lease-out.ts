@@ -2,6 +2,7 @@ import { inKindUnits, kindTraits, type LeaseGrant } from '../../shared/index.js'
 import { leaseTtlMsAt, type FamilySettings } from '../config/index.js'
 import { batchOf, putLease } from './batches.js'
 import type { Entry, ResourceState } from './entry.js'
+import { pendingInherit } from './handover.js'
 import { keyIsCold, retireKey } from './hot-keys.js'
 import { burstRefillMs, subscribe } from './registry.js'
 import type { PoolState } from './state.js'
@@ -109,7 +110,12 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
   pool.touch(entry)
   const share = s.capacity > 0 ? capacity / s.capacity : 0
   const traits = kindTraits[s.kind]
+  const inherit =
+    window !== undefined && r.shape.familyShare
+      ? pendingInherit(entry, window.index, batch.seq)
+      : undefined
   putLease(batch, {
+    ...(inherit === undefined ? {} : { inherit }),
     resource: s.id,
     kind: s.kind,
     capacity,

@@ -80,6 +80,9 @@ function ledgerEntry(
     ...(e.usedWindow !== noWindow ? { used: { window: e.usedWindow, units: e.used } } : {}),
     // The window of the lease: a restore takes it as of that window, not the wall clock's.
     ...(e.leaseWindow !== noWindow ? { leaseWindow: e.leaseWindow } : {}),
+    ...(e.inherit === undefined
+      ? {}
+      : { inherit: { window: e.inherit.window, keys: e.inherit.keys } }),
   }
 }
 
@@ -132,6 +135,8 @@ export function restoreEntries(
       else if (records.some((l) => l.holdUntilMs >= (w.startMs + w.endMs) / 2))
         entry.leaseWindow = w.index
     }
+    if (le.inherit !== undefined)
+      entry.inherit = { window: le.inherit.window, keys: [...le.inherit.keys], fromSeq: Infinity }
     if (le.pinned) entry.disconnected(nowMs)
     entry.refresh(nowMs)
     pool.touch(entry)

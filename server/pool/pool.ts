@@ -13,6 +13,7 @@ import {
   type ConnectOutcome,
   type DemandReport,
   type Holding,
+  type SpentReport,
 } from './clients.js'
 import { grantIncreases } from './increases.js'
 import { ledgerEntries, restoreEntries, takeChanges } from './ledger-projection.js'
@@ -156,8 +157,13 @@ export class Pool extends PoolView {
   }
 
   /** The client gives resources up (a quota's stay spent until the window ends). */
-  release(key: string, resourceIds: readonly string[], nowMs: number): readonly LeaseBatch[] {
-    release(this.state, key, resourceIds, nowMs)
+  release(
+    key: string,
+    resourceIds: readonly string[],
+    nowMs: number,
+    spent?: readonly SpentReport[],
+  ): readonly LeaseBatch[] {
+    release(this.state, key, resourceIds, nowMs, spent)
     return flush(this.state)
   }
 

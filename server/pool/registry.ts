@@ -104,8 +104,9 @@ export function setAside(
   client: ClientState,
   entries: readonly Entry[],
   nowMs: number,
-): void {
-  if (entries.length === 0) return
+): Entry[] {
+  if (entries.length === 0) return []
+  const out: Entry[] = []
   // A key no client has, restored ones included (a ledger may hold set-aside clients too).
   let asideKey: string
   do asideKey = `${client.key}\u0001${++pool.replaced}`
@@ -137,7 +138,9 @@ export function setAside(
     moved.disconnected(nowMs)
     moved.refresh(nowMs)
     pool.touch(moved)
+    out.push(moved)
   }
+  return out
 }
 
 /** A resource with no entries left leaves the pool (and its family's hot keys). */

@@ -1,6 +1,7 @@
 import { z } from 'zod'
 import { domainLimits, resourceKinds } from '../domain.js'
 import { errorCodes } from '../errors.js'
+import { maxKeyLength } from '../keys.js'
 import {
   clientIdSchema,
   printableString,
@@ -150,9 +151,24 @@ export const ackMessage = z.strictObject({
   resources: z.array(resourceId).min(1).max(L.maxEntries).optional(),
 })
 
+/** A key of a family and units of it: what a released share spent, or what a lease hands on. */
+const spentKeys = z
+  .array(z.tuple([printableString(maxKeyLength).min(1), quantity]))
+  .max(L.maxSpentKeys)
+
 export const releaseMessage = z.strictObject({
   type: z.literal('release'),
   resources: z.array(resourceId).max(L.maxEntries),
+  /**
+   * A keyed quota family released in its window: every key this process spent of by its
+   * default share in `window`, and how much (`keys`, each key once). The coordinator may then
+   * hand the share on, with these keys counted spent, rather than keep it spent to the
+   * window's end. Absent, or naming another window, the share stays spent.
+   */
+  spent: z
+    .array(z.strictObject({ resource: resourceId, window: windowIndex, keys: spentKeys }))
+    .max(16)
+    .optional(),
 })
 
 export const clientMessage = z.discriminatedUnion('type', [
@@ -192,6 +208,12 @@ export const leaseGrant = z.strictObject({
    * from receipt (ends before the window does by graceMs: no unit spills into the next).
    * `capacity` is then the budget of the window in all, what was used included.
    */
+  /**
+   * Keyed quota family: a share another process released in this window comes with this lease
+   * (`capacity` includes it), and with it what that process spent of each key: the client
+   * counts those units spent of the keys in `window`, as if it had spent them itself.
+   */
+  inherit: z.strictObject({ window: windowIndex, keys: spentKeys }).optional(),
   window: z
     .strictObject({
       index: windowIndex,

@@ -155,6 +155,42 @@ describe('keyed quotas (real sockets, manual clock)', () => {
     expect(all).toBeGreaterThanOrEqual(90)
   })
 
+  it('hands a cleanly closed process’s share on, with what it spent of each key (a rolling deploy)', async () => {
+    cluster = new Cluster()
+    await cluster.start(config())
+    const [a, b, c] = await families(3)
+    const got = new Map<string, number>()
+    // a spends 10 of dave's budget by its default share (25 of 100), slowly enough that dave
+    // stays on the default share; then a is replaced: closed cleanly, a new process comes.
+    await run([a!], [{ key: 'dave', perSec: [5] }], 2_000, got)
+    expect(got.get('dave')).toBe(10)
+    expect(a!.leaseOf('dave').source).toBe('default')
+    await cluster.clients[0]!.close()
+    const d = (await cluster.client('gw-3')).keyed('user')
+    for (let i = 0; i < 30 && d.lease === undefined; i++) await cluster.step(100)
+    await cluster.step(1_000)
+    // a's quarter went on whole to the newcomer, with dave's 10 counted spent there: the shares
+    // are as they were before the deploy (a quarter each, and a quarter kept for one more).
+    const live = [b!, c!, d]
+    expect(live.map((f) => f.leaseOf('erin').capacity)).toEqual([25, 25, 25])
+    expect(d.remaining('dave')).toBe(15)
+    expect(b!.remaining('dave')).toBe(25)
+    // A new key gets its whole budget across the three live processes (75 while a's share
+    // stayed spent: a quarter at each, and the quarter kept for one more through the key's
+    // own lease), and dave the rest of his: never past either.
+    await run(
+      live,
+      [
+        { key: 'erin', perSec: [30, 30, 30] },
+        { key: 'dave', perSec: [30, 30, 30] },
+      ],
+      10_000,
+      got,
+    )
+    expect(got.get('erin')).toBe(100)
+    expect(got.get('dave')).toBe(100)
+  })
+
   it('tells HTTP callers the key’s quota and window, and when it comes back once spent', async () => {
     cluster = new Cluster()
     await cluster.start(config())

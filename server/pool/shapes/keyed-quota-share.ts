@@ -1,3 +1,4 @@
+import { handOver } from '../handover.js'
 import { grantIncreases } from '../increases.js'
 import { send } from '../lease-out.js'
 import { defaultHolders } from './default-holders.js'
@@ -26,6 +27,7 @@ export const keyedQuotaShareShape: Shape = Object.freeze<Shape>({
   hotKey: false,
   round(pool, r, sharing, _reserved, nowMs) {
     const windowIndex = pool.windowOf(r, nowMs)!.index
+    handOver(pool, r, sharing, windowIndex, nowMs)
     const defaults = defaultHolders(r, sharing)
     // The holders that share, those that hold a share of this window without sharing now (gone,
     // or replaced: theirs stays spent), and one more of the largest weight: room for one that

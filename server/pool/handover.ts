@@ -1,0 +1,174 @@
+import type { Entry, ResourceState } from './entry.js'
+import { send } from './lease-out.js'
+import { unsubscribe } from './registry.js'
+import type { PoolState } from './state.js'
+
+/**
+ * A keyed quota's share handed on. A share sent in a window is spent of
+ * every key until the window ends, whatever becomes of its holder
+ * (keyed-quota-share.ts): a process cannot be asked what it spent of a
+ * million keys. But one that closes cleanly can say it: its release names
+ * every key it spent of by its default share in the window, and how much
+ * (at most `maxSpentKeys`). Its share, set aside as before, is then a
+ * vacancy: a round hands it whole to one holder that shares (the heir), in
+ * a lease whose capacity adds it and that carries the spent keys
+ * (`inherit`); that client counts those units as spent by itself, so of
+ * every key it may spend at most (its share + the vacancy) × the key's
+ * budget less what the leaver spent. Every later lease of the heir
+ * carries the spent keys too, until it acknowledges one (`pendingInherit`),
+ * and they are in the ledger with its entry: a lease that counts the share
+ * never reaches the heir without them, whatever is lost or restarted.
+ *
+ * The vacancy itself counts on until the heir has acknowledged (both count
+ * in between, so a key that goes hot meanwhile is seeded from both: the
+ * heir may not yet count the leaver's units of it). Found by the keyed
+ * quota model, twice: a handover lease lost, the next lease counted the
+ * share without the keys; and a key gone hot while the handover was
+ * pending, leased to the heir whole (13 of 12 both times).
+ *
+ * Safe whatever is lost or repeated: a vacancy whose heir never
+ * acknowledges stays to the window's end; a vacancy's own spent keys are
+ * not in the ledger, so after a restart it is a spent share again; a
+ * client told the spent keys twice counts them twice (less, never more); a
+ * batch that replaces a lease keeps them (batches.ts).
+ */
+
+/** What a released share spent of each key in its window: it may be handed on. */
+export interface Vacancy {
+  readonly window: number
+  readonly keys: readonly (readonly [string, number])[]
+  /** When it was released (a newcomer may take it for a while first). */
+  readonly sinceMs: number
+  /** The holder it was handed to, until that one acknowledges. */
+  heir?: Entry | undefined
+}
+
+/**
+ * How long a vacancy waits for a holder that has nothing yet, in refresh periods: in a rolling
+ * deploy the replacement comes within a second or so, and takes its predecessor's share, so
+ * the shares stay as even as before (and the room kept for one more stays free).
+ */
+const patienceRefreshes = 3
+
+/** Most keys a holder may be told are spent by others in one window (a bound on its memory). */
+const maxInheritedKeys = 16_384
+
+/**
+ * The vacancies of `r` in window `windowIndex` go on, each whole to the holder of `sharing`
+ * with the smallest share (of the leaver's tenant first), one per holder per round: at once
+ * to one that holds nothing yet (a process that just came, in a rolling deploy), else after
+ * `patienceRefreshes`. One whose heir has acknowledged leaves the pool.
+ */
+export function handOver(
+  pool: PoolState,
+  r: ResourceState,
+  sharing: readonly Entry[],
+  windowIndex: number,
+  nowMs: number,
+): void {
+  let taken: Set<Entry> | undefined
+  for (const e of [...r.entries.values()]) {
+    const v = e.vacancy
+    if (v === undefined) continue
+    if (v.window !== windowIndex || e.leaseWindow !== windowIndex) {
+      e.vacancy = undefined // of a window gone: its leases lapse with it
+      continue
+    }
+    if (v.heir !== undefined) {
+      if (inherited(v.heir, windowIndex)) unsubscribe(pool, e)
+      continue
+    }
+    const heir = heirOf(sharing, (taken ??= new Set()), e, windowIndex, v.keys.length)
+    if (heir === undefined) continue
+    const patient = nowMs - v.sinceMs < patienceRefreshes * r.settings.refreshMs
+    if (patient && heir.newest > r.epsilon) continue
+    taken.add(heir)
+    heir.inheritedKeys += v.keys.length
+    v.heir = heir
+    const pending = heir.inherit?.window === windowIndex ? heir.inherit.keys : []
+    heir.inherit = {
+      window: windowIndex,
+      keys: [...pending, ...v.keys.map(([k, n]): [string, number] => [k, n])],
+      // Only a lease that carries every key handed so far settles them.
+      fromSeq: Infinity,
+    }
+    send(pool, heir, heir.newest + e.committed, nowMs)
+  }
+}
+
+/** Whether `heir` has acknowledged a lease that carried what it was handed (it is settled). */
+function inherited(heir: Entry, windowIndex: number): boolean {
+  const inherit = heir.inherit
+  if (inherit === undefined || inherit.window !== windowIndex) return true
+  if (!heir.leases.some((l) => l.acked && l.seq >= inherit.fromSeq)) return false
+  heir.inherit = undefined
+  return true
+}
+
+/**
+ * What a holder was handed (`inherit`) goes with each lease it is sent from then on (and is
+ * in the ledger with it) until it acknowledges one of them: a lease that carried it lost, or
+ * a coordinator restarted, the next lease, which counts the share handed on, still says which
+ * keys come spent with it. Called before each lease of a keyed quota share; returns what the
+ * lease carries.
+ */
+export function pendingInherit(
+  entry: Entry,
+  windowIndex: number,
+  seq: number,
+): { window: number; keys: [string, number][] } | undefined {
+  if (entry.inherit === undefined || inherited(entry, windowIndex)) {
+    entry.inherit = undefined
+    return undefined
+  }
+  const inherit = entry.inherit
+  if (seq < inherit.fromSeq) inherit.fromSeq = seq
+  return { window: inherit.window, keys: inherit.keys.map(([k, n]) => [k, n]) }
+}
+
+/** The holder to hand `vacancy` to: sharing, of this window, free, smallest share first. */
+function heirOf(
+  sharing: readonly Entry[],
+  taken: ReadonlySet<Entry>,
+  vacancy: Entry,
+  windowIndex: number,
+  keys: number,
+): Entry | undefined {
+  let best: Entry | undefined
+  let bestRank = Infinity
+  for (const e of sharing) {
+    // Holding this window's share, or nothing yet (what it holds of an earlier window is no
+    // share of this one).
+    const fresh = e.leases.length === 0 && e.newest === 0
+    if (taken.has(e) || !e.client.connected || !(fresh || e.leaseWindow === windowIndex)) continue
+    if (e.inheritedWindow !== windowIndex) {
+      e.inheritedWindow = windowIndex
+      e.inheritedKeys = 0
+    }
+    if (e.inheritedKeys + keys > maxInheritedKeys) continue
+    // Of the leaver's tenant first, then the smallest share.
+    const rank = (e.client.tenant === vacancy.client.tenant ? 0 : 2) + e.newest
+    if (rank < bestRank) {
+      best = e
+      bestRank = rank
+    }
+  }
+  return best
+}
+
+/**
+ * Units of `key` that `entry` was handed as spent and may not have heard of yet (its
+ * handover not acknowledged), in the window in force: a hot key seeded from its share counts
+ * them out (hot-keys.ts).
+ */
+export function inheritedCharge(
+  entry: Entry,
+  key: string,
+  window: { readonly index: number } | undefined,
+): number {
+  const inherit = entry.inherit
+  if (inherit === undefined || window === undefined || inherit.window !== window.index) return 0
+  let units = 0
+  for (const [k, n] of inherit.keys) if (k === key) units += n
+  return units
+}
