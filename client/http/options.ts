@@ -254,15 +254,20 @@ const schema = z
   .partial()
 
 /** What users of @fastify/rate-limit, express-rate-limit and rate-limiter-flexible write, and what it is here. */
+const perKeyRate =
+  "per key across every process: resource: client.keyed('<prefix>') on a template { match: '<prefix>/*', keyed: true, capacity, per: '1m' } (docs/keys.md); in this process only: limiter: () => new TokenBucketLimiter({ ratePerSec, burst })"
+const perKeyWindow =
+  "a fixed window per key across every process: resource: client.keyed('<prefix>') on a template { match: '<prefix>/*', keyed: true, kind: quota, capacity: <limit>, window: '1m' } (docs/keys.md); in this process only: limiter: () => new FixedWindow({ limit, windowMs })"
+const shared =
+  "resource: client.keyed('<prefix>') for a per-key limit shared by every process, client.resource(id) for one limit shared by all (no store needed; docs/http.md, 'Coming from express-rate-limit or @fastify/rate-limit')"
 const hints: Readonly<Record<string, string>> = {
   keyGenerator: 'key: (req) => string',
-  max: 'the limiter says the quota: limiter: () => new TokenBucketLimiter({ ratePerSec, burst }) (the headers follow it)',
-  limit: 'the limiter says the quota: limiter: () => new FixedWindow({ limit, windowMs })',
-  points:
-    'the limiter says the quota: limiter: () => new TokenBucketLimiter({ ratePerSec, burst })',
-  timeWindow: 'the limiter’s window: limiter: () => new FixedWindow({ limit, windowMs })',
-  windowMs: 'the limiter’s window: limiter: () => new FixedWindow({ limit, windowMs })',
-  duration: 'the limiter’s window: limiter: () => new FixedWindow({ limit, windowMs })',
+  max: perKeyRate,
+  limit: perKeyWindow,
+  points: perKeyRate,
+  timeWindow: perKeyWindow,
+  windowMs: perKeyWindow,
+  duration: perKeyWindow,
   errorResponseBuilder: 'errorResponse: (req, context) => body',
   onExceeded: 'onLimited: (req, context) => void',
   onLimitReached: 'onLimited: (req, context) => void',
@@ -277,8 +282,8 @@ const hints: Readonly<Record<string, string>> = {
   blockDuration: 'blockMs (milliseconds)',
   whitelist: 'allowList',
   allowlist: 'allowList',
-  store: 'resource: client.resource(id) for a limit shared by every process (no store needed)',
-  redis: 'resource: client.resource(id) for a limit shared by every process (no store needed)',
+  store: shared,
+  redis: shared,
 }
 
 function invalid(where: string, detail: string): never {

@@ -52,8 +52,10 @@ async function codes(a: FastifyInstance, n: number, extra: object = {}): Promise
 describe('options are checked strictly, at registration', () => {
   it.each([
     [{ keyGenerator: () => 'x' }, /keyGenerator.*key: \(req\) => string/],
-    [{ max: 100 }, /max.*TokenBucketLimiter/],
-    [{ timeWindow: 1000 }, /timeWindow.*windowMs/],
+    [{ max: 100 }, /max.*client\.keyed\('<prefix>'\).*per: '1m'.*TokenBucketLimiter/],
+    [{ timeWindow: 1000 }, /timeWindow.*client\.keyed.*kind: quota.*window: '1m'.*windowMs/],
+    [{ windowMs: 60_000 }, /windowMs.*client\.keyed.*kind: quota/],
+    [{ store: {} }, /store.*client\.keyed\('<prefix>'\) for a per-key limit/],
     [{ errorResponseBuilder: () => ({}) }, /errorResponseBuilder.*errorResponse/],
     [{ onExceeded: () => undefined }, /onExceeded.*onLimited/],
     [{ handler: () => undefined }, /handler is the middleware’s.*errorResponse/],
