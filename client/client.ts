@@ -288,7 +288,21 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
         this.#connection.sendText(text)
         ids.splice(ids.indexOf(spent.resource), 1)
       }
-      this.#connection.sendSplit(ids, (resources) => ({ type: 'release', resources }))
+      // A named quota says what it used of its window: the rest of its block comes back.
+      const used = new Map<string, { resource: string; window: number; used: number }>()
+      for (const h of this.#holders.values()) {
+        const u = h instanceof Resource ? h.usedInWindow() : undefined
+        if (u !== undefined) used.set(h.holderId, { resource: h.holderId, ...u })
+      }
+      // Split by what each id adds to the frame, its use included.
+      const items = ids.map((id) => ({ id, spent: used.get(id) }))
+      this.#connection.sendSplit(items, (part) => {
+        const resources = part.map((x) => x.id)
+        const spent = part.flatMap((x) => x.spent ?? [])
+        return spent.length === 0
+          ? { type: 'release', resources }
+          : { type: 'release', resources, spent }
+      })
     }
     for (const h of this.#holders.values()) h.close()
     if (this.#hotClock instanceof CoarseClock && this.options.clock !== systemClock)
@@ -348,6 +362,9 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
       this.#releasedQuotas.set(id, used)
     }
     r.close()
+    // Not what it used: a lease of it still on its way may be put in force on a handle of it
+    // taken up again here, so its block stays spent (close() says what was used: no lease
+    // reaches a closed connection).
     if (this.connected) this.#send({ type: 'release', resources: [id] })
     // Said on the next connection, before any report: the same process coming back keeps its
     // leases there, and a quota taken up again here starts with nothing used.

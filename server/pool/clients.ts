@@ -29,7 +29,10 @@ export interface DemandReport {
 export interface SpentReport {
   readonly resource: string
   readonly window: number
-  readonly keys: readonly (readonly [string, number])[]
+  /** A named quota's units used in `window`. */
+  readonly used?: number | undefined
+  /** A keyed quota family's keys spent by its default share in `window`. */
+  readonly keys?: readonly (readonly [string, number])[] | undefined
 }
 
 /** What a client says it may enforce now, in its hello. */
@@ -310,14 +313,36 @@ export function release(
   }
   if (aside !== undefined)
     for (const e of setAside(pool, client, aside, nowMs)) {
+      const said = spent.find(
+        (x) => x.resource === e.resource.settings.id && x.window === e.leaseWindow,
+      )
+      if (said === undefined) continue
       // A keyed quota's share whose release said what it spent of each key in its window may
       // be handed on (handover.ts).
-      const said = e.resource.shape.familyShare
-        ? spent.find((x) => x.resource === e.resource.settings.id && x.window === e.leaseWindow)
-        : undefined
-      if (said !== undefined) e.vacancy = { window: said.window, keys: said.keys, sinceMs: nowMs }
+      if (e.resource.shape.familyShare && said.keys !== undefined)
+        e.vacancy = { window: said.window, keys: said.keys, sinceMs: nowMs }
+      // A named quota's block is spent only as far as it was used: the rest comes back.
+      else if (!e.resource.shape.familyShare && said.used !== undefined)
+        spentOnly(e, Math.max(said.used, e.usedWindow === said.window ? e.used : 0), nowMs)
     }
   for (const r of touched) grantIncreases(pool, r, nowMs, false)
+}
+
+/**
+ * A released quota's entry counts what its client used of the window, no more: each lease
+ * is cut to it (the client promised not to spend again), until the window ends.
+ */
+function spentOnly(e: Entry, used: number, nowMs: number): void {
+  e.restore(
+    e.leases.map((l) => ({
+      ...l,
+      capacity: Math.min(l.capacity, used),
+      fallback: Math.min(l.fallback, used),
+    })),
+    nowMs,
+  )
+  e.used = used
+  e.usedWindow = e.leaseWindow
 }
 
 /**

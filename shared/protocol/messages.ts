@@ -160,14 +160,22 @@ export const releaseMessage = z.strictObject({
   type: z.literal('release'),
   resources: z.array(resourceId).max(L.maxEntries),
   /**
-   * A keyed quota family released in its window: every key this process spent of by its
-   * default share in `window`, and how much (`keys`, each key once). The coordinator may then
-   * hand the share on, with these keys counted spent, rather than keep it spent to the
-   * window's end. Absent, or naming another window, the share stays spent.
+   * Quotas released in their window, and what was spent of each: a named quota's `used` (the
+   * rest of its block comes back at once), or a keyed quota family's `keys`: every key this
+   * process spent of by its default share in `window`, and how much, each key once (the
+   * coordinator may then hand the share on, with these keys counted spent). Absent, or naming
+   * another window, what was leased stays spent to the window's end.
    */
   spent: z
-    .array(z.strictObject({ resource: resourceId, window: windowIndex, keys: spentKeys }))
-    .max(16)
+    .array(
+      z.strictObject({
+        resource: resourceId,
+        window: windowIndex,
+        used: quantity.optional(),
+        keys: spentKeys.optional(),
+      }),
+    )
+    .max(L.maxEntries)
     .optional(),
 })
 

@@ -117,6 +117,26 @@ describe('quota (real sockets, manual clock)', () => {
     expect(firstMs, 'ms after the edge to the first unit of the next window').toBeLessThan(50)
   })
 
+  it('gives back the unused part of a closed process’s block: only what it used stays spent', async () => {
+    cluster = new Cluster()
+    await cluster.start(config())
+    const [a, b] = await Promise.all(
+      ['a', 'b'].map(async (id) =>
+        (await cluster!.client(id)).resource('emails', { kind: 'quota' }),
+      ),
+    )
+    // a asks fast, holding a block of what it asks for two refresh periods; it closes while
+    // it holds one (as a deploy's SIGTERM would), saying what it used.
+    const got = [0, 0]
+    await run([a!, b!], [150, 0], 2_000, got)
+    const block = a!.lease!.capacity - got[0]!
+    expect(block, 'a held more than it used when it closed').toBeGreaterThan(20)
+    await cluster.clients[0]!.close()
+    await run([a!, b!], [0, 100], 30_000, got)
+    // b gets all the rest: a's unused block came back (it stayed spent to the window's end).
+    expect(got[0]! + got[1]!).toBe(600)
+  })
+
   it('gives a busy process what idle ones leave, and takes back what a block did not use', async () => {
     cluster = new Cluster()
     await cluster.start(config())

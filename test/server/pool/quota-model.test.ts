@@ -145,7 +145,7 @@ class World {
 }
 
 type Step =
-  | { op: 'join' | 'report' | 'disconnect' | 'crash' | 'release'; p: Id }
+  | { op: 'join' | 'report' | 'disconnect' | 'crash' | 'release' | 'close'; p: Id }
   | { op: 'deliver'; p: Id; ackLost: boolean }
   | { op: 'want'; p: Id; wants: number }
   | { op: 'spend'; p: Id; n: number }
@@ -162,7 +162,7 @@ const step: fc.Arbitrary<Step> = fc.oneof(
   {
     weight: 1,
     arbitrary: fc.record({
-      op: fc.constantFrom('disconnect', 'crash', 'release'),
+      op: fc.constantFrom('disconnect', 'crash', 'release', 'close'),
       p: fc.constantFrom(...ids),
     }),
   },
@@ -238,6 +238,17 @@ function run(steps: readonly Step[]): void {
         p!.connected = false
         p!.inFlight = []
         p!.crashed = true
+        break
+      case 'close':
+        // client.close(): the release says what was used of the window (the rest of the
+        // block comes back), the connection closes, and a new process comes under the id.
+        if (p!.connected) {
+          const spent =
+            p!.window === undefined ? [] : [{ resource: R, window: p!.window, used: p!.used }]
+          w.enqueue(w.pool.release(p!.id, [R], w.nowMs, spent))
+          w.pool.disconnect(p!.id, w.nowMs)
+        }
+        w.processes.set(p!.id, Object.assign(new Process(p!.id), { generation: p!.generation + 1 }))
         break
       case 'release':
         // The process gives the quota up (the resource released) and may take it up again.
