@@ -288,12 +288,15 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
         this.#connection.sendText(text)
         ids.splice(ids.indexOf(spent.resource), 1)
       }
-      // A named quota says what it used of its window: the rest of its block comes back.
+      // A named quota, and a keyed quota's key leased on its own, says what it used of its
+      // window: the rest of its block comes back.
       const used = new Map<string, { resource: string; window: number; used: number }>()
       for (const h of this.#holders.values()) {
         const u = h instanceof Resource ? h.usedInWindow() : undefined
         if (u !== undefined) used.set(h.holderId, { resource: h.holderId, ...u })
       }
+      for (const family of this.#families)
+        for (const u of family.keyLeasesUsed()) used.set(u.resource, u)
       // Split by what each id adds to the frame, its use included.
       const items = ids.map((id) => ({ id, spent: used.get(id) }))
       this.#connection.sendSplit(items, (part) => {

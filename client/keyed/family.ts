@@ -695,6 +695,23 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
       : { resource: this.familyId, window, keys }
   }
 
+  /**
+   * A keyed quota family closing: what this process used of each key leased on its own here,
+   * in that lease's window, for the release (only that stays spent; the rest of each block
+   * comes back).
+   */
+  keyLeasesUsed(): { resource: string; window: number; used: number }[] {
+    const out: { resource: string; window: number; used: number }[] = []
+    if (this.#shares.kind !== 'quota') return out
+    for (const state of this.#keys.values()) {
+      const window = state.lease?.window?.index
+      if (window === undefined || !keyLeaseRules(this.#shares, state)) continue
+      const used = state.usedWindow === window ? state.used : 0
+      out.push({ resource: keyIdOf(this.prefix, state.key), window, used })
+    }
+    return out
+  }
+
   /** Every key on the default share takes the share in force now. */
   #refreshDefaults(): void {
     for (const state of this.#keys.values())

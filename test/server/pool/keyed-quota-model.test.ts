@@ -269,7 +269,7 @@ function run(steps: readonly Step[]): World {
         // share may be handed on), and a new process may start under its id.
         if (p!.connected) {
           const spent = p!.family.spentInWindow()
-          const said = spent === undefined ? [] : [spent]
+          const said = [...(spent === undefined ? [] : [spent]), ...p!.family.keyLeasesUsed()]
           w.enqueue(w.pool.release(p!.id, p!.family.leasedIds(), w.nowMs, said))
         }
         w.disconnect(p!)
