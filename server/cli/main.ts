@@ -1,6 +1,7 @@
 import { SluiceError, libraryVersion, suggestKey } from '../../shared/index.js'
 import { allocateCommand } from './allocate.js'
 import { flagHelp } from './flags.js'
+import { keyCommand, keyFlags } from './key.js'
 import { serveCommand, serveFlags } from './serve.js'
 import { simulateCommand } from './simulate.js'
 import { statusCommand, statusFlags } from './status.js'
@@ -19,6 +20,9 @@ Commands:
   status [--url U]
                   Print a table of resources from a coordinator's HTTP API
                   (default http://127.0.0.1:7070).
+  key FAMILY KEY [--url U]
+                  One key of a keyed family: its limit, its window, which processes
+                  may use how much of it, and what was used (GET /v1/key).
   top [--url U]   A live view in the terminal: resources with sparklines, refreshed
                   every second; Enter shows a resource's clients.
   allocate        Read one JSON allocation scenario on stdin and print the grants:
@@ -55,6 +59,15 @@ Prints a table of resources (configured ones too, before any client connects) fr
 coordinator's HTTP API.
 
 ${flagHelp(statusFlags)}`,
+  key: `Usage: sluice key FAMILY KEY [--url URL] [--token TOKEN]
+
+Prints one key of a keyed family (FAMILY is its prefix: apikey for apikey/*) from a
+coordinator's HTTP API (GET /v1/key, the read or admin token): the key's limit (the plan's,
+else the family's), a keyed quota's window, whether it is leased on its own, each process
+that may use some of it and how much, and a quota key's use when it is leased on its own
+(on default shares each process counts its own use and reports none).
+
+${flagHelp(keyFlags)}`,
   top: `Usage: sluice top [--url URL] [--token TOKEN] [--interval-ms MS] [--once]
 
 A live view of a coordinator in the terminal, for a server without a browser: each resource
@@ -90,6 +103,7 @@ type Command = (args: readonly string[], io: CommandIo) => Promise<number>
 
 const commands: Readonly<Record<string, Command>> = Object.freeze({
   allocate: allocateCommand,
+  key: keyCommand,
   serve: serveCommand,
   simulate: simulateCommand,
   status: statusCommand,

@@ -1,6 +1,6 @@
 import type { Clock, ResourceKind } from '../../shared/index.js'
 import { isFamilyKey, isFamilyShare } from '../config/index.js'
-import type { ClientSnapshot, Pool } from '../pool/index.js'
+import type { ClientSnapshot, KeyLookup, Pool } from '../pool/index.js'
 
 /** One resource's figures, as status and metrics show them. */
 export interface ResourceFigures {
@@ -99,6 +99,11 @@ export class ResourceView {
   /** Each client of a resource. */
   clients(id: string): ClientSnapshot[] {
     return this.#pool().clientSnapshots(id, this.#clock.now())
+  }
+
+  /** One key of a keyed family now (GET /v1/key, `sluice key`); undefined without such a family. */
+  key(prefix: string, key: string): KeyLookup | undefined {
+    return this.#pool().keyLookup(prefix, key, this.#clock.now())
   }
 
   /** Σ committed of one resource now. */

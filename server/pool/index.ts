@@ -8,4 +8,10 @@ export type {
   QuotaClock,
   SettingsLookup,
 } from './pool.js'
-export type { ClientSnapshot, QuotaWindowSnapshot, ResourceSnapshot } from './snapshot.js'
+export type {
+  ClientSnapshot,
+  KeyHolder,
+  KeyLookup,
+  QuotaWindowSnapshot,
+  ResourceSnapshot,
+} from './snapshot.js'

@@ -1,6 +1,13 @@
 import type { ResourceSettings } from '../config/index.js'
 import type { ResourceState } from './entry.js'
-import type { ClientSnapshot, QuotaWindowSnapshot, ResourceSnapshot } from './snapshot.js'
+import { familyIdOf, keyIdOf, shareOfKey } from '../../shared/index.js'
+import type {
+  ClientSnapshot,
+  KeyHolder,
+  KeyLookup,
+  QuotaWindowSnapshot,
+  ResourceSnapshot,
+} from './snapshot.js'
 import { hotSlotKey, type PoolState } from './state.js'
 
 /**
@@ -171,5 +178,70 @@ export class PoolView {
     if (tenant !== undefined)
       return this.state.hotKeysByTenant.get(hotSlotKey(familyId, tenant)) ?? 0
     return this.state.familyKeys.get(familyId)?.size ?? 0
+  }
+
+  /**
+   * One key of the family of `prefix` as the pool knows it now: its limit, who may use how
+   * much of it, and (a quota's key leased on its own) what was used. Undefined when no
+   * template makes `prefix` a keyed family.
+   */
+  keyLookup(prefix: string, key: string, nowMs: number): KeyLookup | undefined {
+    const keyId = keyIdOf(prefix, key)
+    const own = this.state.resources.get(keyId)
+    const settings = own?.settings ?? this.state.settingsFor(keyId)
+    if (settings?.family === undefined) return undefined
+    const shares = this.state.resources.get(familyIdOf(prefix))
+    const source = own ?? shares
+    const w = source === undefined ? undefined : this.state.windowOf(source, nowMs)
+    const holders: KeyHolder[] = []
+    let committed = 0
+    let used: number | undefined
+    if (own !== undefined)
+      for (const e of own.entries.values()) {
+        const c = e.committedAt(nowMs)
+        committed += c
+        const u = w !== undefined && e.usedWindow === w.index ? e.used : undefined
+        if (u !== undefined) used = (used ?? 0) + u
+        holders.push({
+          client: e.client.clientId,
+          tenant: e.client.tenant,
+          connected: e.client.connected,
+          capacity: e.newest,
+          committed: c,
+          ...(u === undefined ? {} : { used: u }),
+        })
+      }
+    else if (shares !== undefined)
+      for (const e of shares.entries.values()) {
+        const c = shareOfKey(settings.kind, e.committedAt(nowMs), settings.capacity)
+        committed += c
+        holders.push({
+          client: e.client.clientId,
+          tenant: e.client.tenant,
+          connected: e.client.connected,
+          capacity: shareOfKey(settings.kind, e.newest, settings.capacity),
+          committed: c,
+        })
+      }
+    return {
+      family: settings.family.familyId,
+      key,
+      kind: settings.kind,
+      capacity: settings.capacity,
+      burst: settings.burst,
+      ...(w === undefined
+        ? {}
+        : {
+            window: {
+              index: w.index,
+              lengthMs: Math.round(w.endMs - w.startMs),
+              endsInMs: Math.max(0, Math.round(w.endMs - nowMs)),
+            },
+          }),
+      leasedOnItsOwn: own !== undefined,
+      holders,
+      committed,
+      ...(own !== undefined && w !== undefined ? { used: used ?? 0 } : {}),
+    }
   }
 }

@@ -46,3 +46,40 @@ export interface ClientSnapshot {
   /** When the newest lease was sent; -Infinity before any. */
   readonly lastSentMs: number
 }
+
+/** One key of a keyed family as the pool knows it now (`PoolView.keyLookup`). */
+export interface KeyLookup {
+  /** The family's id, `<prefix>/*`. */
+  readonly family: string
+  readonly key: string
+  readonly kind: ResourceSettings['kind']
+  /** The key's limit: the plan's, else the family's. */
+  readonly capacity: number
+  readonly burst: number
+  /** A keyed quota: the window in force. */
+  readonly window?: { readonly index: number; readonly lengthMs: number; readonly endsInMs: number }
+  /** Leased on its own now (hot): each holder enforces its own lease of it; else its default share. */
+  readonly leasedOnItsOwn: boolean
+  /** Each process that may use some of the key now, and how much (in the key's units). */
+  readonly holders: readonly KeyHolder[]
+  /** Σ what the holders may be held to of the key now. */
+  readonly committed: number
+  /**
+   * A keyed quota's key leased on its own: what the holders reported used of it in the
+   * window. Absent otherwise: on default shares each process counts its own use and reports
+   * none (it says so at a clean close).
+   */
+  readonly used?: number
+}
+
+/** One holder of a key (`KeyLookup.holders`). */
+export interface KeyHolder {
+  readonly client: string
+  readonly tenant: string | undefined
+  readonly connected: boolean
+  /** What its newest lease lets it use of the key: its own lease, or its default share's part. */
+  readonly capacity: number
+  readonly committed: number
+  /** A keyed quota's key leased on its own: what it reported used in the window. */
+  readonly used?: number
+}

@@ -2,7 +2,9 @@ import Fastify from 'fastify'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { KeyedFamily } from '../../client/index.js'
 import { fastifyRateLimit } from '../../client/http/index.js'
+import { runCli } from '../../server/cli/main.js'
 import type { ConfigInput } from '../../server/config/index.js'
+import type { KeyLookup } from '../../server/pool/index.js'
 import { Cluster } from '../helpers/cluster.js'
 
 // Keyed quotas end to end: a real coordinator and real clients over WebSockets on a manual
@@ -118,6 +120,58 @@ describe('keyed quotas (real sockets, manual clock)', () => {
     const next = new Map<string, number>()
     await run(gws, [{ key: 'alice', perSec: [0, 30, 0] }], 15_000, next)
     expect(next.get('alice')).toBe(100)
+  })
+
+  it('looks a key up: its limit, its window, who may use how much of it, and what was used (GET /v1/key, sluice key)', async () => {
+    cluster = new Cluster()
+    await cluster.start(config())
+    const gws = await families(3)
+    const got = new Map<string, number>()
+    // frank is busy at gateway 0 (leased on its own soon); grace is never asked for.
+    await run(gws, [{ key: 'frank', perSec: [30, 0, 0] }], 3_000, got)
+    const lookup = async (query: string) => cluster!.server.http.inject(`/v1/key?${query}`)
+    const frank = (await lookup('family=user&key=frank')).json<KeyLookup>()
+    expect(frank).toMatchObject({
+      family: 'user/*',
+      key: 'frank',
+      kind: 'quota',
+      capacity: 100,
+      leasedOnItsOwn: true,
+      window: { lengthMs: 60_000 },
+    })
+    expect(frank.window!.endsInMs).toBe(40_000 - cluster.clock.now())
+    // What the processes reported used of it (reports lag a refresh at most: 6 at 30/s).
+    expect(frank.used).toBeLessThanOrEqual(got.get('frank')!)
+    expect(frank.used).toBeGreaterThanOrEqual(got.get('frank')! - 6)
+    expect(frank.holders.map((h) => h.client).sort()).toEqual(['gw-0', 'gw-1', 'gw-2'])
+    expect(frank.committed).toBeLessThanOrEqual(100)
+    // A key nobody asked for: each process decides it by its default share (a quarter); its
+    // use is not reported. The plan's limit for trial.
+    const grace = (await lookup('family=user/*&key=grace')).json<KeyLookup>()
+    expect(grace).toMatchObject({ leasedOnItsOwn: false, capacity: 100 })
+    expect(grace.used).toBeUndefined()
+    expect(grace.holders.map((h) => h.capacity)).toEqual([25, 25, 25])
+    expect((await lookup('family=user&key=trial')).json<KeyLookup>().capacity).toBe(20)
+    // Bad input: a clear 400; a prefix that is no keyed family: 404.
+    const bad = await lookup('family=user&key=%01x')
+    expect(bad.statusCode).toBe(400)
+    expect(bad.json<{ error: { message: string } }>().error.message).toContain('printable')
+    expect((await lookup('family=user')).statusCode).toBe(400)
+    expect((await lookup('family=nothing&key=x')).statusCode).toBe(404)
+    // The same from the command line, against the coordinator's real port.
+    const out = { stdout: '', stderr: '' }
+    const io = {
+      stdin: [] as string[],
+      stdout: { write: (t: string) => (out.stdout += t) },
+      stderr: { write: (t: string) => (out.stderr += t) },
+    }
+    const url = `http://127.0.0.1:${cluster.port}`
+    expect(await runCli(['key', 'user', 'grace', '--url', url], io), out.stderr).toBe(0)
+    expect(out.stdout).toContain('user grace: quota, 100 a window')
+    expect(out.stdout).toContain('decided by 3 process(es) on their default share')
+    expect(out.stdout).toMatch(/gw-0\s+-\s+yes\s+25\s+25\s+-/)
+    expect(await runCli(['key', 'nothing', 'x', '--url', url], io)).toBe(1)
+    expect(out.stderr).toContain('nothing/* is not a keyed family')
   })
 
   it('hands out only defaultShare of every key by default: each restart strands less', async () => {

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import type { Clock } from '../../../shared/index.js'
+import { keyProblem, type Clock } from '../../../shared/index.js'
 import type { Coordinator } from '../../coordinator/index.js'
 import { readAccessHook, type ReadAccess } from '../auth.js'
 import { errorBody } from '../errors.js'
@@ -55,6 +55,33 @@ export function statusRoutes(app: FastifyInstance, coordinator: Coordinator, clo
     const query = req.query as { top?: string }
     const top = Math.min(1000, Math.max(0, Number(query.top ?? 20) || 0))
     return { families: coordinator.view.families(top) }
+  })
+
+  // One key of a keyed family: its limit, who may use how much of it, and what was used (a
+  // quota's key leased on its own). Keys name callers: the read or admin token only.
+  app.get('/v1/key', { preHandler }, async (req, reply) => {
+    if (!req.access.all)
+      return reply
+        .code(403)
+        .send(errorBody('SLUICE_ERR_HTTP_UNAUTHORIZED', 'keys need the read or admin token'))
+    const query = req.query as { family?: unknown; key?: unknown }
+    const prefix = typeof query.family === 'string' ? query.family.replace(/\/\*$/, '') : ''
+    const problem =
+      prefix === ''
+        ? 'family: the prefix of a keyed family, such as apikey'
+        : keyProblem(prefix, query.key)
+    if (problem !== undefined)
+      return reply
+        .code(400)
+        .send(
+          errorBody(
+            'SLUICE_ERR_HTTP_BAD_REQUEST',
+            `GET /v1/key?family=<prefix>&key=<key>: ${problem}`,
+          ),
+        )
+    const found = coordinator.view.key(prefix, query.key as string)
+    if (found === undefined) return notFound(reply, `${prefix}/* is not a keyed family`)
+    return found
   })
 
   // Configured tenants and what their clients hold; a tenant's token sees its own entry.

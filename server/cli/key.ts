@@ -1,0 +1,85 @@
+import { SluiceError, systemClock } from '../../shared/index.js'
+import type { KeyLookup } from '../pool/index.js'
+import { coordinatorUrl, parseFlags, unreachable } from './flags.js'
+import { exitCodes, type CommandIo } from './io.js'
+import { num } from './top/index.js'
+
+const requestTimeoutMs = 5_000
+
+/** The flags `sluice key` takes. */
+export const keyFlags = ['url', 'token'] as const
+
+/** A key as text: its limit, its window, who may use how much of it, and what was used. */
+export function formatKey(k: KeyLookup): string {
+  const unit = k.kind === 'quota' ? 'a window' : k.kind === 'concurrency' ? 'slots' : 'tokens/s'
+  const lines = [
+    `${k.family.slice(0, -2)} ${k.key}: ${k.kind}, ${num(k.capacity)} ${unit}` +
+      (k.kind === 'rate' ? `, burst ${num(k.burst)}` : ''),
+  ]
+  if (k.window !== undefined)
+    lines.push(
+      `window ${k.window.index}: ${Math.round(k.window.lengthMs / 1000)} s, ends in ${Math.ceil(k.window.endsInMs / 1000)} s`,
+    )
+  lines.push(
+    k.leasedOnItsOwn
+      ? `leased on its own to ${k.holders.length} process(es)`
+      : `decided by ${k.holders.length} process(es) on their default share`,
+  )
+  if (k.used !== undefined) lines.push(`used ${num(k.used)} of ${num(k.capacity)} in the window`)
+  else if (k.kind === 'quota')
+    lines.push(
+      'used: not reported (each process counts its own share of a key not leased on its own)',
+    )
+  const header = ['CLIENT', 'TENANT', 'CONNECTED', 'MAY USE', 'COMMITTED', 'USED']
+  const rows = k.holders.map((h) => [
+    h.client,
+    h.tenant ?? '-',
+    h.connected ? 'yes' : 'no',
+    num(h.capacity),
+    num(h.committed),
+    h.used === undefined ? '-' : num(h.used),
+  ])
+  const widths = header.map((x, i) => Math.max(x.length, ...rows.map((r) => r[i]!.length)))
+  const line = (cells: string[]): string =>
+    cells
+      .map((c, i) => c.padEnd(widths[i]!))
+      .join('  ')
+      .trimEnd()
+  if (rows.length > 0) lines.push('', line(header), ...rows.map(line))
+  return lines.join('\n') + '\n'
+}
+
+/** `sluice key <family> <key>`: one key of a keyed family, from the coordinator's HTTP API. */
+export async function keyCommand(args: readonly string[], io: CommandIo): Promise<number> {
+  const { values, positionals } = parseFlags('key', args, keyFlags, { min: 2, max: 2 })
+  const [family, key] = positionals as [string, string]
+  const base = coordinatorUrl(values.url, process.env)
+  const token = values.token ?? process.env.SLUICE_TOKEN
+  const headers: Record<string, string> =
+    token === undefined ? {} : { authorization: `Bearer ${token}` }
+  const abort = new AbortController()
+  const timer = systemClock.setTimeout(() => abort.abort(), requestTimeoutMs)
+  const query = new URLSearchParams({ family, key })
+  let res: Response
+  let body: unknown
+  try {
+    res = await fetch(`${base}/v1/key?${query.toString()}`, { signal: abort.signal, headers })
+    body = await res.json()
+  } catch (error) {
+    throw unreachable(base, error)
+  } finally {
+    timer.cancel()
+  }
+  if (res.status === 401 || res.status === 403)
+    throw new SluiceError(
+      'SLUICE_ERR_HTTP_UNAUTHORIZED',
+      `${base}: keys need the read or admin token: --token or SLUICE_TOKEN`,
+    )
+  if (!res.ok) {
+    const error = (body as { error?: { message?: string } }).error
+    io.stderr.write(`sluice key: ${error?.message ?? `HTTP ${res.status}`}\n`)
+    return exitCodes.failure
+  }
+  io.stdout.write(formatKey(body as KeyLookup))
+  return exitCodes.ok
+}
