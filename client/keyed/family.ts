@@ -12,6 +12,7 @@ import {
   type Timer,
 } from '../../shared/index.js'
 import { WaitQueue } from '../../shared/limiters/index.js'
+import { DemandMeter } from '../demand-meter.js'
 import type { Permit } from '../enforcer.js'
 import type { HelloHolding, Holder } from '../holder.js'
 import type { ResolvedKeyedOptions } from '../options.js'
@@ -67,6 +68,8 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
   /** When the demand being measured began (the last report). */
   #reportStartMs: number
   #familyAsked = 0
+  /** What the keys admitted and refused together since the last report (the family's usage). */
+  readonly #usage: DemandMeter
   #refusedError: SluiceError | undefined = undefined
   readonly #readyWaiters: { resolve: () => void; reject: (e: SluiceError) => void }[] = []
   #closed = false
@@ -94,6 +97,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     this.#maxKeysPerReport = options.maxKeysPerReport
     this.#shares = new FamilyShares(hotClock)
     this.#reportStartMs = clock.now()
+    this.#usage = new DemandMeter(clock.now())
   }
 
   /** `leased` while a family lease is in force, `lapsed` on its fallback, `none` before any or after. */
@@ -138,7 +142,11 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     this.#familyAsked += cost
     // Never ahead of a caller already waiting for the key (FIFO, as a named resource). The state
     // was just refreshed (#state): taken from at once.
-    if (state.waiters === undefined && this.#keyKind.take(this.#shares, state, cost)) return true
+    if (state.waiters === undefined && this.#keyKind.take(this.#shares, state, cost)) {
+      this.#usage.admitted(cost)
+      return true
+    }
+    this.#usage.refused(cost)
     return this.#refuse(state, cost)
   }
 
@@ -367,11 +375,23 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     const hotNow = this.#hotClock.now()
     const shares = this.#shares
     const kind = this.#keyKind
+    let waitingAll = 0
+    let inFlightAll = 0
+    for (const state of this.#waiting) waitingAll += state.waiters?.length ?? 0
+    if (shares.traits.holdsInFlight)
+      for (const state of this.#keys.values()) inFlightAll += state.inFlight
     const out: KeyReport[] = [
       {
         resource: this.familyId,
         wants: this.#familyAsked / elapsedSec,
         ...(this.weight === undefined ? {} : { weight: this.weight }),
+        // What every key admitted and refused here, together: the family's figures in the
+        // coordinator's views and metrics (never a series per key).
+        usage: this.#usage.takeUsage(
+          nowMs,
+          waitingAll,
+          shares.traits.holdsInFlight ? inFlightAll : undefined,
+        ),
       },
     ]
     this.#familyAsked = 0
@@ -544,7 +564,9 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
   /** Admits `cost` of the key if what it may use now allows (no metering: the caller's). */
   #take(state: KeyState, cost: number): boolean {
     this.#refreshIfStale(state)
-    return this.#keyKind.take(this.#shares, state, cost)
+    if (!this.#keyKind.take(this.#shares, state, cost)) return false
+    this.#usage.admitted(cost)
+    return true
   }
 
   /** What a caller admitted for `cost` of `key` holds: a slot's permit, or nothing to give back. */

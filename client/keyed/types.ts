@@ -1,3 +1,4 @@
+import type { Usage } from '../../shared/index.js'
 import type { LeaseGrant } from '../../shared/index.js'
 
 /** `client.keyed(prefix, options)`. */
@@ -45,4 +46,6 @@ export interface KeyReport {
   weight?: number
   used?: number
   window?: number
+  /** The family's entry: what its keys admitted and refused together since the last report. */
+  usage?: Usage
 }

@@ -22,7 +22,7 @@ export function formatStatusTable(resources: readonly ResourceSummary[]): string
   const rows = resources.map((r) => [
     r.id,
     r.kind,
-    num(r.capacity),
+    r.family === undefined ? num(r.capacity) : `${num(r.capacity)}/key`,
     num(r.committed),
     num(r.free),
     num(r.demand),

@@ -30,6 +30,19 @@ export interface ResourceSummary {
   refusing: number
   /** Quota: the window in force (its number, length, time left), used and remaining. */
   quota?: QuotaFigures
+  /**
+   * A keyed family's own resource (`<prefix>/*`): then `kind` is its keys' kind, `capacity`
+   * a key's limit (the plan aside), `committed` what the default shares hold of each key
+   * together and `free` the rest; admitted and refused are every key's together.
+   */
+  family?: {
+    prefix: string
+    hotKeys: number
+    maxHotKeys: number
+    /** A keyed quota's window: its length, or its calendar unit. */
+    windowMs?: number
+    windowUnit?: 'day' | 'week' | 'month'
+  }
 }
 
 export interface ClientDetail {
@@ -64,6 +77,36 @@ export interface ClientDetail {
 }
 
 function summary(coordinator: Coordinator, r: ResourceFigures): ResourceSummary {
+  const settings = coordinator.settingsFor(r.id)
+  const family = settings?.family
+  if (family !== undefined && family.familyId === r.id) {
+    // Shown as what it is: a limit per key, not a resource of capacity 1.
+    const perKey = family.keyCapacity
+    const committed = Math.min(perKey, r.committed * perKey)
+    return {
+      ...plainSummary(coordinator, { ...r, quota: undefined }),
+      kind: family.keyKind,
+      capacity: perKey,
+      committed,
+      free: Math.max(0, perKey - committed),
+      demand: r.demand,
+      utilisation: 0,
+      family: {
+        prefix: family.prefix,
+        hotKeys: coordinator.view.hotKeyCount(family.familyId),
+        maxHotKeys: family.maxHotKeys,
+        ...(settings?.quotaWindow === undefined
+          ? {}
+          : settings.quotaWindow.kind === 'fixed'
+            ? { windowMs: settings.quotaWindow.ms }
+            : { windowUnit: settings.quotaWindow.unit }),
+      },
+    }
+  }
+  return plainSummary(coordinator, r)
+}
+
+function plainSummary(coordinator: Coordinator, r: ResourceFigures): ResourceSummary {
   const u = coordinator.observer.current(r.id)
   return {
     id: r.id,

@@ -106,6 +106,11 @@ export class ResourceView {
     return this.#pool().keyLookup(prefix, key, this.#clock.now())
   }
 
+  /** How many keys of a family are leased on their own now. */
+  hotKeyCount(familyId: string): number {
+    return this.#pool().hotKeyCount(familyId)
+  }
+
   /** Σ committed of one resource now. */
   committed(id: string): number {
     return this.#pool().committed(id, this.#clock.now())

@@ -4,6 +4,7 @@ import type { KeyedFamily } from '../../client/index.js'
 import { fastifyRateLimit } from '../../client/http/index.js'
 import { runCli } from '../../server/cli/main.js'
 import type { ConfigInput } from '../../server/config/index.js'
+import type { ResourceSummary } from '../../server/http/index.js'
 import type { KeyLookup } from '../../server/pool/index.js'
 import { Cluster } from '../helpers/cluster.js'
 
@@ -158,6 +159,21 @@ describe('keyed quotas (real sockets, manual clock)', () => {
     expect(bad.json<{ error: { message: string } }>().error.message).toContain('printable')
     expect((await lookup('family=user')).statusCode).toBe(400)
     expect((await lookup('family=nothing&key=x')).statusCode).toBe(404)
+    // The family in the resource views as what it is: a budget per key and window, with what
+    // every key admitted and refused together (reported by the processes).
+    const resources = (await cluster.server.http.inject('/v1/resources')).json<{
+      resources: ResourceSummary[]
+    }>().resources
+    const family = resources.find((r) => r.id === 'user/*')!
+    expect(family).toMatchObject({
+      kind: 'quota',
+      capacity: 100,
+      family: { prefix: 'user', windowMs: 60_000, hotKeys: 1 },
+    })
+    expect(family.admittedPerSec).toBeGreaterThan(0)
+    expect(family.refusedPerSec + family.admittedPerSec).toBeGreaterThan(0)
+    const metrics = (await cluster.server.http.inject('/metrics')).body
+    expect(metrics).toMatch(/sluice_admitted_total\{resource="user\/\*"[^}]*\} [1-9]/)
     // The same from the command line, against the coordinator's real port.
     const out = { stdout: '', stderr: '' }
     const io = {
@@ -171,6 +187,8 @@ describe('keyed quotas (real sockets, manual clock)', () => {
     expect(out.stdout).toContain('decided by 3 process(es) on their default share')
     expect(out.stdout).toMatch(/gw-0\s+-\s+yes\s+25\s+25\s+-/)
     expect(await runCli(['key', 'nothing', 'x', '--url', url], io)).toBe(1)
+    expect(await runCli(['status', '--url', url], io)).toBe(0)
+    expect(out.stdout).toMatch(/user\/\*\s+quota\s+100\/key/)
     expect(out.stderr).toContain('nothing/* is not a keyed family')
   })
 
