@@ -57,6 +57,8 @@ export interface FamilyFigures {
   readonly maxHotKeys: number
   /** The most demanded hot keys. */
   readonly keys: readonly KeyFigures[]
+  /** A keyed quota: the window in force, and when it ends. */
+  window?: { readonly index: number; readonly lengthMs: number; readonly endsInMs: number }
 }
 
 /**
@@ -144,8 +146,15 @@ export class ResourceView {
         )
       const s = pool.snapshot(id, nowMs)
       if (s === undefined) continue
-      if (isFamilyShare(s.settings)) f.holders = s.clients
-      else {
+      if (isFamilyShare(s.settings)) {
+        f.holders = s.clients
+        if (s.window !== undefined)
+          f.window = {
+            index: s.window.index,
+            lengthMs: s.window.lengthMs,
+            endsInMs: s.window.endsInMs,
+          }
+      } else {
         f.hotKeys++
         f.keys.push({
           key: id.slice(family.prefix.length + 1),

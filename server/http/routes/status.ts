@@ -54,7 +54,13 @@ export function statusRoutes(app: FastifyInstance, coordinator: Coordinator, clo
         .send(errorBody('SLUICE_ERR_HTTP_UNAUTHORIZED', 'families need the read or admin token'))
     const query = req.query as { top?: string }
     const top = Math.min(1000, Math.max(0, Number(query.top ?? 20) || 0))
-    return { families: coordinator.view.families(top) }
+    // With what every key admitted and refused together, as the processes report it.
+    return {
+      families: coordinator.view.families(top).map((f) => {
+        const u = coordinator.observer.current(f.id)
+        return { ...f, admittedPerSec: u.admittedPerSec, refusedPerSec: u.refusedPerSec }
+      }),
+    }
   })
 
   // One key of a keyed family: its limit, who may use how much of it, and what was used (a

@@ -411,6 +411,18 @@ describe('dashboard', () => {
     // Keys asked for within the default shares are not leased one by one: not listed.
     expect(await page.locator('[data-family="user/*"] tr[data-key^="visitor-"]').count()).toBe(0)
     expect(await page.locator('h2').first().textContent()).toContain('2 holders')
+    // Every key's traffic together (reported by the processes), and when the window ends
+    // (windows aligned to the epoch: the manual clock's first one ends 40 s in).
+    const figures = page.locator('[data-family-figures="user/*"]')
+    const admitted = Number(
+      (await figures.locator('[data-figure="admitted"]').textContent())!.split('/')[0],
+    )
+    expect(admitted).toBeGreaterThan(0)
+    expect(await figures.locator('[data-figure="refused"]').textContent()).toMatch(/\/s refused$/)
+    const endsSec = Math.ceil((40_000 - cluster.clock.now()) / 1000)
+    expect(await figures.locator('[data-figure="window-ends"]').textContent()).toBe(
+      `window ends in ${endsSec} s`,
+    )
     await page.screenshot({ path: `${shots}/families.png`, fullPage: true })
     expect(problems).toEqual([])
   })

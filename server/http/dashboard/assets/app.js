@@ -779,6 +779,21 @@ async function renderFamilies(main) {
         }),
       ),
     )
+    // Every key's traffic together, as the processes report it, and a quota's window.
+    const figures = [
+      el('span', { 'data-figure': 'admitted', text: num(f.admittedPerSec) + '/s admitted' }),
+      ' · ',
+      el('span', { 'data-figure': 'refused', text: num(f.refusedPerSec) + '/s refused' }),
+    ]
+    if (f.window)
+      figures.push(
+        ' · ',
+        el('span', {
+          'data-figure': 'window-ends',
+          text: 'window ends in ' + duration(f.window.endsInMs),
+        }),
+      )
+    out.push(el('p', { class: 'muted', 'data-family-figures': f.id }, ...figures))
     const panel = el('div', { class: 'panel table-wrap', 'data-family': f.id })
     if (f.keys.length === 0)
       panel.append(
