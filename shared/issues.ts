@@ -70,7 +70,14 @@ export function describeIssue(issue: z.core.$ZodIssue, context: IssueContext = {
       return near === undefined ? key : `${key} (did you mean ${near}?)`
     })
     message = `unknown ${issue.keys.length === 1 ? 'key' : 'keys'} ${parts.join(', ')}`
-  } else if ('input' in issue && issue.input !== undefined && !/received/i.test(message)) {
+  } else if (
+    'input' in issue &&
+    issue.input !== undefined &&
+    // An object's or a list's dump says nothing the path does not (and is cut short): the
+    // value is named only when it is one.
+    (typeof issue.input !== 'object' || issue.input === null) &&
+    !/received/i.test(message)
+  ) {
     message += `, received ${describeValue(issue.input)}`
   }
   const where = context.locate?.(issue.path)

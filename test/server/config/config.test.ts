@@ -113,6 +113,16 @@ describe('config', () => {
     })
   })
 
+  it('names the field and what it needs without a dump of the whole template (#42.8)', () => {
+    const error = refusal({ resources: [{ match: 'mail', kind: 'quota', capacity: 100 }] })
+    expect(error.message).toContain('resources[0].window: a quota needs its window')
+    expect(error.message).not.toContain('received {')
+    // A value is still named when it is one.
+    expect(refusal({ resources: [{ match: 'a', kind: 'rate', capacity: -1 }] }).message).toMatch(
+      /capacity.*received -1/,
+    )
+  })
+
   it('ends a quota’s leases windowGraceMs before the window (250 ms by default), not graceMs', () => {
     const settings = (extra: object) =>
       new CompiledConfig(
