@@ -21,9 +21,11 @@ export function formatKey(k: KeyLookup): string {
       `window ${k.window.index}: ${Math.round(k.window.lengthMs / 1000)} s, ends in ${Math.ceil(k.window.endsInMs / 1000)} s`,
     )
   lines.push(
-    k.leasedOnItsOwn
-      ? `leased on its own to ${k.holders.length} process(es)`
-      : `decided by ${k.holders.length} process(es) on their default share`,
+    k.holders.length === 0
+      ? 'no process holds any of it now'
+      : k.leasedOnItsOwn
+        ? `leased on its own to ${k.holders.length} process(es)`
+        : `decided by ${k.holders.length} process(es) on their default share`,
   )
   if (k.used !== undefined) lines.push(`used ${num(k.used)} of ${num(k.capacity)} in the window`)
   else if (k.kind === 'quota')
