@@ -2,6 +2,7 @@ import { SluiceError, systemClock } from '../../shared/index.js'
 import type { KeyLookup } from '../pool/index.js'
 import { coordinatorUrl, parseFlags, unreachable } from './flags.js'
 import { exitCodes, type CommandIo } from './io.js'
+import { formatTable } from './table.js'
 import { num } from './top/index.js'
 
 const requestTimeoutMs = 5_000
@@ -41,13 +42,7 @@ export function formatKey(k: KeyLookup): string {
     num(h.committed),
     h.used === undefined ? '-' : num(h.used),
   ])
-  const widths = header.map((x, i) => Math.max(x.length, ...rows.map((r) => r[i]!.length)))
-  const line = (cells: string[]): string =>
-    cells
-      .map((c, i) => c.padEnd(widths[i]!))
-      .join('  ')
-      .trimEnd()
-  if (rows.length > 0) lines.push('', line(header), ...rows.map(line))
+  if (rows.length > 0) lines.push('', ...formatTable(header, rows))
   return lines.join('\n') + '\n'
 }
 

@@ -2,6 +2,7 @@ import { SluiceError, systemClock } from '../../shared/index.js'
 import type { ResourceSummary } from '../http/index.js'
 import { coordinatorUrl, parseFlags, unreachable } from './flags.js'
 import { exitCodes, type CommandIo } from './io.js'
+import { formatTable } from './table.js'
 import { num } from './top/index.js'
 
 const requestTimeoutMs = 5_000
@@ -29,13 +30,7 @@ export function formatStatusTable(resources: readonly ResourceSummary[]): string
     String(r.clients),
     r.learning ? 'yes' : 'no',
   ])
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)))
-  const line = (cells: string[]): string =>
-    cells
-      .map((c, i) => c.padEnd(widths[i]!))
-      .join('  ')
-      .trimEnd()
-  return [line(header), ...rows.map(line)].join('\n') + '\n'
+  return formatTable(header, rows).join('\n') + '\n'
 }
 
 /** The flags `sluice status` takes. */
