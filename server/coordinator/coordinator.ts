@@ -76,7 +76,7 @@ export class Coordinator {
       () => this.#resourcesForMetrics(),
       (id) => this.observer.usage.current(id, this.#clock.now()),
       () => this.limits.maxUsageSeries,
-      () => this.view.families(0),
+      () => this.observer.families(0),
     )
     this.observer = new Observer({
       clock,

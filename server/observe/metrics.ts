@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
-import type { FamilyFigures, ResourceFigures } from './view.js'
+import { FamilyTotals } from './family-totals.js'
+import type { FamilyUsageFigures, ResourceFigures } from './view.js'
 import { UsageTotals, type UsageColumn } from './usage-totals.js'
 
 /** What the clients' latest reports say of one resource's use. */
@@ -102,12 +103,14 @@ export class CoordinatorMetrics {
   readonly #registers = [this.registry]
   /** Usage as reports add it, handed to the four usage counters when they are scraped. */
   readonly usageTotals: UsageTotals
+  /** What keyed families admitted and refused across their keys, handed to their counters. */
+  readonly familyTotals = new FamilyTotals()
 
   constructor(
     resources: () => readonly ResourceFigures[],
     usage: (id: string) => ResourceUsage = () => noUsage,
     maxUsageSeries: () => number = () => 10_000,
-    families: () => readonly FamilyFigures[] = () => [],
+    families: () => readonly FamilyUsageFigures[] = () => [],
   ) {
     this.usageTotals = new UsageTotals(maxUsageSeries)
     // Process metrics (CPU, memory, event-loop lag, GC): what an operator checks first.
@@ -144,6 +147,29 @@ export class CoordinatorMetrics {
       labelNames: ['family'],
       registers: [],
     })
+    const familyGauge = (name: string, help: string) =>
+      new Gauge({ name, help, labelNames: ['family'], registers: [] })
+    const keyCapacity = familyGauge(
+      'sluice_family_key_capacity',
+      "A key's capacity: tokens per second (rate), units per window (quota) or slots",
+    )
+    const admittedPerSec = familyGauge(
+      'sluice_family_admitted_per_second',
+      'Tokens or units every key of the family admits per second together, as the processes report it',
+    )
+    const refusedPerSec = familyGauge(
+      'sluice_family_refused_per_second',
+      'Tokens or units every key of the family refuses per second together, as the processes report it',
+    )
+    const windowUsed = familyGauge(
+      'sluice_family_window_used',
+      'Keyed quota: units admitted across all its keys in the window in force, as reported',
+    )
+    const windowEndsIn = familyGauge(
+      'sluice_family_window_ends_in_seconds',
+      'Keyed quota: seconds until the window in force ends and every key has its budget again',
+    )
+    const byFamily = [hotKeys, keyCapacity, admittedPerSec, refusedPerSec, windowUsed, windowEndsIn]
     new Gauge({
       name: 'sluice_family_holders',
       help: 'Processes holding a keyed family (a default share of every key, or asking for one)',
@@ -151,14 +177,33 @@ export class CoordinatorMetrics {
       registers: this.#registers,
       collect() {
         this.reset()
-        hotKeys.reset()
+        for (const g of byFamily) g.reset()
         for (const f of families()) {
-          this.set({ family: f.id }, f.holders)
-          hotKeys.set({ family: f.id }, f.hotKeys)
+          const labels = { family: f.id }
+          this.set(labels, f.holders)
+          hotKeys.set(labels, f.hotKeys)
+          keyCapacity.set(labels, f.keyCapacity)
+          admittedPerSec.set(labels, f.admittedPerSec)
+          refusedPerSec.set(labels, f.refusedPerSec)
+          if (f.window !== undefined) {
+            windowUsed.set(labels, f.windowUsed ?? 0)
+            windowEndsIn.set(labels, f.window.endsInMs / 1000)
+          }
         }
       },
     })
-    this.registry.registerMetric(hotKeys)
+    for (const g of byFamily) this.registry.registerMetric(g)
+    const familyTotals = this.familyTotals
+    for (const column of ['admitted', 'refused'] as const)
+      new Counter({
+        name: `sluice_family_${column}_total`,
+        help: `Tokens or units ${column} across every key of the family, as the processes report it`,
+        labelNames: ['family'] as const,
+        registers: this.#registers,
+        collect() {
+          familyTotals.flush(column, this)
+        },
+      })
     const totals = this.usageTotals
     const registers = this.#registers
     const [admitted, refused, admittedCalls, refusedCalls] = usageCounters.map(

@@ -9,7 +9,7 @@ import {
   type RecentUsage,
   type ResourceUsage,
 } from './usage.js'
-import type { ResourceView } from './view.js'
+import type { FamilyUsageFigures, ResourceView } from './view.js'
 
 export interface ObserverOptions {
   readonly clock: Clock
@@ -54,6 +54,28 @@ export class Observer {
   record(resource: string, key: string, tenant: string | undefined, usage: Usage): void {
     this.usage.record(resource, key, usage, this.#o.clock.now())
     this.#o.metrics.usageTotals.add(resource, tenant, usage)
+    const family = this.#o.view.familyShare(resource)
+    if (family !== undefined)
+      this.#o.metrics.familyTotals.add(family.familyId, usage, family.windowEndMs)
+  }
+
+  /**
+   * Each keyed family in use (ResourceView.families) with what every key admitted and refused
+   * together as the processes report it, and a keyed quota's use in the window in force.
+   */
+  families(top = 20): FamilyUsageFigures[] {
+    const nowMs = this.#o.clock.now()
+    return this.#o.view.families(top).map((f) => {
+      const u = this.usage.current(f.id, nowMs)
+      return {
+        ...f,
+        admittedPerSec: u.admittedPerSec,
+        refusedPerSec: u.refusedPerSec,
+        ...(f.window === undefined
+          ? {}
+          : { windowUsed: this.#o.metrics.familyTotals.windowUsed(f.id, nowMs) }),
+      }
+    })
   }
 
   /** Takes one sample of every resource with clients (the timer calls it every second). */

@@ -61,6 +61,14 @@ export interface FamilyFigures {
   window?: { readonly index: number; readonly lengthMs: number; readonly endsInMs: number }
 }
 
+/** A family with what its processes report of every key together (Observer.families). */
+export interface FamilyUsageFigures extends FamilyFigures {
+  admittedPerSec: number
+  refusedPerSec: number
+  /** A keyed quota: units admitted across its keys in the window in force, as reported. */
+  windowUsed?: number
+}
+
 /**
  * A read-only view of the coordinator's resources for the status API and
  * the metrics: the same figures for both, worked out from the pool's
@@ -106,6 +114,20 @@ export class ResourceView {
   /** One key of a keyed family now (GET /v1/key, `sluice key`); undefined without such a family. */
   key(prefix: string, key: string): KeyLookup | undefined {
     return this.#pool().keyLookup(prefix, key, this.#clock.now())
+  }
+
+  /**
+   * The family whose default shares `id` is the resource of, and its window's end now (a
+   * keyed quota); undefined for any other resource.
+   */
+  familyShare(id: string): { familyId: string; windowEndMs: number | undefined } | undefined {
+    const pool = this.#pool()
+    const settings = pool.settings(id)
+    if (settings === undefined || !isFamilyShare(settings)) return undefined
+    return {
+      familyId: settings.family!.familyId,
+      windowEndMs: pool.windowEndMs(id, this.#clock.now()),
+    }
   }
 
   /** How many keys of a family are leased on their own now. */

@@ -99,10 +99,29 @@ describe('keyed quotas (real sockets, manual clock)', () => {
     expect(gws[0]!.leaseOf('alice').source).toBe('key')
     // The coordinator leased alice and trial on their own; bob's 30 a process stayed in the
     // default shares. The new keys cost it nothing.
+    // A second for the last reports to arrive (nothing asked meanwhile).
+    await run(gws, [], 1000, got)
     const { families: seen } = (await cluster.server.http.inject('/v1/families')).json<{
-      families: { id: string; kind: string; keys: { key: string; used?: number }[] }[]
+      families: {
+        id: string
+        kind: string
+        windowUsed?: number
+        keys: { key: string; used?: number }[]
+      }[]
     }>()
     expect(seen[0]).toMatchObject({ id: 'user/*', kind: 'quota' })
+    // What every key admitted in the window, summed over the processes' reports: the 200 new
+    // keys, alice, trial and bob.
+    const admitted = 200 + 100 + 20 + 90
+    expect(seen[0]!.windowUsed).toBe(admitted)
+    // The same in Prometheus, a series per family and none per key.
+    const metrics = (await cluster.server.http.inject('/metrics')).body
+    expect(metrics).toContain(`sluice_family_window_used{family="user/*"} ${admitted}`)
+    expect(metrics).toContain(`sluice_family_admitted_total{family="user/*"} ${admitted}`)
+    expect(metrics).toMatch(/sluice_family_refused_total\{family="user\/\*"\} [1-9]/)
+    expect(metrics).toContain('sluice_family_key_capacity{family="user/*"} 100')
+    expect(metrics).toMatch(/sluice_family_window_ends_in_seconds\{family="user\/\*"\} \d/)
+    expect(metrics).not.toMatch(/\{[^}]*alice/)
     const keys = seen[0]!.keys.map((k) => k.key)
     expect(keys).toContain('alice')
     expect(seen[0]!.keys.find((k) => k.key === 'alice')?.used).toBeGreaterThan(0)
@@ -117,10 +136,15 @@ describe('keyed quotas (real sockets, manual clock)', () => {
       'sluice_quota_used{resource="user/*"}',
     )
     // The next window (from 40 s): every key's budget anew, alice's too.
-    await run(gws, [], 10_500, got)
+    await run(gws, [], 9_500, got)
     const next = new Map<string, number>()
     await run(gws, [{ key: 'alice', perSec: [0, 30, 0] }], 15_000, next)
     expect(next.get('alice')).toBe(100)
+    await run(gws, [], 1000, next)
+    // The family's window use starts again from 0 in the new window; the counter goes on.
+    const after = (await cluster.server.http.inject('/metrics')).body
+    expect(after).toContain('sluice_family_window_used{family="user/*"} 100')
+    expect(after).toContain(`sluice_family_admitted_total{family="user/*"} ${admitted + 100}`)
   })
 
   it('looks a key up: its limit, its window, who may use how much of it, and what was used (GET /v1/key, sluice key)', async () => {

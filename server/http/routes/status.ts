@@ -55,12 +55,7 @@ export function statusRoutes(app: FastifyInstance, coordinator: Coordinator, clo
     const query = req.query as { top?: string }
     const top = Math.min(1000, Math.max(0, Number(query.top ?? 20) || 0))
     // With what every key admitted and refused together, as the processes report it.
-    return {
-      families: coordinator.view.families(top).map((f) => {
-        const u = coordinator.observer.current(f.id)
-        return { ...f, admittedPerSec: u.admittedPerSec, refusedPerSec: u.refusedPerSec }
-      }),
-    }
+    return { families: coordinator.observer.families(top) }
   })
 
   // One key of a keyed family: its limit, who may use how much of it, and what was used (a
