@@ -3,7 +3,7 @@ import type { ResourceSummary } from '../http/index.js'
 import { coordinatorUrl, parseFlags, unreachable } from './flags.js'
 import { exitCodes, type CommandIo } from './io.js'
 import { formatTable } from './table.js'
-import { num } from './top/index.js'
+import { capacityText, num } from './top/index.js'
 
 const requestTimeoutMs = 5_000
 
@@ -23,7 +23,7 @@ export function formatStatusTable(resources: readonly ResourceSummary[]): string
   const rows = resources.map((r) => [
     r.id,
     r.kind,
-    r.family === undefined ? num(r.capacity) : `${num(r.capacity)}/key`,
+    r.family === undefined ? num(r.capacity) : capacityText(r),
     num(r.committed),
     num(r.free),
     num(r.demand),

@@ -1,5 +1,5 @@
 export { applyAction, topCommand, topFlags } from './command.js'
 export { TopFeed, type TopData } from './feed.js'
 export { parseKeys, type TopAction } from './keys.js'
-export { num, renderTop, sortClients, type Screen, type TopUi } from './render.js'
+export { capacityText, num, renderTop, sortClients, type Screen, type TopUi } from './render.js'
 export { sparkline } from './sparkline.js'

@@ -38,6 +38,35 @@ export function num(x: number | null | undefined): string {
   return x.toLocaleString('en', { maximumFractionDigits: digits })
 }
 
+/** A window's length as the config writes it: `20s`, `1m`, `1h`, `1d`. */
+function windowText(ms: number): string {
+  for (const [unitMs, unit] of [
+    [86_400_000, 'd'],
+    [3_600_000, 'h'],
+    [60_000, 'm'],
+    [1000, 's'],
+  ] as const)
+    if (ms >= unitMs && ms % unitMs === 0) return `${ms / unitMs}${unit}`
+  return `${ms}ms`
+}
+
+/**
+ * A resource's capacity with its unit; a keyed family's is a key's limit: `20/s/key`,
+ * `5 slots/key`, `100/key/1m` (a keyed quota and its window).
+ */
+export function capacityText(r: ResourceSummary): string {
+  const f = r.family
+  if (f === undefined) return num(r.capacity) + unitOf(r)
+  if (r.kind !== 'quota') return `${num(r.capacity)}${unitOf(r)}/key`
+  const window =
+    f.windowMs !== undefined
+      ? windowText(f.windowMs)
+      : f.windowUnit !== undefined
+        ? f.windowUnit
+        : ''
+  return `${num(r.capacity)}/key${window === '' ? '' : `/${window}`}`
+}
+
 function pct(x: number): string {
   const p = x * 100
   return (p > 0 && p < 10 ? p.toFixed(1) : p.toFixed(0)) + '%'
@@ -151,7 +180,10 @@ function refusedText(r: ResourceSummary): string {
 }
 
 function stateText(r: ResourceSummary): string {
-  return r.clients === 0 ? 'idle' : r.learning ? 'learning' : 'leasing'
+  if (r.clients === 0) return 'idle'
+  if (r.learning) return 'learning'
+  // A keyed family: how many of its keys are leased on their own.
+  return r.family === undefined ? 'leasing' : `${r.family.hotKeys} hot`
 }
 
 function unitOf(r: ResourceSummary): string {
@@ -177,7 +209,14 @@ function resourceColumns(data: TopData): Column<ResourceSummary>[] {
       text: stateText,
       style: (r) => (r.learning ? 'yellow' : undefined),
     },
-    { title: 'USED', width: 5, align: 'right', drop: 0, text: (r) => pct(r.utilisation) },
+    {
+      title: 'USED',
+      width: 5,
+      align: 'right',
+      drop: 0,
+      // A family's keys each have their own use: no one figure says it (sluice key does).
+      text: (r) => (r.family === undefined ? pct(r.utilisation) : '—'),
+    },
     {
       title: 'REFUSED/s',
       width: 11,
@@ -192,7 +231,7 @@ function resourceColumns(data: TopData): Column<ResourceSummary>[] {
       width: 11,
       align: 'right',
       drop: 1,
-      text: (r) => num(r.capacity) + unitOf(r),
+      text: capacityText,
     },
     { title: 'LEASED', width: 7, align: 'right', drop: 5, text: (r) => num(r.committed) },
     { title: 'DEMAND', width: 7, align: 'right', drop: 5, text: (r) => num(r.demand) },

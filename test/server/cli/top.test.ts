@@ -12,6 +12,7 @@ import {
   type TopData,
   type TopUi,
 } from '../../../server/cli/top/index.js'
+import { formatStatusTable } from '../../../server/cli/status.js'
 import { Cluster, Load } from '../../helpers/cluster.js'
 import { apiAndDbConfig } from '../../helpers/coordinator.js'
 import { assertBuilt, cli } from '../../helpers/replica.js'
@@ -99,6 +100,56 @@ describe('sluice top, its parts', () => {
     // In colour, the selected row is in inverse video.
     const coloured = renderTop(data, ui, { columns: 160, rows: 12, color: true })
     expect(coloured.find((l) => l.includes('payments-api'))?.startsWith('\x1b[7m')).toBe(true)
+  })
+
+  it('shows a keyed family as a limit per key: its keys kind, a key limit and window, its hot keys, and no one use figure', () => {
+    const family = (kind: 'rate' | 'quota', id: string, extra: object) => ({
+      id,
+      kind,
+      capacity: 100,
+      committed: 75,
+      free: 25,
+      demand: 3,
+      clients: 3,
+      learning: false,
+      rounds: 9,
+      admittedPerSec: 960,
+      refusedPerSec: 510,
+      utilisation: 0,
+      waiting: 0,
+      inFlight: 0,
+      refusing: 2,
+      family: { prefix: id.slice(0, -2), hotKeys: 12, maxHotKeys: 1000, ...extra },
+    })
+    const data: TopData = {
+      url: 'http://127.0.0.1:7070',
+      role: 'leader',
+      leader: null,
+      learning: [],
+      resources: [
+        family('quota', 'customer/*', { windowUnit: 'day' }),
+        family('quota', 'user/*', { windowMs: 60_000 }),
+        family('rate', 'apikey/*', {}),
+      ],
+      history: new Map(),
+      detail: undefined,
+      error: undefined,
+      updatedAtMs: Date.UTC(2026, 0, 1, 12, 0, 0),
+    }
+    const lines = renderTop(
+      data,
+      { view: 'resources', selected: 0, sort: 'refused' },
+      {
+        columns: 160,
+        rows: 12,
+        color: false,
+      },
+    )
+    const row = (id: string) => lines.find((l) => l.startsWith(id))!
+    expect(row('apikey/*')).toMatch(/rate\s+12 hot\s+—\s+510 \(35%\)\s+960\s+100\/s\/key\s/)
+    expect(row('user/*')).toMatch(/quota\s+12 hot\s+—\s+.*100\/key\/1m\s/)
+    expect(row('customer/*')).toMatch(/100\/key\/day\s/)
+    expect(formatStatusTable(data.resources)).toMatch(/customer\/\*\s+quota\s+100\/key\/day\s/)
   })
 })
 
