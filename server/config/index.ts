@@ -29,6 +29,7 @@ export type {
   TlsConfig,
 } from './schema.js'
 export { ConfigFileWatcher } from './watch.js'
+export { configWarnings, type ConfigWarning } from './warnings.js'
 export { securityDowngrades } from './downgrade.js'
 export { loadTls } from './tls.js'
 export type { TlsMaterial } from './tls.js'

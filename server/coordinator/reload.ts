@@ -1,6 +1,6 @@
 import type { Logger } from 'pino'
 import { formatError } from '../../shared/index.js'
-import type { Config } from '../config/index.js'
+import { configWarnings, type Config } from '../config/index.js'
 import type { Core } from './core.js'
 
 /**
@@ -35,22 +35,7 @@ export function reapply(core: Core, config: Config): void {
   )
 }
 
-/**
- * Says what a config leaves open, whenever one is applied: optimistic is
- * the one failure mode that may exceed capacity; a tenant without a
- * `resources` list may use every resource.
- */
+/** Logs what a config leaves open (configWarnings), whenever one is applied. */
 export function warnConfig(config: Config, log: Logger): void {
-  for (const [name, tenant] of Object.entries(config.tenants))
-    if (tenant.resources === undefined)
-      log.warn(
-        { tenant: name },
-        "tenant without a resources list: it may use every resource (set resources: ['*'] to say so)",
-      )
-  for (const t of config.resources)
-    if (t.failureMode === 'optimistic')
-      log.warn(
-        { match: t.match },
-        'failureMode optimistic: while the parent is unreachable, this coordinator may share out more than the parent leased',
-      )
+  for (const w of configWarnings(config)) log.warn(w.at, w.message)
 }

@@ -44,6 +44,34 @@ describe('sluice validate', () => {
     expect(out.stdout).toContain('valid (7 resource template(s), 0 tenant(s)')
   })
 
+  it('says what a valid file leaves open on stderr, and still exits 0: capacity 0, a tenant on every resource', async () => {
+    const file = await tempFile(
+      'open.yaml',
+      [
+        'resources:',
+        '  - { match: api, kind: rate, capacity: 100 }',
+        '  - { match: off, kind: rate, capacity: 0 }',
+        '  - { match: apikey/*, keyed: true, kind: quota, capacity: 0, window: 1m }',
+        'tenants:',
+        '  acme: { token: acme-token-0123456789 }',
+        '',
+      ].join('\n'),
+    )
+    const { io: cliIo, out } = io()
+    expect(await runCli(['validate', file], cliIo)).toBe(0)
+    expect(out.stdout).toContain('valid (3 resource template(s), 1 tenant(s)')
+    const warnings = out.stderr.trim().split('\n')
+    expect(warnings).toEqual([
+      expect.stringMatching(/^warning: tenant acme: tenant without a resources list/),
+      'warning: resource off: capacity 0: every request for it is refused (a kill switch)',
+      expect.stringMatching(/^warning: resource apikey\/\*: capacity 0: every key is refused/),
+    ])
+    // The default config leaves nothing open.
+    const plain = io()
+    expect(await runCli(['validate', 'examples/default.yaml'], plain.io)).toBe(0)
+    expect(plain.out.stderr).toBe('')
+  })
+
   it('exits 1 naming the field for an invalid file', async () => {
     const file = await tempFile(
       'bad.yaml',
