@@ -113,6 +113,12 @@ export class ResourceState {
    */
   hotFor: string | undefined = undefined
   #idleClients: Set<string> | undefined = undefined
+  /**
+   * A quota's budget reset in window `window` (reset.ts): what its clients had reported
+   * used when the reset took effect is given back (`units`, added to the window's budget),
+   * and `askedMs`, until then, when the reset was asked for. Only on quotas reset.
+   */
+  reset: { window: number; units: number; askedMs?: number | undefined } | undefined = undefined
 
   constructor(
     settings: ResourceSettings,
@@ -128,6 +134,12 @@ export class ResourceState {
 
   // A family's hot keys come by the thousand and most never starve or learn: their sets are
   // made on first use (an empty Map or Set costs about 100 bytes).
+
+  /** What a reset added to the budget of window `windowIndex` (0 without one). */
+  resetUnits(windowIndex: number | undefined): number {
+    const reset = this.reset
+    return reset !== undefined && reset.window === windowIndex ? reset.units : 0
+  }
 
   get starved(): ReadonlySet<Entry> {
     return this.#starved ?? noEntries

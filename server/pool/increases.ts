@@ -21,7 +21,8 @@ export function grantIncreases(
 ): void {
   if (r.starved.size === 0) return
   const eps = r.epsilon
-  let free = r.settings.capacity - r.committedSum
+  // A quota's budget in force: its capacity, and what a reset gave back in this window.
+  let free = r.settings.capacity + r.resetUnits(pool.windowOf(r, nowMs)?.index) - r.committedSum
   for (const e of r.starved) {
     if (!e.client.connected || e.target <= e.newest + eps) {
       r.unstarve(e)

@@ -4,6 +4,7 @@ export type {
   ConnectOutcome,
   DemandReport,
   Holding,
+  KeyResetOutcome,
   LeaseBatch,
   QuotaClock,
   SettingsLookup,

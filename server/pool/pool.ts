@@ -18,6 +18,7 @@ import {
 import { grantIncreases } from './increases.js'
 import { ledgerEntries, restoreEntries, takeChanges } from './ledger-projection.js'
 import { PoolView } from './queries.js'
+import { resetKey, type KeyResetOutcome } from './reset.js'
 import { round, sweepResource } from './rounds.js'
 import { shapeOf } from './shapes/index.js'
 import {
@@ -30,6 +31,7 @@ import {
 } from './state.js'
 
 export type { ConnectOutcome, DemandReport, Holding } from './clients.js'
+export type { KeyResetOutcome } from './reset.js'
 export { clientKey } from './state.js'
 export type { LeaseBatch, QuotaClock, SettingsLookup } from './state.js'
 
@@ -247,6 +249,20 @@ export class Pool extends PoolView {
   windowEndMs(resourceId: string, nowMs: number): number | undefined {
     const r = this.state.resources.get(resourceId)
     return r === undefined ? undefined : this.state.windowOf(r, nowMs)?.endMs
+  }
+
+  /**
+   * Resets a keyed quota's key (reset.ts): its whole budget again for the rest of the window,
+   * once its holders have said what they spent. The batches seed the key where it was not
+   * leased on its own.
+   */
+  resetKey(
+    prefix: string,
+    key: string,
+    nowMs: number,
+  ): { result: KeyResetOutcome; batches: readonly LeaseBatch[] } {
+    const result = resetKey(this.state, prefix, key, nowMs)
+    return { result, batches: flush(this.state) }
   }
 
   /** One round for a resource (rounds.ts): the batches to send. */

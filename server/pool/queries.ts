@@ -242,6 +242,9 @@ export class PoolView {
       holders,
       committed,
       ...(own !== undefined && w !== undefined ? { used: used ?? 0 } : {}),
+      ...(own?.reset === undefined || w === undefined || own.reset.window !== w.index
+        ? {}
+        : { reset: { pending: own.reset.askedMs !== undefined, givenBack: own.reset.units } }),
     }
   }
 }

@@ -70,6 +70,12 @@ export interface KeyLookup {
    * none (it says so at a clean close).
    */
   readonly used?: number
+  /**
+   * A keyed quota's key reset in this window (reset.ts): `pending` until it takes effect,
+   * then the units given back (what the holders had reported used), so the key may use
+   * `capacity + givenBack − used` more in the window.
+   */
+  readonly reset?: { readonly pending: boolean; readonly givenBack: number }
 }
 
 /** One holder of a key (`KeyLookup.holders`). */

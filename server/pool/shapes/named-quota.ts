@@ -1,5 +1,6 @@
 import { allocate, wholeUnits } from '../../allocation/index.js'
 import { quotaHorizonMs, wholeSlots } from '../../../shared/index.js'
+import { settleReset } from '../reset.js'
 import { settle, tenantOf, type Shape } from './shape.js'
 
 /**
@@ -41,7 +42,9 @@ export const namedQuotaShape: Shape = Object.freeze<Shape>({
       usedAll += u
       return u
     })
-    const left = Math.max(0, s.capacity - reserved - usedAll)
+    // A reset gives back what was used when it took effect (reset.ts).
+    settleReset(r, window.index, nowMs)
+    const left = Math.max(0, s.capacity + r.resetUnits(window.index) - reserved - usedAll)
     const standingBlock = horizonSec > 0 ? quotaStandingBlock(s.capacity) : 0
     const result = allocate({
       capacity: wholeSlots(left),

@@ -94,6 +94,12 @@ class World {
   readonly processes = new Map<Id, Process>(ids.map((id) => [id, new Process(id, this.clock)]))
   /** Admitted per key and window, by every process (crashed ones included). */
   readonly admitted = new Map<string, number>()
+  /**
+   * Per key and window: what resets gave back (the most the pool ever said: a restarted
+   * coordinator forgets a reset, and the key keeps what it had). A reset gives back at most
+   * what was admitted when it took effect, so from then on at most one whole budget.
+   */
+  readonly givenBack = new Map<string, number>()
 
   #newPool(): Pool {
     return new Pool(this.clock.now(), (id) => config.settingsFor(id), { track: true, learn: false })
@@ -162,6 +168,22 @@ class World {
     const ids = this.pool.familyIds(FAMILY)
     this.enqueue(this.pool.roundMany(ids, this.nowMs))
     this.enqueue(this.pool.grantWaitingMany(ids, this.nowMs))
+    // A reset takes effect in a round: it may give back no more than was admitted by then.
+    for (const key of keys) {
+      const reset = this.pool.keyLookup('k', key, this.nowMs)?.reset
+      if (reset === undefined || reset.pending) continue
+      const at = `${key}@${Math.floor(this.nowMs / windowMs)}`
+      const before = this.givenBack.get(at) ?? 0
+      if (reset.givenBack === before) continue
+      expect(reset.givenBack, `reset of ${at}: given back`).toBeLessThanOrEqual(
+        this.admitted.get(at) ?? 0,
+      )
+      this.givenBack.set(at, Math.max(before, reset.givenBack))
+    }
+  }
+
+  reset(key: Key): void {
+    this.enqueue(this.pool.resetKey('k', key, this.nowMs).batches)
   }
 
   disconnect(p: Process): void {
@@ -183,7 +205,9 @@ class World {
   check(): void {
     for (const [at, n] of this.admitted) {
       const key = at.split('@')[0] as Key
-      expect(n, `key ${at} at ${this.nowMs} ms`).toBeLessThanOrEqual(budgetOf(key))
+      expect(n, `key ${at} at ${this.nowMs} ms`).toBeLessThanOrEqual(
+        budgetOf(key) + (this.givenBack.get(at) ?? 0),
+      )
     }
   }
 }
@@ -193,6 +217,7 @@ type Step =
   | { op: 'deliver'; p: Id; ackLost: boolean }
   | { op: 'spend'; p: Id; key: Key; n: number; ghost: boolean }
   | { op: 'round' | 'restart' }
+  | { op: 'reset'; key: Key }
   | { op: 'advance'; ms: number }
   /** A refresh period of everyone: time, reports, a round, spending, deliveries. */
   | { op: 'tick'; ms: number; spend: readonly [Id, Key, number][]; lost: boolean }
@@ -220,6 +245,7 @@ const step: fc.Arbitrary<Step> = fc.oneof(
     }),
   },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('round') }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('reset'), key }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('restart') }) },
   {
     weight: 2,
@@ -286,6 +312,9 @@ function run(steps: readonly Step[]): World {
         break
       case 'restart':
         w.restartCoordinator()
+        break
+      case 'reset':
+        w.reset(s.key)
         break
       case 'advance':
         w.clock.advance(s.ms)
@@ -451,6 +480,47 @@ describe('keyed quotas in the pool (model, against the client)', () => {
     expect(w.processes.get('q')!.family.leaseOf('a')).toMatchObject({ capacity: 25 })
     expect(w.admitted.get('b@0')).toBeLessThanOrEqual(12)
     expect(w.admitted.get('b@0')).toBeGreaterThanOrEqual(10)
+  })
+
+  it('resets a spent key: its whole budget again within a few refresh periods, never more', () => {
+    // Every process spends key a as far as it is let: the whole budget goes.
+    const spent: Step[] = [...joinAll, tick([])]
+    for (let i = 0; i < 20; i++) spent.push(tick([['a', 2]]))
+    const before = run(spent)
+    expect(before.admitted.get('a@0')).toBe(budget)
+    // Reset, and every process goes on asking: the budget again (a little may be stranded in
+    // standing blocks of those that ask less), never more than one.
+    const steps: Step[] = [...spent, { op: 'reset', key: 'a' }]
+    for (let i = 0; i < 25; i++) steps.push(tick([['a', 2]]))
+    const w = run(steps)
+    expect(w.givenBack.get('a@0')).toBe(budget)
+    expect(w.admitted.get('a@0')).toBeGreaterThanOrEqual(2 * budget - 3)
+    expect(w.admitted.get('a@0')).toBeLessThanOrEqual(2 * budget)
+    // A key spent slowly at two processes (never fast enough to be reported): on the default
+    // shares, the coordinator has not heard of it. The reset makes it hot and takes effect once
+    // the holders said what they spent.
+    const cold: Step[] = [...joinAll, tick([])]
+    for (let i = 0; i < 4; i++)
+      cold.push({ op: 'spend', p: 'q', key: 'c', n: 1, ghost: false }, tick([]))
+    cold.push({ op: 'spend', p: 'p', key: 'c', n: 1, ghost: false }, tick([]))
+    const unheard = run(cold)
+    expect(unheard.pool.keyLookup('k', 'c', unheard.nowMs)).toMatchObject({
+      leasedOnItsOwn: false,
+    })
+    cold.push({ op: 'reset', key: 'c' }, { op: 'round' })
+    for (const p of ids) cold.push({ op: 'deliver', p, ackLost: false })
+    const asked = run(cold)
+    expect(asked.pool.keyLookup('k', 'c', asked.nowMs)).toMatchObject({
+      leasedOnItsOwn: true,
+      reset: { pending: true, givenBack: 0 },
+    })
+    for (let i = 0; i < 5; i++) cold.push(tick([]))
+    const c = run(cold)
+    expect(c.givenBack.get('c@0')).toBe(5)
+    expect(c.pool.keyLookup('k', 'c', c.nowMs)).toMatchObject({
+      leasedOnItsOwn: true,
+      reset: { pending: false, givenBack: 5 },
+    })
   })
 
   it('never admits more of a key in a window than its budget, through crashes, releases, restarts, lost acks and window ends', () => {
