@@ -213,6 +213,10 @@ export const errorCatalogue = Object.freeze({
     message: 'coordinator did not answer',
     retryable: true,
   },
+  SLUICE_ERR_HTTP_KEY_NOT_RESET: {
+    message: 'the key cannot be reset now',
+    retryable: true,
+  },
   SLUICE_ERR_HTTP_TRUST_PROXY: {
     message: 'requests come through a proxy the framework does not trust: callers share a key',
     retryable: false,

@@ -69,6 +69,10 @@ export const flags = Object.freeze({
     type: 'boolean',
     help: 'print one plain frame and exit (also what it does without a terminal)',
   },
+  reset: {
+    type: 'boolean',
+    help: 'a keyed quota: give the key its whole budget again for the rest of the window (the admin token)',
+  },
   out: {
     type: 'string',
     short: 'o',

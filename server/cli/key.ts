@@ -8,7 +8,7 @@ import { num } from './top/index.js'
 const requestTimeoutMs = 5_000
 
 /** The flags `sluice key` takes. */
-export const keyFlags = ['url', 'token'] as const
+export const keyFlags = ['url', 'token', 'reset'] as const
 
 /** A key as text: its limit, its window, who may use how much of it, and what was used. */
 export function formatKey(k: KeyLookup): string {
@@ -28,7 +28,15 @@ export function formatKey(k: KeyLookup): string {
         ? `leased on its own to ${k.holders.length} process(es)`
         : `decided by ${k.holders.length} process(es) on their default share`,
   )
-  if (k.used !== undefined) lines.push(`used ${num(k.used)} of ${num(k.capacity)} in the window`)
+  const givenBack = k.reset?.givenBack ?? 0
+  if (k.reset?.pending === true)
+    lines.push('reset asked: it takes effect once the holders say what they spent')
+  if (k.used !== undefined)
+    lines.push(
+      givenBack > 0
+        ? `used ${num(k.used)} of ${num(k.capacity)} + ${num(givenBack)} given back by a reset in the window`
+        : `used ${num(k.used)} of ${num(k.capacity)} in the window`,
+    )
   else if (k.kind === 'quota')
     lines.push(
       'used: not reported (each process counts its own share of a key not leased on its own)',
@@ -46,7 +54,11 @@ export function formatKey(k: KeyLookup): string {
   return lines.join('\n') + '\n'
 }
 
-/** `sluice key <family> <key>`: one key of a keyed family, from the coordinator's HTTP API. */
+/**
+ * `sluice key <family> <key> [--reset]`: one key of a keyed family, from the coordinator's
+ * HTTP API; with --reset, a keyed quota's key gets its whole budget again (POST
+ * /v1/key/reset, the admin token) and the key is printed as it then stands.
+ */
 export async function keyCommand(args: readonly string[], io: CommandIo): Promise<number> {
   const { values, positionals } = parseFlags('key', args, keyFlags, { min: 2, max: 2 })
   const [family, key] = positionals as [string, string]
@@ -54,29 +66,57 @@ export async function keyCommand(args: readonly string[], io: CommandIo): Promis
   const token = values.token ?? process.env.SLUICE_TOKEN
   const headers: Record<string, string> =
     token === undefined ? {} : { authorization: `Bearer ${token}` }
-  const abort = new AbortController()
-  const timer = systemClock.setTimeout(() => abort.abort(), requestTimeoutMs)
-  const query = new URLSearchParams({ family, key })
-  let res: Response
-  let body: unknown
-  try {
-    res = await fetch(`${base}/v1/key?${query.toString()}`, { signal: abort.signal, headers })
-    body = await res.json()
-  } catch (error) {
-    throw unreachable(base, error)
-  } finally {
-    timer.cancel()
+  if (values.reset === true) {
+    const reset = await call(base, '/v1/key/reset', {
+      method: 'POST',
+      headers: { ...headers, 'content-type': 'application/json' },
+      body: JSON.stringify({ family, key }),
+    })
+    if (reset.status === 401 || reset.status === 403)
+      throw new SluiceError(
+        'SLUICE_ERR_HTTP_UNAUTHORIZED',
+        `${base}: a reset needs the admin token: --token or SLUICE_TOKEN`,
+      )
+    if (!reset.ok) return failed(io, reset)
+    const r = reset.body as { reset: string; takesEffectWithinMs?: number; detail?: string }
+    io.stdout.write(
+      r.reset === 'pending'
+        ? `reset: ${family} ${key} has its whole budget again within ${Math.ceil((r.takesEffectWithinMs ?? 0) / 1000)} s (once its holders say what they spent)\n`
+        : `reset: ${r.detail ?? r.reset}\n`,
+    )
   }
+  const query = new URLSearchParams({ family, key })
+  const res = await call(base, `/v1/key?${query.toString()}`, { headers })
   if (res.status === 401 || res.status === 403)
     throw new SluiceError(
       'SLUICE_ERR_HTTP_UNAUTHORIZED',
       `${base}: keys need the read or admin token: --token or SLUICE_TOKEN`,
     )
-  if (!res.ok) {
-    const error = (body as { error?: { message?: string } }).error
-    io.stderr.write(`sluice key: ${error?.message ?? `HTTP ${res.status}`}\n`)
-    return exitCodes.failure
-  }
-  io.stdout.write(formatKey(body as KeyLookup))
+  if (!res.ok) return failed(io, res)
+  io.stdout.write(formatKey(res.body as KeyLookup))
   return exitCodes.ok
+}
+
+/** One request to the coordinator, its status and JSON body; unreachable within the timeout. */
+async function call(
+  base: string,
+  path: string,
+  init: RequestInit,
+): Promise<{ status: number; ok: boolean; body: unknown }> {
+  const abort = new AbortController()
+  const timer = systemClock.setTimeout(() => abort.abort(), requestTimeoutMs)
+  try {
+    const res = await fetch(`${base}${path}`, { ...init, signal: abort.signal })
+    return { status: res.status, ok: res.ok, body: await res.json() }
+  } catch (error) {
+    throw unreachable(base, error)
+  } finally {
+    timer.cancel()
+  }
+}
+
+function failed(io: CommandIo, res: { status: number; body: unknown }): number {
+  const error = (res.body as { error?: { message?: string } }).error
+  io.stderr.write(`sluice key: ${error?.message ?? `HTTP ${res.status}`}\n`)
+  return exitCodes.failure
 }

@@ -20,9 +20,10 @@ Commands:
   status [--url U]
                   Print a table of resources from a coordinator's HTTP API
                   (default http://127.0.0.1:7070).
-  key FAMILY KEY [--url U]
+  key FAMILY KEY [--url U] [--reset]
                   One key of a keyed family: its limit, its window, which processes
-                  may use how much of it, and what was used (GET /v1/key).
+                  may use how much of it, and what was used (GET /v1/key); --reset
+                  gives a keyed quota's key its whole budget again (admin token).
   top [--url U]   A live view in the terminal: resources with sparklines, refreshed
                   every second; Enter shows a resource's clients.
   allocate        Read one JSON allocation scenario on stdin and print the grants:
@@ -59,13 +60,18 @@ Prints a table of resources (configured ones too, before any client connects) fr
 coordinator's HTTP API.
 
 ${flagHelp(statusFlags)}`,
-  key: `Usage: sluice key FAMILY KEY [--url URL] [--token TOKEN]
+  key: `Usage: sluice key FAMILY KEY [--url URL] [--token TOKEN] [--reset]
 
 Prints one key of a keyed family (FAMILY is its prefix: apikey for apikey/*) from a
 coordinator's HTTP API (GET /v1/key, the read or admin token): the key's limit (the plan's,
 else the family's), a keyed quota's window, whether it is leased on its own, each process
 that may use some of it and how much, and a quota key's use when it is leased on its own
 (on default shares each process counts its own use and reports none).
+
+With --reset (POST /v1/key/reset, the admin token), a keyed quota's key gets its whole
+budget again for the rest of the window, as a central counter set back to 0 would: what
+its processes reported spent is given back once each has said it (within a few refresh
+periods), so from then on the key admits at most one budget more. Then the key is printed.
 
 ${flagHelp(keyFlags)}`,
   top: `Usage: sluice top [--url URL] [--token TOKEN] [--interval-ms MS] [--once]

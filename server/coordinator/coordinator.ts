@@ -1,5 +1,12 @@
 import type { Logger } from 'pino'
-import { entriesOf, type ClientMessage, type Clock, type ErrorCode } from '../../shared/index.js'
+import {
+  entriesOf,
+  familyIdOf,
+  keyIdOf,
+  type ClientMessage,
+  type Clock,
+  type ErrorCode,
+} from '../../shared/index.js'
 import { CompiledConfig, type Config, type Limits, type ResourceSettings } from '../config/index.js'
 import type { Ledger, LedgerEntry } from '../ledger/index.js'
 import {
@@ -9,7 +16,7 @@ import {
   withIdleResources,
   type ResourceFigures,
 } from '../observe/index.js'
-import { clientKey, type Pool } from '../pool/index.js'
+import { clientKey, type KeyResetOutcome, type Pool } from '../pool/index.js'
 import type { Upstream } from '../tree/index.js'
 import { AuthGuard } from './auth-guard.js'
 import type { Core } from './core.js'
@@ -326,6 +333,23 @@ export class Coordinator {
   applyConfig(config: Config): void {
     this.#settings.setConfig(new CompiledConfig(config))
     reapply(this.#core, config)
+  }
+
+  /**
+   * Resets a keyed quota's key: its whole budget again for the rest of the window, through
+   * the pool's safe path (server/pool/reset.ts). The leader only; a round of the key follows.
+   */
+  resetKey(prefix: string, key: string): KeyResetOutcome | { readonly outcome: 'not-leader' } {
+    if (!this.#mayGrant()) return { outcome: 'not-leader' }
+    const { result, batches } = this.#pool.resetKey(prefix, key, this.#clock.now())
+    this.#core.sendLeases(batches)
+    if (result.outcome === 'pending') {
+      const id = keyIdOf(prefix, key)
+      this.#rounds.ensure(id)
+      this.#rounds.prompt(id)
+      this.#log.info({ family: familyIdOf(prefix), key, ...result }, 'key reset asked')
+    }
+    return result
   }
 
   /** Runs one round for a resource now. */

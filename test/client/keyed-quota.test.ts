@@ -216,6 +216,81 @@ describe('keyed quotas (real sockets, manual clock)', () => {
     expect(out.stderr).toContain('nothing/* is not a keyed family')
   })
 
+  it('resets a key: a spent customer gets the whole budget again, from the HTTP API and sluice key --reset, never more (#42.5)', async () => {
+    cluster = new Cluster()
+    const base = config()
+    await cluster.start({
+      ...base,
+      server: { ...base.server, adminToken: 'admin-token-0123456789' },
+      resources: [...base.resources, { match: 'ip/*', keyed: true, kind: 'rate', capacity: 10 }],
+    })
+    const gws = await families(3)
+    const got = new Map<string, number>()
+    // henry spends his whole budget across the three gateways, and is refused after.
+    await run(gws, [{ key: 'henry', perSec: [20, 20, 20] }], 5_000, got)
+    expect(got.get('henry')).toBe(100)
+    const reset = (body: unknown, token = 'admin-token-0123456789') =>
+      cluster!.server.http.inject({
+        method: 'POST',
+        url: '/v1/key/reset',
+        headers: { authorization: `Bearer ${token}` },
+        payload: body as object,
+      })
+    // Admin only; bad input is a clear 400; a family that is none, 404.
+    expect((await reset({ family: 'user', key: 'henry' }, 'wrong')).statusCode).toBe(401)
+    const bad = await reset({ family: 'user', key: 'x\u0001' })
+    expect(bad.statusCode).toBe(400)
+    expect(bad.json<{ error: { message: string } }>().error.message).toContain('POST /v1/key/reset')
+    expect((await reset({ family: 'user' })).statusCode).toBe(400)
+    expect((await reset({ family: 'nothing', key: 'x' })).statusCode).toBe(404)
+    // The customer paid: reset. It takes effect once the holders said what they spent.
+    const asked = await reset({ family: 'user', key: 'henry' })
+    expect(asked.statusCode).toBe(202)
+    expect(asked.json()).toMatchObject({ family: 'user/*', key: 'henry', reset: 'pending' })
+    const after = new Map<string, number>()
+    await run(gws, [{ key: 'henry', perSec: [20, 20, 20] }], 5_000, after)
+    expect(after.get('henry'), 'the whole budget again, never more').toBe(100)
+    const lookup = (
+      await cluster.server.http.inject('/v1/key?family=user&key=henry')
+    ).json<KeyLookup>()
+    expect(lookup.reset).toEqual({ pending: false, givenBack: 100 })
+    expect(lookup.used).toBe(200)
+    // A key spent slowly at one gateway on the default shares (never reported), from the
+    // command line: made hot, given back what was spent.
+    await run(gws, [{ key: 'ivy', perSec: [2, 0, 0] }], 5_000, got)
+    const spentByIvy = got.get('ivy')!
+    expect(spentByIvy).toBe(10)
+    const out = { stdout: '', stderr: '' }
+    const io = {
+      stdin: [] as string[],
+      stdout: { write: (t: string) => (out.stdout += t) },
+      stderr: { write: (t: string) => (out.stderr += t) },
+    }
+    const url = `http://127.0.0.1:${cluster.port}`
+    expect(await runCli(['key', 'user', 'ivy', '--reset', '--url', url], io)).toBe(1)
+    expect(out.stderr).toContain('token')
+    const cli = runCli(
+      ['key', 'user', 'ivy', '--reset', '--url', url, '--token', 'admin-token-0123456789'],
+      io,
+    )
+    expect(await cli, out.stderr).toBe(0)
+    expect(out.stdout).toMatch(/reset: user ivy has its whole budget again within \d+ s/)
+    expect(out.stdout).toContain('reset asked')
+    await run(gws, [], 1_000, got)
+    const ivy = (await cluster.server.http.inject('/v1/key?family=user&key=ivy')).json<KeyLookup>()
+    expect(ivy).toMatchObject({ leasedOnItsOwn: true, reset: { pending: false, givenBack: 10 } })
+    // And ivy may now spend a whole budget in the window, across the gateways.
+    const more = new Map<string, number>()
+    await run(gws, [{ key: 'ivy', perSec: [30, 30, 30] }], 3_000, more)
+    expect(more.get('ivy')).toBe(100)
+    // A rate family's key is not reset (its bucket fills by itself): said, not ignored.
+    const rate = await reset({ family: 'ip', key: '10.0.0.1' })
+    expect(rate.statusCode).toBe(400)
+    expect(rate.json<{ error: { message: string } }>().error.message).toContain(
+      'ip/* is not a keyed quota',
+    )
+  })
+
   it('hands out only defaultShare of every key by default: each restart strands less', async () => {
     cluster = new Cluster()
     const base = config()
