@@ -264,7 +264,9 @@ class World {
         const limit = p.limit(r, this.nowMs)
         enforced += r === SLOTS ? Math.max(p.slots, Math.floor(limit + 1e-9)) : limit
       }
-      expect(enforced, `${r}: Σ enforced against Σ committed`).toBeLessThanOrEqual(committed + eps(bound))
+      expect(enforced, `${r}: Σ enforced against Σ committed`).toBeLessThanOrEqual(
+        committed + eps(bound),
+      )
     }
   }
 }
