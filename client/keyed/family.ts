@@ -421,7 +421,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     }
     candidates.sort((a, b) => b.wants - a.wants)
     for (const c of candidates.slice(0, this.#maxKeysPerReport))
-      out.push(kind.candidateEntry(c.state, keyIdOf(this.prefix, c.state.key), c.wants))
+      out.push(kind.candidateEntry(shares, c.state, keyIdOf(this.prefix, c.state.key), c.wants))
     return out
   }
 
@@ -684,7 +684,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
    */
   #inherit(inherit: NonNullable<LeaseGrant['inherit']>): void {
     if (inherit.window !== this.#shares.windowIndex) return
-    this.#shares.charge(inherit.window, inherit.keys)
+    if (!this.#shares.charge(inherit.window, inherit.keys, inherit.id)) return
     for (const [key, units] of inherit.keys) {
       const state = this.#keys.get(key)
       if (state !== undefined && state.usedWindow === inherit.window) state.used += units

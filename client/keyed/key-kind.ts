@@ -52,5 +52,5 @@ export interface KeyKind {
     refused: number,
   ): boolean
   /** The report entry of a key asking to be leased on its own. */
-  candidateEntry(state: KeyState, id: string, wants: number): KeyReport
+  candidateEntry(shares: FamilyShares, state: KeyState, id: string, wants: number): KeyReport
 }

@@ -1,6 +1,7 @@
 import { quotaHorizonMs, shareOfKey } from '../../shared/index.js'
 import { TokenBucket } from '../../shared/limiters/index.js'
 import type { KeyKind } from './key-kind.js'
+import type { KeyReport } from './types.js'
 import { KeyState } from './key-state.js'
 import type { FamilyShares } from './shares.js'
 
@@ -56,6 +57,25 @@ function refresh(shares: FamilyShares, state: KeyState): void {
   // Once spent to its end, nothing changes by time alone until a new lease comes.
   state.changeAtMs = shares.hotClock.now() < q.endAtMs ? q.endAtMs : Infinity
   state.epoch = shares.epoch
+}
+
+/**
+ * A key's report with what it used of `window` (0 in another), and of that what was handed on
+ * with a share (`charged`: spent by another process, counted here; a key reset gives back only
+ * the rest).
+ */
+function usedEntry(
+  shares: FamilyShares,
+  state: KeyState,
+  id: string,
+  wants: number,
+  window: number,
+): KeyReport {
+  const used = state.usedWindow === window ? state.used : 0
+  const charged = Math.min(used, shares.chargeOf(state.key, window))
+  return charged > 0
+    ? { resource: id, wants, used, charged, window }
+    : { resource: id, wants, used, window }
 }
 
 export const quotaKeys: KeyKind = Object.freeze<KeyKind>({
@@ -119,7 +139,8 @@ export const quotaKeys: KeyKind = Object.freeze<KeyKind>({
     const used = state.usedWindow === window ? state.used : 0
     return {
       leased: true,
-      entry: wants > 0 || lately || used > 0 ? { resource: id, wants, used, window } : undefined,
+      entry:
+        wants > 0 || lately || used > 0 ? usedEntry(shares, state, id, wants, window) : undefined,
     }
   },
   /**
@@ -137,8 +158,8 @@ export const quotaKeys: KeyKind = Object.freeze<KeyKind>({
    * budget for it then starts from that, not below it (a budget below what was spent could not
    * be acknowledged, and the key would be refused until the next report).
    */
-  candidateEntry: (state, id, wants) =>
+  candidateEntry: (shares, state, id, wants) =>
     state.used > 0 && state.usedWindow === state.window
-      ? { resource: id, wants, used: state.used, window: state.usedWindow }
+      ? usedEntry(shares, state, id, wants, state.usedWindow)
       : { resource: id, wants },
 })

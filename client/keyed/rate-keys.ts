@@ -24,5 +24,5 @@ export const rateKeys: KeyKind = Object.freeze<KeyKind>({
   leasedEntry: (_shares, state, id, wants, lately) => limitLeasedEntry(state, id, wants, lately),
   wantsOwnLease: (shares, _state, key, wants, refused) =>
     limitWantsOwnLease(shares, key, wants, refused),
-  candidateEntry: (_state, id, wants) => ({ resource: id, wants }),
+  candidateEntry: (_shares, _state, id, wants) => ({ resource: id, wants }),
 })

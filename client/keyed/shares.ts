@@ -48,6 +48,8 @@ export class FamilyShares {
    */
   readonly #charges = new Map<string, number>()
   #chargesWindow = Number.NaN
+  /** The handovers counted in `#chargesWindow`: each once, however often a lease says it. */
+  readonly #chargedIds = new Set<string>()
 
   constructor(hotClock: Clock) {
     this.hotClock = hotClock
@@ -94,6 +96,7 @@ export class FamilyShares {
     if (grant.window !== undefined && !(grant.window.index < this.windowIndex)) {
       if (grant.window.index !== this.windowIndex && this.#chargesWindow < grant.window.index) {
         this.#charges.clear()
+        this.#chargedIds.clear()
         this.#chargesWindow = Number.NaN
       }
       this.windowIndex = grant.window.index
@@ -104,13 +107,20 @@ export class FamilyShares {
     return changed
   }
 
-  /** A share handed on came with what its leaver spent of these keys in `window`: spent here too. */
-  charge(window: number, keys: readonly (readonly [string, number])[]): void {
+  /**
+   * A share handed on (handover `id`) came with what its leaver spent of these keys in
+   * `window`: spent here too, once. False when this handover was counted already.
+   */
+  charge(window: number, keys: readonly (readonly [string, number])[], id: string): boolean {
     if (window !== this.#chargesWindow) {
       this.#charges.clear()
+      this.#chargedIds.clear()
       this.#chargesWindow = window
     }
+    if (this.#chargedIds.has(id)) return false
+    this.#chargedIds.add(id)
     for (const [key, units] of keys) this.#charges.set(key, (this.#charges.get(key) ?? 0) + units)
+    return true
   }
 
   /** Units of `key` that count as spent here in `window` before this process spent any. */

@@ -45,6 +45,8 @@ export interface KeyReport {
   wants: number
   weight?: number
   used?: number
+  /** Of `used`, the units handed on with a share (spent elsewhere): shared/protocol/messages.ts. */
+  charged?: number
   window?: number
   /** The family's entry: what its keys admitted and refused together since the last report. */
   usage?: Usage

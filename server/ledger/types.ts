@@ -57,7 +57,12 @@ export interface LedgerEntry {
    * with it, not yet acknowledged (server/pool/handover.ts): every lease carries them until
    * one is, after a restart too.
    */
-  readonly inherit?: { readonly window: number; readonly keys: readonly [string, number][] }
+  readonly inherit?: {
+    readonly window: number
+    readonly keys: readonly [string, number][]
+    /** The handover's id: a client counts each once (handover.ts). */
+    readonly id?: string
+  }
 }
 
 /** What every entry of one write carries of it (`LedgerEntry.writtenMs`, `writtenMono`, `epoch`, `windowLagMs`). */

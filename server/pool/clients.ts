@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto'
 import { inKindUnits } from '../../shared/index.js'
 import { isFamilyKey } from '../config/index.js'
 import { ClientState, type Entry, type ResourceState } from './entry.js'
@@ -20,6 +21,8 @@ export interface DemandReport {
   readonly wants: number
   /** Quota: units used in `window` so far. */
   readonly used?: number | undefined
+  /** A keyed quota's key: of `used`, units spent by others and handed on with a share. */
+  readonly charged?: number | undefined
   readonly window?: number | undefined
   readonly weight?: number | undefined
   readonly priority?: number | undefined
@@ -203,6 +206,8 @@ export function reportDemand(
       const used = Math.min(report.used, most)
       if (report.used > most + entry.resource.epsilon) (overReported ??= []).push(report.resource)
       recordUsed(pool, entry, used, report.window, nowMs)
+      if (report.charged !== undefined && entry.usedWindow === report.window)
+        entry.charged = Math.min(report.charged, entry.used)
     }
     if (report.weight !== undefined) entry.weight = report.weight
     if (report.priority !== undefined) entry.priority = report.priority
@@ -320,7 +325,7 @@ export function release(
       // A keyed quota's share whose release said what it spent of each key in its window may
       // be handed on (handover.ts).
       if (e.resource.shape.familyShare && said.keys !== undefined)
-        e.vacancy = { window: said.window, keys: said.keys, sinceMs: nowMs }
+        e.vacancy = { window: said.window, keys: said.keys, sinceMs: nowMs, id: randomUUID() }
       // A named quota's block is spent only as far as it was used: the rest comes back.
       else if (!e.resource.shape.familyShare && said.used !== undefined)
         spentOnly(e, Math.max(said.used, e.usedWindow === said.window ? e.used : 0), nowMs)
@@ -411,6 +416,7 @@ function recordUsed(
   if (entry.usedWindow !== now.index) {
     entry.usedWindow = now.index
     entry.used = 0
+    entry.charged = 0
   }
   if (used > entry.used) entry.used = used
 }

@@ -233,6 +233,8 @@ export class Entry {
   /** Quota: units the client reported used in window `usedWindow` (`noWindow`: none reported). */
   used = 0
   usedWindow = noWindow
+  /** A keyed quota's key: of `used`, the units the client was handed as spent by others. */
+  charged = 0
   /** Quota: the window of the newest lease sent (`noWindow` before any, and for one a ledger restored). */
   leaseWindow = noWindow
   /**
@@ -246,7 +248,8 @@ export class Entry {
    * Keyed quota share handed a vacancy: the keys it must count spent, sent with every lease
    * from batch `fromSeq` on until one is acknowledged (handover.ts).
    */
-  inherit: { window: number; keys: [string, number][]; fromSeq: number } | undefined = undefined
+  inherit: { window: number; keys: [string, number][]; fromSeq: number; id: string } | undefined =
+    undefined
   /** Keyed quota share: how many spent keys of others it was handed in window `inheritedWindow`. */
   inheritedKeys = 0
   inheritedWindow = noWindow

@@ -28,9 +28,15 @@ import type { PoolState } from './state.js'
  *
  * Safe whatever is lost or repeated: a vacancy whose heir never
  * acknowledges stays to the window's end; a vacancy's own spent keys are
- * not in the ledger, so after a restart it is a spent share again; a
- * client told the spent keys twice counts them twice (less, never more); a
- * batch that replaces a lease keeps them (batches.ts).
+ * not in the ledger, so after a restart it is a spent share again; a batch
+ * that replaces a lease keeps them (batches.ts). Counted once: each
+ * vacancy has an id (random, so no client can name another's, and none
+ * repeats across a restart), a client counts each id once in a window
+ * however often it is told, and a holder is handed one vacancy at a time
+ * (the next once it acknowledged the last). Counted twice, the spent keys
+ * made the client report more used than was admitted, and a key reset
+ * (reset.ts) gave that back: found by the keyed quota model, 2 given back
+ * of 1 admitted.
  */
 
 /** What a released share spent of each key in its window: it may be handed on. */
@@ -39,6 +45,8 @@ export interface Vacancy {
   readonly keys: readonly (readonly [string, number])[]
   /** When it was released (a newcomer may take it for a while first). */
   readonly sinceMs: number
+  /** Its id: a client counts a handover once, however often told (random: no client can name it). */
+  readonly id: string
   /** The holder it was handed to, until that one acknowledges. */
   heir?: Entry | undefined
 }
@@ -75,7 +83,7 @@ export function handOver(
       continue
     }
     if (v.heir !== undefined) {
-      if (inherited(v.heir, windowIndex)) unsubscribe(pool, e)
+      if (inherited(v.heir, windowIndex, v.id)) unsubscribe(pool, e)
       continue
     }
     const heir = heirOf(sharing, (taken ??= new Set()), e, windowIndex, v.keys.length)
@@ -85,21 +93,26 @@ export function handOver(
     taken.add(heir)
     heir.inheritedKeys += v.keys.length
     v.heir = heir
-    const pending = heir.inherit?.window === windowIndex ? heir.inherit.keys : []
     heir.inherit = {
       window: windowIndex,
-      keys: [...pending, ...v.keys.map(([k, n]): [string, number] => [k, n])],
-      // Only a lease that carries every key handed so far settles them.
+      keys: v.keys.map(([k, n]): [string, number] => [k, n]),
+      // Only a lease that carries them settles them.
       fromSeq: Infinity,
+      id: v.id,
     }
     send(pool, heir, heir.newest + e.committed, nowMs)
   }
 }
 
-/** Whether `heir` has acknowledged a lease that carried what it was handed (it is settled). */
-function inherited(heir: Entry, windowIndex: number): boolean {
+/**
+ * Whether `heir` has acknowledged a lease that carried what it was handed (vacancy `id`, or
+ * its pending one): it is settled.
+ */
+function inherited(heir: Entry, windowIndex: number, id?: string): boolean {
   const inherit = heir.inherit
   if (inherit === undefined || inherit.window !== windowIndex) return true
+  // Handed another since: this one was settled first (one at a time).
+  if (id !== undefined && inherit.id !== id) return true
   if (!heir.leases.some((l) => l.acked && l.seq >= inherit.fromSeq)) return false
   heir.inherit = undefined
   return true
@@ -116,14 +129,14 @@ export function pendingInherit(
   entry: Entry,
   windowIndex: number,
   seq: number,
-): { window: number; keys: [string, number][] } | undefined {
+): { window: number; keys: [string, number][]; id: string } | undefined {
   if (entry.inherit === undefined || inherited(entry, windowIndex)) {
     entry.inherit = undefined
     return undefined
   }
   const inherit = entry.inherit
   if (seq < inherit.fromSeq) inherit.fromSeq = seq
-  return { window: inherit.window, keys: inherit.keys.map(([k, n]) => [k, n]) }
+  return { window: inherit.window, keys: inherit.keys.map(([k, n]) => [k, n]), id: inherit.id }
 }
 
 /** The holder to hand `vacancy` to: sharing, of this window, free, smallest share first. */
@@ -141,6 +154,8 @@ function heirOf(
     // share of this one).
     const fresh = e.leases.length === 0 && e.newest === 0
     if (taken.has(e) || !e.client.connected || !(fresh || e.leaseWindow === windowIndex)) continue
+    // One handover at a time: the next once it acknowledged the last.
+    if (e.inherit !== undefined && !inherited(e, windowIndex)) continue
     if (e.inheritedWindow !== windowIndex) {
       e.inheritedWindow = windowIndex
       e.inheritedKeys = 0

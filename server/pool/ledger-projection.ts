@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto'
 import { leaseTtlMsAt } from '../config/index.js'
 import type { LedgerChange, LedgerEntry, LedgerStamp } from '../ledger/index.js'
 import { ClientState, noWindow, type Entry, type LeaseRecord } from './entry.js'
@@ -82,7 +83,7 @@ function ledgerEntry(
     ...(e.leaseWindow !== noWindow ? { leaseWindow: e.leaseWindow } : {}),
     ...(e.inherit === undefined
       ? {}
-      : { inherit: { window: e.inherit.window, keys: e.inherit.keys } }),
+      : { inherit: { window: e.inherit.window, keys: e.inherit.keys, id: e.inherit.id } }),
   }
 }
 
@@ -136,7 +137,13 @@ export function restoreEntries(
         entry.leaseWindow = w.index
     }
     if (le.inherit !== undefined)
-      entry.inherit = { window: le.inherit.window, keys: [...le.inherit.keys], fromSeq: Infinity }
+      entry.inherit = {
+        window: le.inherit.window,
+        keys: [...le.inherit.keys],
+        fromSeq: Infinity,
+        // A ledger of before ids: one of its own (the client has not seen it under this one).
+        id: le.inherit.id ?? randomUUID(),
+      }
     if (le.pinned) entry.disconnected(nowMs)
     entry.refresh(nowMs)
     pool.touch(entry)

@@ -92,7 +92,10 @@ export function settleReset(r: ResourceState, windowIndex: number, nowMs: number
   for (const e of r.entries.values())
     if (e.client.connected && e.reportedMs < askedMs) heard = false
   if (!heard && nowMs - askedMs < waitRefreshes * r.settings.refreshMs) return
+  // What each spent itself: a share handed on brings its leaver's units, counted spent by the
+  // heir too (`charged`); the leaver's own entry may count them as well.
   let units = 0
-  for (const e of r.entries.values()) if (e.usedWindow === windowIndex) units += e.used
+  for (const e of r.entries.values())
+    if (e.usedWindow === windowIndex) units += Math.max(0, e.used - e.charged)
   r.reset = { window: windowIndex, units }
 }

@@ -122,6 +122,11 @@ export const demandEntry = z
     wants: quantity,
     /** Quota: units used in `window` so far (cumulative). */
     used: quantity.optional(),
+    /**
+     * A keyed quota's key: of `used`, the units other processes spent and handed on with a
+     * share (counted here as spent, never admitted here): a key reset gives back only the rest.
+     */
+    charged: quantity.optional(),
     window: windowIndex.optional(),
     weight: weight.optional(),
     priority: priority.optional(),
@@ -221,7 +226,9 @@ export const leaseGrant = z.strictObject({
    * (`capacity` includes it), and with it what that process spent of each key: the client
    * counts those units spent of the keys in `window`, as if it had spent them itself.
    */
-  inherit: z.strictObject({ window: windowIndex, keys: spentKeys }).optional(),
+  inherit: z
+    .strictObject({ window: windowIndex, keys: spentKeys, id: printableString(64).min(1) })
+    .optional(),
   window: z
     .strictObject({
       index: windowIndex,
