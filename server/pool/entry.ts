@@ -242,6 +242,12 @@ export class Entry {
    * boxed); `neverReported` before any. A key's demand not reported lately counts as none.
    */
   reportedMs = neverReported
+  /**
+   * A family's hot key: when this entry was seeded from its client's default share
+   * (hot-keys.ts). Until the client reports the key after that, what it spent of it is not
+   * known here (a quota's round keeps its lease meanwhile: shapes/named-quota.ts).
+   */
+  seededMs = neverReported
   /** Keyed quota share, set aside on a release that said what it spent: it may be handed on (handover.ts). */
   vacancy: Vacancy | undefined = undefined
   /**

@@ -133,6 +133,7 @@ export function seedKey(pool: PoolState, r: ResourceState, nowMs: number, send: 
       })),
       nowMs,
     )
+    entry.seededMs = Math.floor(nowMs)
     pool.touch(entry)
     send(entry, entry.newest, nowMs)
   }

@@ -62,7 +62,16 @@ export const namedQuotaShape: Shape = Object.freeze<Shape>({
       })),
     })
     const blocks = wholeUnits(result.grants)
-    for (let i = 0; i < sharing.length; i++) sharing[i]!.target = used[i]! + blocks[i]!
+    for (let i = 0; i < sharing.length; i++) {
+      const e = sharing[i]!
+      e.target = used[i]! + blocks[i]!
+      // A key just gone hot: a holder that has not reported it since keeps the lease it was
+      // seeded with until it does (what it spent of its default share is not known yet: cut to
+      // a block, it would refuse what it may still spend), or for the quota horizon (a holder
+      // that spent some reports it every refresh; one silent that long spent none).
+      if (e.reportedMs < e.seededMs && nowMs - e.seededMs < quotaHorizonMs(s.refreshMs))
+        e.target = Math.max(e.target, e.newest)
+    }
     settle(pool, r, sharing, nowMs)
   },
 })
