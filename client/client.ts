@@ -327,7 +327,8 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
         this.#earlyTimer = undefined
         let throttled = false
         for (const h of this.#holders.values())
-          if (h instanceof Resource && h.throttled()) throttled = true
+          if (h instanceof Resource ? h.throttled() : h.takeEarlyReportWish?.() === true)
+            throttled = true
         if (throttled && this.#earlyBudget > 0) {
           this.#earlyBudget--
           this.#report(true)

@@ -28,6 +28,11 @@ export interface Holder {
   reportEntries(): DemandEntry[]
   /** Puts a lease of `resourceId` in force; true when it may be acknowledged at once. */
   applyLeaseOf(resourceId: string, grant: LeaseGrant): boolean
+  /**
+   * Whether it has something the coordinator should hear before the next report (a keyed
+   * quota's key leased to it unasked: what it spent of it); taken, so asked once.
+   */
+  takeEarlyReportWish?(): boolean
   /** Whether what is in use (or spent) of `resourceId` fits its lease now: a held-back ack may go. */
   fitsFor(resourceId: string): boolean
   /** The ids it holds leases of, for a release. */

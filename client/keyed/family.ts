@@ -55,6 +55,8 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
   readonly #clock: Clock
   readonly #hotClock: Clock
   readonly #owner: KeyedOwner
+  /** A key was leased here unasked: an early report should say what was spent of it. */
+  #earlyReportWish = false
   readonly #maxKeys: number
   readonly #maxKeysPerReport: number
   readonly #keys = new Map<string, KeyState>()
@@ -331,6 +333,14 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
       this.#keys.set(key, state)
     }
     const nowMs = this.#hotClock.now()
+    // A quota's key leased here for the first time (it went hot, maybe elsewhere): the
+    // coordinator holds this process's seeded lease until it hears what was spent of the key
+    // (server/pool/shapes/named-quota.ts), so it hears at once, not at the next report.
+    if (state.lease === undefined && grant.window !== undefined) {
+      state.mustReport = true
+      this.#earlyReportWish = true
+      this.#owner.requestEarlyReport()
+    }
     state.lease = grant
     state.leaseProof = grant.proof
     state.leaseUntilMs = nowMs + grant.ttlMs
@@ -442,6 +452,12 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
 
   reportEntries(): KeyReport[] {
     return this.takeReport()
+  }
+
+  takeEarlyReportWish(): boolean {
+    const wish = this.#earlyReportWish
+    this.#earlyReportWish = false
+    return wish
   }
 
   applyLeaseOf(resourceId: string, grant: LeaseGrant): boolean {

@@ -28,6 +28,8 @@ export class KeyState {
   quietUntilMs = 0
   lastUsedMs = 0
   movedMs = 0
+  /** Quota: leased on its own unasked (it went hot elsewhere): its next report says what it spent. */
+  mustReport = false
   /** Quota: units spent in window `usedWindow` (the default share's and the key lease's alike). */
   used = 0
   usedWindow = Number.NaN

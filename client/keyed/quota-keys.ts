@@ -137,10 +137,14 @@ export const quotaKeys: KeyKind = Object.freeze<KeyKind>({
       refresh(shares, state)
     const window = state.lease.window!.index
     const used = state.usedWindow === window ? state.used : 0
+    const must = state.mustReport
+    state.mustReport = false
     return {
       leased: true,
       entry:
-        wants > 0 || lately || used > 0 ? usedEntry(shares, state, id, wants, window) : undefined,
+        wants > 0 || lately || used > 0 || must
+          ? usedEntry(shares, state, id, wants, window)
+          : undefined,
     }
   },
   /**

@@ -578,6 +578,45 @@ describe('keyed quotas in the pool (model, against the client)', () => {
     expect(c).toBe(15)
   })
 
+  it('a key leased here unasked (it went hot elsewhere) is reported at once with what was spent of it, even nothing', () => {
+    let early = 0
+    const clock = new ManualClock()
+    const family = new KeyedFamily('k', resolveKeyedOptions('k', {}), clock, clock, {
+      requestEarlyReport: () => void early++,
+      drained: () => undefined,
+    })
+    const window = { index: 0, lengthMs: windowMs, endsInMs: windowMs, quota: budget }
+    const grant = (resource: string, capacity: number) => ({
+      resource,
+      kind: 'quota' as const,
+      capacity,
+      burst: capacity,
+      ttlMs: 1000,
+      refreshMs: 200,
+      safeCapacity: 0,
+      safeHoldMs: 0,
+      window,
+      ...(resource === FAMILY
+        ? { family: { kind: 'quota' as const, capacity: budget, burst: budget } }
+        : {}),
+    })
+    family.applyFamilyLease(grant(FAMILY, 0.25))
+    for (let i = 0; i < 3; i++) expect(family.tryAcquire('a')).toBe(true)
+    family.takeReport()
+    // a and b go hot elsewhere: this process is seeded with its share of each, unasked.
+    family.applyKeyLease('a', grant('k/a', 7))
+    family.applyKeyLease('b', grant('k/b', 7))
+    expect(early).toBeGreaterThan(0)
+    expect(family.takeEarlyReportWish()).toBe(true)
+    expect(family.takeEarlyReportWish()).toBe(false)
+    const report = family.takeReport()
+    expect(report).toContainEqual({ resource: 'k/a', wants: 0, used: 3, window: 0 })
+    expect(report).toContainEqual({ resource: 'k/b', wants: 0, used: 0, window: 0 })
+    // Said once: an idle key that spent nothing is not reported again.
+    clock.advance(1000)
+    expect(family.takeReport().map((e) => e.resource)).not.toContain('k/b')
+  })
+
   it('never admits more of a key in a window than its budget, through crashes, releases, restarts, lost acks and window ends', () => {
     fc.assert(
       fc.property(
