@@ -1,5 +1,5 @@
 import type { KeyedQuotaWorkerSpec } from './keyed-quota-worker.js'
-import { runWindowedFaults, type WindowedFaults } from './windowed.js'
+import { runWindowedFaults, type WindowedFaults, type WindowedRun } from './windowed.js'
 
 /**
  * The keyed quota fault scenario: a family `user/*` of `capacity` units per key per `windowMs`
@@ -89,6 +89,7 @@ export interface KeyedQuotaResult {
 /** Runs the keyed quota scenario with real processes; counts what the client processes logged. */
 export async function runKeyedQuotaScenario(
   s: KeyedQuotaScenario = keyedQuotaScenario,
+  seen?: (run: WindowedRun) => void,
 ): Promise<KeyedQuotaResult> {
   const template = {
     match: 'user/*',
@@ -119,6 +120,7 @@ export async function runKeyedQuotaScenario(
       seed: 2000 + i + 10 * started,
     }),
   )
+  seen?.(run)
   return measureKeyedQuota(s, run.outputs, run.firstMs, run.faults)
 }
 
@@ -215,4 +217,68 @@ export function measureKeyedQuota(
       }
     }),
   }
+}
+
+/**
+ * Keys reset under faults: the keyed quota scenario for one window, in which the three most
+ * asked-for keys (each asking 20 to 30 times its budget, so spent within a second or two)
+ * are reset `resets.atMs` in; then a client process is SIGKILLed and replaced, and the
+ * coordinator SIGKILLed and restarted (a restart forgets a reset: the key keeps what it had).
+ */
+export const keyedQuotaResetScenario: KeyedQuotaScenario = {
+  ...keyedQuotaScenario,
+  windows: 1,
+  coordinatorKillMs: 9000,
+  clientKillMs: 6300,
+  resets: { atMs: 6000, prefix: 'user', keys: ['k0', 'k1', 'k2'] },
+}
+
+export interface KeyedQuotaResetResult extends KeyedQuotaResult {
+  /** Each key reset: its answer, and what every process admitted of it before and after. */
+  readonly resets: readonly {
+    readonly key: string
+    readonly status: number
+    readonly before: number
+    readonly after: number
+  }[]
+  /** Keys not reset admitted past their budget in the window (from every process's log). */
+  readonly othersOver: number
+}
+
+/** Runs the reset scenario with real processes; counts what the client processes logged. */
+export async function runKeyedQuotaResetScenario(
+  s: KeyedQuotaScenario = keyedQuotaResetScenario,
+): Promise<KeyedQuotaResetResult> {
+  let resets: KeyedQuotaResetResult['resets'] = []
+  let othersOver = 0
+  const measured = await runKeyedQuotaScenario(s, (run) => {
+    const windowOf = (wallMs: number) => Math.floor(wallMs / s.windowMs)
+    const first = windowOf(run.firstMs)
+    const lines: { w: number; a: Record<string, number> }[] = []
+    for (const output of run.outputs)
+      for (const line of output.split('\n')) {
+        if (line === '') continue
+        const l = JSON.parse(line) as { w?: number; a?: Record<string, number> }
+        if (l.w !== undefined && l.a !== undefined && windowOf(l.w) === first)
+          lines.push({ w: l.w, a: l.a })
+      }
+    // The logs name a key by its Zipf rank (`3`); the family by `k3`.
+    const logKey = (key: string) => key.replace(/^k/, '')
+    resets = run.resets.map((r) => {
+      let before = 0
+      let after = 0
+      for (const l of lines) {
+        const n = l.a[logKey(r.key)] ?? 0
+        if (l.w < r.atWallMs) before += n
+        else after += n
+      }
+      return { key: r.key, status: r.status, before, after }
+    })
+    const used = new Map<string, number>()
+    for (const l of lines)
+      for (const [key, n] of Object.entries(l.a)) used.set(key, (used.get(key) ?? 0) + n)
+    const reset = new Set(run.resets.map((r) => logKey(r.key)))
+    for (const [key, n] of used) if (!reset.has(key) && n > s.capacity) othersOver++
+  })
+  return { ...measured, resets, othersOver }
 }

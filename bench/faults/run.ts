@@ -1,7 +1,11 @@
 import { clockStepVariants } from './clock-steps.js'
 import { runFaultScenario, type FaultResult } from './harness.js'
 import { runColdKeys, runOddKeys, runStaleLedger, runTenantAttack } from './hostile-keys.js'
-import { keyedQuotaScenario, runKeyedQuotaScenario } from './keyed-quota.js'
+import {
+  keyedQuotaScenario,
+  runKeyedQuotaResetScenario,
+  runKeyedQuotaScenario,
+} from './keyed-quota.js'
 import { runKeyedScenario } from './keyed.js'
 import { quotaScenario, runQuotaScenario } from './quota.js'
 import { faultScenarios } from './scenarios.js'
@@ -68,6 +72,21 @@ if (only === undefined || 'keyed-quota'.includes(only)) {
         (w) =>
           `| window ${w.index}: ${w.fault} | ${w.keys} | ${w.keysOver} | ${w.mostUsed} of ${q.capacity} | ${(w.hotUsedMin * 100).toFixed(0)}% | ${(w.firstAdmitted * 100).toFixed(2)}% of ${w.firstChecks} | ${(w.edgeAdmitted * 100).toFixed(1)}% of ${w.edgeChecks} |`,
       ),
+    ].join('\n'),
+  )
+}
+if (only === undefined || 'key-reset'.includes(only)) {
+  // Keys reset under faults (#42): what each key admitted before and after its reset.
+  const r = await runKeyedQuotaResetScenario()
+  console.log(
+    [
+      '',
+      `| key reset: ${r.windows[0]?.fault ?? ''} | admitted before the reset | after it | answer |`,
+      '| --- | --- | --- | --- |',
+      ...r.resets.map(
+        (k) => `| ${k.key} | ${k.before} of ${r.capacity} | ${k.after} | ${k.status} |`,
+      ),
+      `| keys not reset over their budget | ${r.othersOver} | | |`,
     ].join('\n'),
   )
 }

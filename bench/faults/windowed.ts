@@ -21,7 +21,19 @@ export interface WindowedFaults {
    * wall clock becomes `offsetSec` off the host's (libfaketime, the coordinator only).
    */
   readonly liveSteps?: readonly { readonly atMs: number; readonly offsetSec: number }[] | undefined
+  /**
+   * Keys of a keyed quota reset `atMs` into the first window (POST /v1/key/reset, the admin
+   * token): the run records when each answer came (`WindowedRun.resets`).
+   */
+  readonly resets?: {
+    readonly atMs: number
+    readonly prefix: string
+    readonly keys: readonly string[]
+  }
 }
+
+/** The admin token of a windowed run's coordinator (loopback only, a throwaway config). */
+const adminToken = 'faults-admin-token-0123456789'
 
 /** What a windowed scenario does to its first window, in words. */
 export function windowedFaultText(s: WindowedFaults): string {
@@ -35,6 +47,8 @@ export function windowedFaultText(s: WindowedFaults): string {
     parts.push(
       `a client SIGKILLed ${s.clientKillMs / 1000} s in, a new process under its id ${s.restartAfterMs / 1000} s later`,
     )
+  if (s.resets !== undefined)
+    parts.push(`${s.resets.keys.length} spent keys reset ${s.resets.atMs / 1000} s in`)
   for (const step of s.liveSteps ?? [])
     parts.push(
       `the coordinator's wall clock stepped to ${stepped(step.offsetSec)} ${step.atMs / 1000} s in (no restart)`,
@@ -48,6 +62,12 @@ export interface WindowedRun {
   readonly firstMs: number
   /** What happened in each window (those past the list: nothing). */
   readonly faults: readonly string[]
+  /** Each key reset: the wall-clock time its reset was asked (before the POST), and the answer. */
+  readonly resets: readonly {
+    readonly key: string
+    readonly atWallMs: number
+    readonly status: number
+  }[]
 }
 
 /** A worker's spec, given its number, the coordinator's URL and the wall-clock times it asks in. */
@@ -77,7 +97,11 @@ export async function runWindowedFaults(
   await writeFile(
     configPath,
     JSON.stringify({
-      server: { host: '127.0.0.1', limits: { heartbeatMs: 1000, roundDebounceMs: 20 } },
+      server: {
+        host: '127.0.0.1',
+        adminToken,
+        limits: { heartbeatMs: 1000, roundDebounceMs: 20 },
+      },
       resources: [template],
     }),
   )
@@ -117,6 +141,27 @@ export async function runWindowedFaults(
       })
       events.push({ atMs: s.clientKillMs + s.restartAfterMs, run: async () => spawnWorker(1, 0) })
     }
+    const resets: { key: string; atWallMs: number; status: number }[] = []
+    const reset = s.resets
+    if (reset !== undefined)
+      events.push({
+        atMs: reset.atMs,
+        run: async () => {
+          for (const key of reset.keys) {
+            const atWallMs = Date.now()
+            const res = await fetch(`http://127.0.0.1:${coordinator.port}/v1/key/reset`, {
+              method: 'POST',
+              headers: {
+                authorization: `Bearer ${adminToken}`,
+                'content-type': 'application/json',
+              },
+              body: JSON.stringify({ family: reset.prefix, key }),
+            })
+            await res.arrayBuffer()
+            resets.push({ key, atWallMs, status: res.status })
+          }
+        },
+      })
     for (const step of s.liveSteps ?? [])
       events.push({
         atMs: step.atMs,
@@ -140,6 +185,7 @@ export async function runWindowedFaults(
       outputs: workers.map((w) => w.output),
       firstMs,
       faults: [windowedFaultText(s)],
+      resets,
     }
   } finally {
     for (const w of workers) if (w.child.exitCode === null) w.child.kill('SIGKILL')
