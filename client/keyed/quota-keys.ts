@@ -102,6 +102,10 @@ export const quotaKeys: KeyKind = Object.freeze<KeyKind>({
     // report or two, from what the other processes leave of its budget.
     if (!keyLeaseRules(shares, state) && shares.windowEndAtMs > nowMs)
       return quotaHorizonMs(shares.refreshMs)
+    // Its own budget spent while the key had some left at other processes when this lease
+    // came: the coordinator moves it here within a round or two, not at the window's end.
+    if (leftMs > 0 && (state.lease?.window?.elsewhere ?? 0) >= cost)
+      return quotaHorizonMs(shares.refreshMs)
     // Its own budget spent (as a named quota's block): the next window's.
     return leftMs > 0 ? leftMs : Infinity
   },

@@ -248,6 +248,8 @@ export class Entry {
    * known here (a quota's round keeps its lease meanwhile: shapes/named-quota.ts).
    */
   seededMs = neverReported
+  /** A keyed quota's key: the `elsewhere` its newest lease said (lease-out.ts). */
+  sentElsewhere = 0
   /** Keyed quota share, set aside on a release that said what it spent: it may be handed on (handover.ts). */
   vacancy: Vacancy | undefined = undefined
   /**

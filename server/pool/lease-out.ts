@@ -136,10 +136,40 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
             endsInMs: ttlMs,
             quota: s.capacity,
             lengthMs: Math.round(window.endMs - window.startMs),
+            ...(r.shape.hotKey
+              ? { elsewhere: (entry.sentElsewhere = elsewhere(r, entry, window.index, nowMs)) }
+              : {}),
           },
         }),
   })
 }
+
+/**
+ * What a keyed quota's key may still admit outside `entry`'s process: what the key has left
+ * of the window's budget (its capacity and what a reset gave back, less what every holder
+ * reported used) less what this process may still spend of it. An estimate for a refusal's
+ * Retry-After, never for admitting. Σ used is summed once per instant (a round leases every
+ * holder of the key at once).
+ */
+export function elsewhere(
+  r: ResourceState,
+  entry: Entry,
+  windowIndex: number,
+  nowMs: number,
+): number {
+  let memo = usedSums.get(r)
+  if (memo === undefined || memo.atMs !== nowMs || memo.window !== windowIndex) {
+    let sum = 0
+    for (const e of r.entries.values()) if (e.usedWindow === windowIndex) sum += e.used
+    usedSums.set(r, (memo = { atMs: nowMs, window: windowIndex, sum }))
+  }
+  const own = entry.usedWindow === windowIndex ? entry.used : 0
+  const left = r.settings.capacity + r.resetUnits(windowIndex) - memo.sum
+  return Math.max(0, Math.floor(left - Math.max(0, entry.newest - own)))
+}
+
+/** Σ used of a quota key at an instant (`elsewhere`); weak, so a forgotten key takes its memo. */
+const usedSums = new WeakMap<ResourceState, { atMs: number; window: number; sum: number }>()
 
 /**
  * Whether a rate lease sent now may start its bucket full: nobody could enforce any of the

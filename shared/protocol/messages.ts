@@ -237,6 +237,13 @@ export const leaseGrant = z.strictObject({
       quota: quantity,
       /** How long a window lasts, ms (a calendar month: this one). */
       lengthMs: z.number().int().min(1),
+      /**
+       * A keyed quota's key leased on its own: what the key may still admit at other
+       * processes as this lease leaves (their budgets less what they reported used, and what
+       * no budget holds yet). For a refusal's Retry-After only: a key whose budget here is
+       * spent while some is left elsewhere comes back within a round, not at the window's end.
+       */
+      elsewhere: quantity.optional(),
     })
     .optional(),
   /**

@@ -363,6 +363,28 @@ describe('keyed quotas (real sockets, manual clock)', () => {
     expect(got.get('dave')).toBe(100)
   })
 
+  it('says a key spent here comes back within a round while others hold some of it, and at the window’s end once all is spent (#41)', async () => {
+    cluster = new Cluster()
+    await cluster.start(config())
+    const [a, b] = await families(2)
+    const got = new Map<string, number>()
+    // fay is busy at a (her share there runs low: she is leased on her own), then asked at both.
+    await run([a!, b!], [{ key: 'fay', perSec: [30, 0] }], 1_500, got)
+    await run([a!, b!], [{ key: 'fay', perSec: [5, 5] }], 1_000, got)
+    expect(a!.leaseOf('fay').source).toBe('key')
+    // a spends all it holds of fay at once: refused, while b and the coordinator hold more.
+    while (a!.tryAcquire('fay')) got.set('fay', (got.get('fay') ?? 0) + 1)
+    expect(got.get('fay')).toBeLessThan(100)
+    expect(a!.msUntil('fay'), 'two refresh periods, not the window’s end').toBe(400)
+    // Spent everywhere: the window's end (it ends 40 s in).
+    await run([a!, b!], [{ key: 'fay', perSec: [40, 40] }], 4_000, got)
+    expect(got.get('fay')).toBe(100)
+    for (const f of [a!, b!]) {
+      expect(f.tryAcquire('fay')).toBe(false)
+      expect(f.msUntil('fay')).toBeGreaterThan(40_000 - cluster.clock.now() - 1_000)
+    }
+  })
+
   it('tells HTTP callers the key’s quota and window, and when it comes back once spent', async () => {
     cluster = new Cluster()
     await cluster.start(config())

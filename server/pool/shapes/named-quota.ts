@@ -1,5 +1,6 @@
 import { allocate, wholeUnits } from '../../allocation/index.js'
 import { quotaHorizonMs, wholeSlots } from '../../../shared/index.js'
+import { elsewhere, send } from '../lease-out.js'
 import { settleReset } from '../reset.js'
 import { settle, tenantOf, type Shape } from './shape.js'
 
@@ -75,5 +76,15 @@ export const namedQuotaShape: Shape = Object.freeze<Shape>({
         e.target = Math.max(e.target, e.newest)
     }
     settle(pool, r, sharing, nowMs)
+    // A key's holder told some of it was left elsewhere (its refusals said to retry soon) hears
+    // when none is left (they then say the window's end): its lease again, with that said.
+    if (r.shape.hotKey)
+      for (const e of sharing)
+        if (
+          e.sentElsewhere > 0 &&
+          e.leases.length > 0 &&
+          elsewhere(r, e, window.index, nowMs) === 0
+        )
+          send(pool, e, e.newest, nowMs)
   },
 })
