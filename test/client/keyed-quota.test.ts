@@ -58,6 +58,17 @@ async function run(
   }
 }
 
+/** What `runCli` writes, kept. */
+function cliIo() {
+  const out = { stdout: '', stderr: '' }
+  const io = {
+    stdin: [] as string[],
+    stdout: { write: (t: string) => (out.stdout += t) },
+    stderr: { write: (t: string) => (out.stderr += t) },
+  }
+  return { out, io }
+}
+
 /** `n` gateways holding the family, connected before its first round (shares are split once a window). */
 async function families(n: number): Promise<KeyedFamily[]> {
   const clients = await Promise.all(Array.from({ length: n }, (_, i) => cluster!.client(`gw-${i}`)))
@@ -199,12 +210,7 @@ describe('keyed quotas (real sockets, manual clock)', () => {
     const metrics = (await cluster.server.http.inject('/metrics')).body
     expect(metrics).toMatch(/sluice_admitted_total\{resource="user\/\*"[^}]*\} [1-9]/)
     // The same from the command line, against the coordinator's real port.
-    const out = { stdout: '', stderr: '' }
-    const io = {
-      stdin: [] as string[],
-      stdout: { write: (t: string) => (out.stdout += t) },
-      stderr: { write: (t: string) => (out.stderr += t) },
-    }
+    const { out, io } = cliIo()
     const url = `http://127.0.0.1:${cluster.port}`
     expect(await runCli(['key', 'user', 'grace', '--url', url], io), out.stderr).toBe(0)
     expect(out.stdout).toContain('user grace: quota, 100 a window')
@@ -260,12 +266,7 @@ describe('keyed quotas (real sockets, manual clock)', () => {
     await run(gws, [{ key: 'ivy', perSec: [2, 0, 0] }], 5_000, got)
     const spentByIvy = got.get('ivy')!
     expect(spentByIvy).toBe(10)
-    const out = { stdout: '', stderr: '' }
-    const io = {
-      stdin: [] as string[],
-      stdout: { write: (t: string) => (out.stdout += t) },
-      stderr: { write: (t: string) => (out.stderr += t) },
-    }
+    const { out, io } = cliIo()
     const url = `http://127.0.0.1:${cluster.port}`
     expect(await runCli(['key', 'user', 'ivy', '--reset', '--url', url], io)).toBe(1)
     expect(out.stderr).toContain('token')

@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { createRateLimitMiddleware, type RateLimitInfo } from '../../../client/http/index.js'
 import { FixedWindow } from '../../../shared/limiters/index.js'
 import { ManualClock } from '../../../shared/index.js'
+import { dictionary } from '../../helpers/fields.js'
 
 // The same requests against express-rate-limit (what an Express user knows) and
 // Sluice's middleware, both in real Express servers on 127.0.0.1: the same
@@ -71,16 +72,6 @@ function params(field: string | null): Record<string, number> {
   for (const part of (field ?? '').split(';').slice(1)) {
     const [k, v] = part.trim().split('=')
     if (k !== undefined && v !== undefined && /^\d+$/.test(v)) out[k] = Number(v)
-  }
-  return out
-}
-
-/** `limit=3, remaining=2, reset=59` → { limit: 3, remaining: 2, reset: 59 }. */
-function dictionary(field: string | null): Record<string, number> {
-  const out: Record<string, number> = {}
-  for (const part of (field ?? '').split(',')) {
-    const [k, v] = part.trim().split('=')
-    if (k !== undefined && v !== undefined) out[k] = Number(v)
   }
   return out
 }

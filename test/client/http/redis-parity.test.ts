@@ -13,6 +13,7 @@ import { RedisStore, type RedisReply } from 'rate-limit-redis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createRateLimitMiddleware, fastifyRateLimit } from '../../../client/http/index.js'
 import { Cluster } from '../../helpers/cluster.js'
+import { dictionary } from '../../helpers/fields.js'
 
 // What a user replacing express-rate-limit or @fastify/rate-limit on a Redis store sees: three
 // gateways each, "100 a minute per API key", the same requests in the same order, round robin
@@ -146,16 +147,6 @@ async function families(cluster: Cluster) {
 
 const statuses = (answers: readonly Answer[], key: string) =>
   answers.filter((a) => a.key === key).map((a) => a.status)
-
-/** `limit=100, remaining=99, reset=60` → { limit: 100, remaining: 99, reset: 60 }. */
-function dictionary(field: string | null): Record<string, number> {
-  const out: Record<string, number> = {}
-  for (const part of (field ?? '').split(',')) {
-    const [k, v] = part.trim().split('=')
-    if (k !== undefined && v !== undefined) out[k] = Number(v)
-  }
-  return out
-}
 
 /**
  * What each side admitted, and where their answers differ: the requests of each key the
