@@ -45,7 +45,14 @@ export interface LedgerEntry {
    * A quota's: what the client had reported used of window `window` when the entry was
    * written (every block is written before it is sent, so with what was used as of then).
    */
-  readonly used?: { readonly window: number; readonly units: number } | undefined
+  readonly used?:
+    | {
+        readonly window: number
+        readonly units: number
+        /** A keyed quota's key: of `units`, those handed on to it as spent by others. */
+        readonly charged?: number
+      }
+    | undefined
   /**
    * A quota's: the window its newest lease was of. A restore takes the lease as of that window
    * (not of the one the wall clock says now), and holds that window until it has surely ended

@@ -78,7 +78,16 @@ function ledgerEntry(
     ...(stamp.windowLagMs === undefined ? {} : { windowLagMs: stamp.windowLagMs }),
     // A quota's use as reported: a restarted coordinator shows it at once (other kinds'
     // entries, by the thousand in a family, carry no field for it).
-    ...(e.usedWindow !== noWindow ? { used: { window: e.usedWindow, units: e.used } } : {}),
+    ...(e.usedWindow !== noWindow
+      ? {
+          used: {
+            window: e.usedWindow,
+            units: e.used,
+            // What a reset may not give back (reset.ts): written with the count it is part of.
+            ...(e.charged > 0 ? { charged: e.charged } : {}),
+          },
+        }
+      : {}),
     // The window of the lease: a restore takes it as of that window, not the wall clock's.
     ...(e.leaseWindow !== noWindow ? { leaseWindow: e.leaseWindow } : {}),
     ...(e.inherit === undefined
@@ -126,6 +135,7 @@ export function restoreEntries(
     if (le.used !== undefined) {
       entry.used = le.used.units
       entry.usedWindow = le.used.window
+      entry.charged = Math.min(le.used.charged ?? 0, le.used.units)
     }
     // A quota's lease is of the window the ledger says it was leased in. (A ledger of an
     // earlier version says none: a lease held past the middle of the window in force is taken
