@@ -738,14 +738,21 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
    * in that lease's window, for the release (only that stays spent; the rest of each block
    * comes back).
    */
-  keyLeasesUsed(): { resource: string; window: number; used: number }[] {
-    const out: { resource: string; window: number; used: number }[] = []
+  keyLeasesUsed(): { resource: string; window: number; used: number; charged?: number }[] {
+    const out: { resource: string; window: number; used: number; charged?: number }[] = []
     if (this.#shares.kind !== 'quota') return out
     for (const state of this.#keys.values()) {
       const window = state.lease?.window?.index
       if (window === undefined || !keyLeaseRules(this.#shares, state)) continue
       const used = state.usedWindow === window ? state.used : 0
-      out.push({ resource: keyIdOf(this.prefix, state.key), window, used })
+      // Of it, what a share handed here brought (a key reset gives back only the rest).
+      const charged = Math.min(used, this.#shares.chargeOf(state.key, window))
+      out.push({
+        resource: keyIdOf(this.prefix, state.key),
+        window,
+        used,
+        ...(charged > 0 ? { charged } : {}),
+      })
     }
     return out
   }

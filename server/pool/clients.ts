@@ -34,6 +34,8 @@ export interface SpentReport {
   readonly window: number
   /** A named quota's units used in `window`. */
   readonly used?: number | undefined
+  /** A keyed quota's key: of `used`, units handed on to the client as spent by others. */
+  readonly charged?: number | undefined
   /** A keyed quota family's keys spent by its default share in `window`. */
   readonly keys?: readonly (readonly [string, number])[] | undefined
 }
@@ -327,8 +329,12 @@ export function release(
       if (e.resource.shape.familyShare && said.keys !== undefined)
         e.vacancy = { window: said.window, keys: said.keys, sinceMs: nowMs, id: randomUUID() }
       // A named quota's block is spent only as far as it was used: the rest comes back.
-      else if (!e.resource.shape.familyShare && said.used !== undefined)
+      else if (!e.resource.shape.familyShare && said.used !== undefined) {
+        const charged = e.usedWindow === said.window ? e.charged : 0
         spentOnly(e, Math.max(said.used, e.usedWindow === said.window ? e.used : 0), nowMs)
+        // Of what it used, what was handed to it: a key reset gives back only the rest.
+        e.charged = Math.min(e.used, Math.max(charged, said.charged ?? 0))
+      }
     }
   for (const r of touched) grantIncreases(pool, r, nowMs, false)
 }

@@ -124,6 +124,7 @@ export function setAside(
     moved.priority = entry.priority
     moved.used = entry.used
     moved.usedWindow = entry.usedWindow
+    moved.charged = entry.charged
     moved.leaseWindow = entry.leaseWindow
     if (client.entries.get(r.settings.id) === entry) client.entries.delete(r.settings.id)
     if (r.shape.hotKey) {

@@ -177,6 +177,8 @@ export const releaseMessage = z.strictObject({
         resource: resourceId,
         window: windowIndex,
         used: quantity.optional(),
+        /** A keyed quota's key: of `used`, the units handed on to this client (demandEntry). */
+        charged: quantity.optional(),
         keys: spentKeys.optional(),
       }),
     )

@@ -558,6 +558,39 @@ describe('keyed quotas in the pool (model, against the client)', () => {
       { op: 'round' },
     ])
     expect(restarted.givenBack.get('a@0') ?? 0).toBeLessThanOrEqual(1)
+    // And when the heir closes too, saying what it used of the key (the handed unit with it).
+    const closed = run([
+      { op: 'join', p: 'r' },
+      tick([]),
+      { op: 'spend', p: 'r', key: 'a', n: 1, ghost: false },
+      { op: 'join', p: 'q' },
+      { op: 'report', p: 'r' },
+      { op: 'release', p: 'r' },
+      { op: 'tick', ms: 100, spend: [], lost: false },
+      { op: 'release', p: 'q' },
+      { op: 'reset', key: 'a' },
+      { op: 'tick', ms: 100, spend: [], lost: false },
+      { op: 'advance', ms: 50 },
+    ])
+    expect(closed.givenBack.get('a@0') ?? 0).toBeLessThanOrEqual(1)
+    // And when the heir crashes and a new process takes its id (its entries set aside).
+    const crashed = run([
+      { op: 'join', p: 'q' },
+      tick([]),
+      { op: 'spend', p: 'q', key: 'a', n: 1, ghost: false },
+      { op: 'join', p: 'p' },
+      { op: 'report', p: 'q' },
+      { op: 'release', p: 'q' },
+      { op: 'tick', ms: 100, spend: [], lost: false },
+      { op: 'tick', ms: 100, spend: [], lost: false },
+      { op: 'crash', p: 'p' },
+      { op: 'join', p: 'p' },
+      { op: 'round' },
+      { op: 'deliver', p: 'p', ackLost: false },
+      { op: 'reset', key: 'a' },
+      { op: 'tick', ms: 100, spend: [], lost: false },
+    ])
+    expect(crashed.givenBack.get('a@0') ?? 0).toBeLessThanOrEqual(1)
   })
 
   it('counts a handover once in the client, however many leases carry it', () => {
