@@ -4,6 +4,7 @@ import { Connection } from './connection.js'
 import type { HelloHolding, Holder } from './holder.js'
 import { KeyedFamily, type KeyedOptions } from './keyed/index.js'
 import { redirectRefusal } from './redirect.js'
+import { RemoteDecisions, type RemoteAnswer } from './remote.js'
 import {
   SluiceError,
   decodeServerMessage,
@@ -48,6 +49,12 @@ const refusesResource = new Set<string>([
 
 /** Released quotas whose use a client remembers (see #releasedQuotas). */
 const maxReleasedQuotas = 4096
+
+/** Remote checks out at once per client: more are refused at once, as a share would (RemoteDecisions). */
+const maxRemoteInFlight = 10_000
+
+/** No connection: a remote check is refused at once. */
+const noAnswer: RemoteAnswer = Object.freeze({ admitted: false, retryAfterMs: 0 })
 
 /** The events of a client: connected, disconnected (with the close code), and every error as a SluiceError. */
 export interface ClientEvents {
@@ -113,6 +120,8 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
   #earlyTimer: Timer | undefined
   /** What every resource's `tryAcquire` reads: one coarse clock (one timer) for the client, or its clock. */
   readonly #hotClock: Clock
+  /** Checks asked of the coordinator where a share could not decide (client/remote.ts). */
+  readonly #remote: RemoteDecisions
 
   constructor(options: ClientOptions) {
     super()
@@ -137,6 +146,10 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
       surface: (error) => this.#surface(error),
       clientId: () => this.#clientId,
     })
+    this.#remote = new RemoteDecisions(
+      (asks) => this.#connection.sendSplit(asks, (part) => ({ type: 'decide', asks: part })),
+      maxRemoteInFlight,
+    )
     this.#connection.start()
   }
 
@@ -308,6 +321,7 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
       })
     }
     for (const h of this.#holders.values()) h.close()
+    this.#remote.dropAll()
     if (this.#hotClock instanceof CoarseClock && this.options.clock !== systemClock)
       this.#hotClock.close()
     for (const w of this.#readyWaiters.splice(0))
@@ -316,6 +330,11 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
   }
 
   // ---- ResourceOwner ----
+
+  askRemote(resource: string, cost: number): Promise<RemoteAnswer> {
+    if (!this.connected || this.#closed) return Promise.resolve(noAnswer)
+    return this.#remote.ask(resource, cost)
+  }
 
   requestEarlyReport(): void {
     // Cheap when nothing is due: the hot path's failure branch calls this.
@@ -413,6 +432,7 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
 
   #onClose(code: number, wasWelcomed: boolean): void {
     this.#pendingAcks.clear()
+    this.#remote.dropAll()
     if (wasWelcomed) this.emit('disconnect', code)
   }
 
@@ -433,6 +453,8 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
         return this.#onLease(msg)
       case 'error':
         return this.#onError(msg)
+      case 'decided':
+        return this.#remote.answered(msg)
       case 'redirect': {
         const refusal = redirectRefusal(this.#connection.url, msg.url, this.options.redirectTo)
         if (refusal === undefined) return this.#connection.redirect(msg.url)

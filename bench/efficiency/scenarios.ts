@@ -29,6 +29,8 @@ export interface EfficiencyScenario {
   readonly coordinatorKill?: { readonly atMs: number; readonly downMs: number }
   /** Process 0 SIGKILLed at `atMs`, a new one started at once. */
   readonly gatewayKill?: { readonly atMs: number }
+  /** Checks by remote decisions (`family.decide`, as the HTTP edge), not `tryAcquire` alone. */
+  readonly remote?: boolean
 }
 
 const s = 1000
@@ -48,7 +50,7 @@ const daily: EfficiencyScenario = {
   probe: { atMs: 25 * s, count: 100 },
 }
 
-export const efficiencyScenarios: readonly EfficiencyScenario[] = [
+const tryAcquireScenarios: readonly EfficiencyScenario[] = [
   {
     name: 'home: 3 gateways, 20/s per key, 1,500 req/s over 2,000 keys',
     kind: 'rate',
@@ -158,4 +160,13 @@ export const efficiencyScenarios: readonly EfficiencyScenario[] = [
     name: 'the same, the new customer asking 100 over 4 s (25/s)',
     probe: { atMs: 24 * s, count: 100, overMs: 4 * s },
   },
+]
+
+/**
+ * Each scenario again with remote decisions (`family.decide`, what the HTTP edge and `check`
+ * do): a check its gateway's share cannot decide is asked of the coordinator.
+ */
+export const efficiencyScenarios: readonly EfficiencyScenario[] = [
+  ...tryAcquireScenarios,
+  ...tryAcquireScenarios.map((x) => ({ ...x, name: `${x.name} — remote decisions`, remote: true })),
 ]

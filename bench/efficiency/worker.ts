@@ -28,7 +28,15 @@ export interface EfficiencyWorkerSpec {
   }
   /** A gateway this young (ms since its `ready()`) counts as just joined for its first checks. */
   readonly youngMs: number
+  /**
+   * Checks by `decide` (remote decisions: what a share cannot decide is asked of the
+   * coordinator, as the HTTP edge and `check` do) rather than `tryAcquire` alone.
+   */
+  readonly remote?: boolean
 }
+
+/** Remote decisions' latencies kept for the percentiles (the first ones; enough for p99). */
+const maxLatencies = 200_000
 
 /**
  * Asks for keys at `ratePerSec`, each request through one of its gateways
@@ -39,6 +47,11 @@ export interface EfficiencyWorkerSpec {
  * checks of a key at a gateway (`f`: [checks, admitted]; `y`: the same at a
  * gateway younger than `youngMs`). A SIGTERM (a rolling deploy) closes
  * every client cleanly, as a gateway does on shutdown, and exits.
+ *
+ * With `remote`, a check its gateway's share cannot decide is asked of the
+ * coordinator (`family.decide`): it is logged, asked and answered, in the
+ * tick its answer comes in, and its latency (ask to answer, host monotonic
+ * ms) kept; the last line says `{latency: [p50, p99, asked]}`.
  */
 async function main(): Promise<void> {
   const spec = JSON.parse(process.argv[2] ?? '{}') as EfficiencyWorkerSpec
@@ -72,9 +85,34 @@ async function main(): Promise<void> {
     if (stopping) return
     stopping = true
     timer.cancel()
+    if (spec.probe !== undefined && probed)
+      out.push(
+        JSON.stringify({
+          t: hostMs(),
+          probe: spec.probe.key,
+          asked: probeAsked,
+          admitted: probeAdmitted,
+        }),
+      )
+    if (spec.remote === true) {
+      const sorted = latencies.slice().sort((x, y) => x - y)
+      const at = (p: number): number =>
+        sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? 0
+      out.push(JSON.stringify({ t: hostMs(), latency: [at(0.5), at(0.99), remoteAsked] }))
+    }
     flush()
     await Promise.all(clients.map((c) => c.close()))
     process.exit(0)
+  }
+  const latencies: number[] = []
+  let remoteAsked = 0
+  // What remote answers brought in since the last tick's line: logged with the next.
+  let late = {
+    a: {} as Record<string, number>,
+    r: {} as Record<string, number>,
+    q: {} as Record<string, number>,
+    f: [0, 0] as [number, number],
+    y: [0, 0] as [number, number],
   }
   let owed = 0
   let last = systemClock.now()
@@ -89,27 +127,45 @@ async function main(): Promise<void> {
     last = now
     const units = Math.floor(owed)
     owed -= units
-    const a: Record<string, number> = {}
-    const r: Record<string, number> = {}
-    const q: Record<string, number> = {}
-    const f: [number, number] = [0, 0]
-    const y: [number, number] = [0, 0]
+    const { a, r, q, f, y } = late
+    late = { a: {}, r: {}, q: {}, f: [0, 0], y: [0, 0] }
     const young = t - readyAt < spec.youngMs
+    const count = (
+      into: typeof late,
+      family: KeyedFamily,
+      g: number,
+      key: string,
+      k: number,
+      ok: boolean,
+      first: boolean,
+    ): void => {
+      if (ok) {
+        if (key === spec.probe?.key) probeAdmitted++
+        into.a[key] = (into.a[key] ?? 0) + 1
+        const window = family.leaseOf(key).window
+        if (window !== undefined) into.q[`${key}@${window}`] = (into.q[`${key}@${window}`] ?? 0) + 1
+      } else into.r[key] = (into.r[key] ?? 0) + 1
+      if (first) {
+        const firsts = young ? into.y : into.f
+        firsts[0]++
+        if (ok) firsts[1]++
+      }
+    }
+    const here = { a, r, q, f, y }
     const ask = (key: string, k: number): void => {
       const g = Math.floor(random() * families.length)
       const family = families[g]!
-      const ok = family.tryAcquire(key)
-      if (ok) {
-        a[key] = (a[key] ?? 0) + 1
-        const window = family.leaseOf(key).window
-        if (window !== undefined) q[`${key}@${window}`] = (q[`${key}@${window}`] ?? 0) + 1
-      } else r[key] = (r[key] ?? 0) + 1
-      if (k >= 0 && seen[g]![k] === 0) {
-        seen[g]![k] = 1
-        const into = young ? y : f
-        into[0]++
-        if (ok) into[1]++
-      }
+      const first = k >= 0 && seen[g]![k] === 0
+      if (first) seen[g]![k] = 1
+      if (spec.remote !== true) return count(here, family, g, key, k, family.tryAcquire(key), first)
+      const decided = family.decide(key)
+      if (decided === true) return count(here, family, g, key, k, true, first)
+      remoteAsked++
+      const askedAt = hostMs()
+      void decided.then((answer) => {
+        if (latencies.length < maxLatencies) latencies.push(hostMs() - askedAt)
+        count(late, family, g, key, k, answer.admitted, first)
+      })
     }
     for (let i = 0; i < units; i++) {
       const k = draw()
@@ -122,13 +178,9 @@ async function main(): Promise<void> {
         p.overMs <= 0
           ? p.count
           : Math.min(p.count, Math.floor((p.count * (w - p.atWallMs + spec.tickMs)) / p.overMs))
-      const before = a[p.key] ?? 0
       for (; probeAsked < due; probeAsked++) ask(p.key, -1)
-      probeAdmitted += (a[p.key] ?? 0) - before
-      if (probeAsked >= p.count) {
-        probed = true
-        out.push(JSON.stringify({ t, probe: p.key, asked: p.count, admitted: probeAdmitted }))
-      }
+      // Said at the end: a remote answer may still be on its way.
+      if (probeAsked >= p.count) probed = true
     }
     out.push(JSON.stringify({ t, w, a, r, q, f, y }))
     flush()

@@ -11,6 +11,7 @@ import {
 import { KeyedLimiter, type Limiter, type LimiterShape } from '../../shared/limiters/index.js'
 import { KeyView, KeyedFamily } from '../keyed/index.js'
 import type { Resource } from '../resource.js'
+import type { RemoteAnswer } from '../remote.js'
 import {
   limitHeaders,
   policyHeader,
@@ -129,6 +130,8 @@ export class RateLimitCore {
   readonly #allowList: ReadonlySet<string>
   readonly #clock: Clock
   readonly #maxDelayMs: number
+  /** Whether a keyed family's key this process cannot decide is asked of the coordinator. */
+  readonly #remote: boolean
   readonly #maxKeys: number
   readonly #statusCode: number
   readonly #headerSet: Exclude<HeaderSet, 'draft-8'>
@@ -179,6 +182,7 @@ export class RateLimitCore {
     this.#resource = shared instanceof KeyedFamily ? undefined : shared
     this.#clock = o.clock ?? systemClock
     this.#maxDelayMs = o.maxDelayMs
+    this.#remote = o.remote && (o.mode ?? 'police') === 'police'
     this.#maxKeys = o.maxKeys
     this.#statusCode = o.statusCode
     // draft-8 is the structured form the current draft keeps: the IETF fields.
@@ -295,7 +299,15 @@ export class RateLimitCore {
     const resource = this.#resourceOf(key, req)
     let charged = false
     if (limiter === undefined || (charged = limiter.tryAcquire(cost))) {
-      if (resource === undefined || resource.tryAcquire(cost))
+      if (resource === undefined)
+        return this.#allowed(req, key, limiter, resource, cost, first, true)
+      // A keyed family's key this process's part cannot decide is asked of the coordinator.
+      if (this.#remote && resource instanceof KeyView) {
+        const decided = resource.decide(cost)
+        if (decided === true) return this.#allowed(req, key, limiter, resource, cost, first, true)
+        return this.#remotely(req, key, limiter, resource.detach(), cost, charged, first, decided)
+      }
+      if (resource.tryAcquire(cost))
         return this.#allowed(req, key, limiter, resource, cost, first, true)
       // The shared limit refused: the per-key one should not pay for it.
       if (charged && limiter?.refund !== undefined) {
@@ -362,6 +374,26 @@ export class RateLimitCore {
       decision.charged.refund?.(decision.cost)
   }
 
+  /** The coordinator's answer for a check this process's part of a key could not decide. */
+  async #remotely(
+    req: RequestInfo,
+    key: string,
+    limiter: Limiter | undefined,
+    view: KeyView,
+    cost: number,
+    charged: boolean,
+    first: boolean,
+    decided: Promise<RemoteAnswer>,
+  ): Promise<Decision> {
+    const answer = await decided
+    if (answer.admitted) return this.#allowed(req, key, limiter, view, cost, first, true)
+    if (charged && limiter?.refund !== undefined) {
+      limiter.refund(cost)
+      charged = false
+    }
+    return this.#refused(req, key, limiter, view, cost, charged, answer.retryAfterMs)
+  }
+
   async #shape(
     req: RequestInfo,
     key: string,
@@ -422,11 +454,17 @@ export class RateLimitCore {
     resource: SharedLimit | undefined,
     cost: number,
     limiterCharged: boolean,
+    remoteWaitMs = 0,
   ): Decision {
     // Retry-After: until every limit that refused has room (a limit never able to: its window).
+    // A key the coordinator refused: when it said asking again may succeed, else this process's.
     let waitMs = 0
     if (limiter !== undefined && !limiterCharged) waitMs = limiter.msUntil(cost)
-    if (resource !== undefined) waitMs = Math.max(waitMs, resource.msUntil(cost))
+    if (resource !== undefined)
+      waitMs = Math.max(
+        waitMs,
+        remoteWaitMs > 0 && Number.isFinite(remoteWaitMs) ? remoteWaitMs : resource.msUntil(cost),
+      )
     if (!Number.isFinite(waitMs)) waitMs = this.#windowMs(limiter)
     const blockMs = this.options.blockMs
     if (blockMs > 0) {

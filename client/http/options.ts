@@ -101,6 +101,13 @@ export interface RateLimitOptions {
   /** `police` rejects at once; `shape` delays up to `maxDelayMs`, then rejects. Default `police`. */
   readonly mode?: 'police' | 'shape' | undefined
   readonly maxDelayMs?: number | undefined
+  /**
+   * A keyed family's check that this process's part of the key cannot decide (an empty
+   * bucket, a share too thin, a key hot elsewhere) is asked of the coordinator, which decides
+   * it against its own part, as one central limiter would: one round trip for that request
+   * only. Default true; false decides here only (`police` mode; `shape` waits here).
+   */
+  readonly remote?: boolean | undefined
   /** Keys never limited. */
   readonly allowList?: readonly string[] | undefined
   /** Requests never limited (health checks, say). */
@@ -208,6 +215,7 @@ const schema = z
     }),
     mode: z.enum(['police', 'shape']),
     maxDelayMs: z.number().min(0).finite(),
+    remote: z.boolean(),
     allowList: z.array(z.string()),
     skip: fn<(req: RequestInfo) => boolean>(),
     policy: z.strictObject({
@@ -326,6 +334,7 @@ const rateLimitDefaults = {
   statusCode: 429,
   ipv6Subnet: 64,
   blockMs: 0,
+  remote: true,
 } as const
 
 /** A whole option set, checked, with every default in place. */
@@ -337,6 +346,7 @@ export type FinalRateLimitOptions = RateLimitOptions & {
   readonly statusCode: number
   readonly ipv6Subnet: number | false
   readonly blockMs: number
+  readonly remote: boolean
 }
 
 /** Checks what only a whole option set can show; fills in the defaults and freezes it. */

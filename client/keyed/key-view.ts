@@ -1,4 +1,5 @@
 import type { Permit } from '../enforcer.js'
+import type { RemoteAnswer } from '../remote.js'
 import type { KeyedFamily } from './family.js'
 
 /**
@@ -22,6 +23,11 @@ export class KeyView {
 
   tryAcquire(cost = 1): boolean {
     return this.#family.tryAcquire(this.key, cost)
+  }
+
+  /** `KeyedFamily.decide`: true when admitted here, else the coordinator's answer to come. */
+  decide(cost = 1): true | Promise<RemoteAnswer> {
+    return this.#family.decide(this.key, cost)
   }
 
   msUntil(cost = 1): number {

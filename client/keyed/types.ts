@@ -1,3 +1,4 @@
+import type { RemoteAnswer } from '../remote.js'
 import type { Usage } from '../../shared/index.js'
 import type { LeaseGrant } from '../../shared/index.js'
 
@@ -37,6 +38,11 @@ export interface KeyedEvents {
 export interface KeyedOwner {
   requestEarlyReport(): void
   drained(): void
+  /**
+   * Asks the coordinator to decide `cost` of `resource` (a key's id) against what it holds.
+   * An owner without it (a unit test's) refuses every remote ask.
+   */
+  askRemote?(resource: string, cost: number): Promise<RemoteAnswer>
 }
 
 /** One entry of a family's demand report. */

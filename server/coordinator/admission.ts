@@ -15,7 +15,7 @@ import {
   type Limits,
   type ResourceSettings,
 } from '../config/index.js'
-import { clientKey, type Pool } from '../pool/index.js'
+import { centralClientId, clientKey, type Pool } from '../pool/index.js'
 
 /** A refusal: the code to send and what to add to its catalogue line. */
 export interface Refusal {
@@ -51,6 +51,7 @@ export function admitClient(
   ctx: AdmissionContext,
   hello: HelloMessage,
   upgradeToken: string | undefined,
+  internal?: { readonly tenant: string | undefined },
 ): { tenant: string | undefined } | Refusal {
   if (hello.v !== protocolVersion) {
     return {
@@ -58,8 +59,14 @@ export function admitClient(
       detail: `coordinator speaks v${protocolVersion}, client sent v${hello.v}`,
     }
   }
-  let tenant: string | undefined
-  if (ctx.config.requiresToken) {
+  // The coordinator's own part of every key connects in-process only (central.ts).
+  if (internal === undefined && hello.clientId === centralClientId)
+    return {
+      code: 'SLUICE_ERR_AUTH_INVALID_TOKEN',
+      detail: `the client id ${centralClientId} is the coordinator's own; choose another`,
+    }
+  let tenant: string | undefined = internal?.tenant
+  if (ctx.config.requiresToken && internal === undefined) {
     const token = hello.token ?? upgradeToken
     tenant = token === undefined ? undefined : ctx.config.tenantByToken(token)
     if (tenant === undefined)

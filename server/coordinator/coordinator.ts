@@ -21,6 +21,7 @@ import type { Upstream } from '../tree/index.js'
 import { AuthGuard } from './auth-guard.js'
 import type { Core } from './core.js'
 import { hello } from './handshake.js'
+import { Central } from './central.js'
 import { Leadership, type Role } from './leadership.js'
 import { Outbox, type OutboxHost } from './outbox.js'
 import type { HoldingsKeys } from './proofs.js'
@@ -63,6 +64,8 @@ export class Coordinator {
   /** Where lease batches leave: written to the ledger first, when there is one. */
   readonly #outbox: Outbox
   readonly #start: PoolStart
+  /** The coordinator's own part of every key, where remote decisions are taken (central.ts). */
+  readonly #central: Central
   #pool: Pool
   /** Signs leases and verifies claimed holdings; without it, no claim is trusted. */
   #keys: HoldingsKeys | undefined
@@ -98,6 +101,16 @@ export class Coordinator {
     this.#outbox = new Outbox(this.#core)
     this.#start = new PoolStart(clock, this.#settings, () => this.#outbox.ledger)
     this.#pool = this.#start.pool()
+    this.#central = new Central(
+      {
+        receive: (session, msg) => this.receive(session, msg),
+        disconnected: (session) => this.disconnected(session),
+        settingsFor: (id) => this.#settings.lookup(id),
+        allows: (tenant, id) => this.#core.config.allows(tenant, id),
+      },
+      clock,
+      logger,
+    )
     this.observer.start()
     this.metrics.isLeader.set(role === 'leader' ? 1 : 0)
     warnConfig(config, logger)
@@ -175,6 +188,7 @@ export class Coordinator {
     this.#rounds.dropAll()
     this.#pool = this.#start.pool()
     this.#settings.clear()
+    this.#central.closeAll()
     const sessions = this.#sessions.takeAll()
     this.metrics.connections.set(0)
     for (const session of sessions) this.#sendAway(session)
@@ -308,6 +322,8 @@ export class Coordinator {
         return ack(this.#core, session, msg)
       case 'release':
         return release(this.#core, session, msg)
+      case 'decide':
+        return this.#central.decide(session, msg)
     }
   }
 
@@ -360,6 +376,7 @@ export class Coordinator {
   close(): void {
     if (this.#closed) return
     this.#closed = true
+    this.#central.closeAll()
     this.observer.close()
     this.#rounds.dropAll()
     for (const session of this.#sessions.takeAll())

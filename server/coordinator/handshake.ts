@@ -15,7 +15,7 @@ import type { SessionPort } from './session-port.js'
 export function hello(host: Core, session: SessionPort, msg: HelloMessage): void {
   if (host.config.requiresToken && !host.guard.mayTry(session.remoteAddress, 'websocket'))
     return host.fail(session, 'SLUICE_ERR_AUTH_RATE_LIMITED', 'wait before trying another token')
-  const verdict = admitClient(host, msg, session.upgradeToken)
+  const verdict = admitClient(host, msg, session.upgradeToken, session.internal)
   if ('code' in verdict) {
     if (verdict.code === 'SLUICE_ERR_AUTH_INVALID_TOKEN')
       host.guard.failed(session.remoteAddress, 'websocket')

@@ -10,6 +10,11 @@ export interface SessionPort {
   readonly upgradeToken: string | undefined
   /** The peer's address, for throttling failed authentications; undefined when there is none. */
   readonly remoteAddress: string | undefined
+  /**
+   * Set on the coordinator's own in-process connection only (the central part of remote
+   * decisions, central.ts): trusted as `tenant`'s, no token asked.
+   */
+  readonly internal?: { readonly tenant: string | undefined } | undefined
   send(message: ServerMessage): void
   /** Ends the connection with the error's close code. */
   fail(code: ErrorCode, detail: string): void

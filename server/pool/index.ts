@@ -1,5 +1,6 @@
 export { DemandHistory } from './demand.js'
 export { Pool, clientKey } from './pool.js'
+export { centralClientId } from './shapes/index.js'
 export { waitRefreshes as resetWaitRefreshes } from './reset.js'
 export type {
   ConnectOutcome,

@@ -186,11 +186,27 @@ export const releaseMessage = z.strictObject({
     .optional(),
 })
 
+/**
+ * Remote decisions: checks of keys this process could not decide by its own share (an empty
+ * bucket, a share below one request, a key moving), asked of the coordinator, which decides
+ * each against what it holds of the key itself, as one central limiter would, and answers in
+ * a `decided`. Each ask is `[n, resource, cost]`: `n` numbers it on this connection (the answer
+ * names it), `resource` is a keyed family's key (`<prefix>/<key>`), `cost` its units.
+ */
+export const decideMessage = z.strictObject({
+  type: z.literal('decide'),
+  asks: z
+    .array(z.tuple([z.number().int().min(0), resourceId, quantity]))
+    .min(1)
+    .max(L.maxEntries),
+})
+
 export const clientMessage = z.discriminatedUnion('type', [
   helloMessage,
   demandMessage,
   ackMessage,
   releaseMessage,
+  decideMessage,
 ])
 
 // ---- coordinator → client ----
@@ -311,11 +327,30 @@ export const redirectMessage = z.strictObject({
   url: z.string(),
 })
 
+/**
+ * The answers to a `decide`, each `[n, admitted, retryAfterMs]`: `admitted` 1 when the
+ * coordinator took the cost from what it holds of the key, 0 when not; then `retryAfterMs` is
+ * when asking again may succeed (Infinity is sent as -1: not by waiting).
+ */
+export const decidedMessage = z.strictObject({
+  type: z.literal('decided'),
+  answers: z
+    .array(
+      z.tuple([
+        z.number().int().min(0),
+        z.union([z.literal(0), z.literal(1)]),
+        z.number().int().min(-1),
+      ]),
+    )
+    .max(L.maxEntries),
+})
+
 export const serverMessage = z.discriminatedUnion('type', [
   welcomeMessage,
   leaseMessage,
   errorMessage,
   redirectMessage,
+  decidedMessage,
 ])
 
 /** How many entries a message carries: the admission work it asks for (at least 1). */
@@ -328,6 +363,8 @@ export function entriesOf(msg: ClientMessage): number {
       return Math.max(1, msg.resources.length)
     case 'ack':
       return msg.resources?.length ?? 1
+    case 'decide':
+      return msg.asks.length
   }
 }
 
@@ -338,6 +375,8 @@ export type DemandMessage = z.output<typeof demandMessage>
 export type AckMessage = z.output<typeof ackMessage>
 export type ReleaseMessage = z.output<typeof releaseMessage>
 export type ClientMessage = z.output<typeof clientMessage>
+export type DecideMessage = z.output<typeof decideMessage>
+export type DecidedMessage = z.output<typeof decidedMessage>
 export type LeaseGrant = z.output<typeof leaseGrant>
 export type LeaseProof = z.output<typeof leaseProof>
 export type WelcomeMessage = z.output<typeof welcomeMessage>

@@ -16,6 +16,26 @@ import type { Entry, ResourceState } from '../entry.js'
  */
 export function defaultHolders(r: ResourceState, sharing: readonly Entry[]): number[] {
   const max = r.settings.family!.maxDefaultHolders
+  let centrals = 0
+  for (const e of sharing) if (e.client.clientId === centralClientId) centrals++
+  if (centrals === 0) return byTraffic(r, sharing, max)
+  // The coordinator's own part (remote decisions, coordinator/central.ts) holds no default
+  // share while every process holds one (it would only thin theirs); when some hold none, it
+  // is placed first: it decides for every process that holds none.
+  const others = sharing.filter((e) => e.client.clientId !== centralClientId)
+  const central = sharing.length - others.length <= max && others.length > max
+  const wants = byTraffic(r, others, central ? max - centrals : max)
+  let i = 0
+  return sharing.map((e) =>
+    e.client.clientId === centralClientId ? (central ? 1 : 0) : wants[i++]!,
+  )
+}
+
+/** The client id of the coordinator's own part of every key (one client per tenant). */
+export const centralClientId = 'sluice-central'
+
+/** The `max` of `sharing` that use the family most, by tenant first: 1 each, the others 0. */
+function byTraffic(r: ResourceState, sharing: readonly Entry[], max: number): number[] {
   if (sharing.length <= max) return sharing.map(() => 1)
   const order = sharing
     .map((e, i) => ({

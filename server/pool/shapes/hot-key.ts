@@ -31,6 +31,14 @@ export const hotKeyShape: Shape = Object.freeze<Shape>({
     // the while (#41).
     if (asked || reserved > 0) maxMinTargets(r, sharing, wants, reserved, { wholeTokens: true })
     else for (const e of sharing as Entry[]) e.target = 0
+    // A key just gone hot (someone else asked first: another process, or the coordinator's own
+    // part for a remote decision): a holder that has not reported it since keeps the lease it
+    // was seeded with until it does, or for a refresh period, as a quota key's holder does
+    // (named-quota.ts): cut at once, its bucket would lose what its default share still held.
+    if (asked)
+      for (const e of sharing as Entry[])
+        if (e.reportedMs < e.seededMs && nowMs - e.seededMs < r.settings.refreshMs)
+          e.target = Math.max(e.target, e.newest)
     settle(pool, r, sharing, nowMs)
   },
 })

@@ -9,6 +9,7 @@ import type { Shape } from './shape.js'
 
 export type { Shape } from './shape.js'
 export { quotaStandingBlock } from './named-quota.js'
+export { centralClientId } from './default-holders.js'
 
 /**
  * The shape of a resource with these settings: by whether it has a window (a

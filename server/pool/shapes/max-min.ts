@@ -1,5 +1,6 @@
 import { allocate, wholeTokens, wholeUnits, type ClientDemand } from '../../allocation/index.js'
-import { inKindUnits, kindTraits } from '../../../shared/index.js'
+import { domainLimits, inKindUnits, kindTraits } from '../../../shared/index.js'
+import { centralClientId } from './default-holders.js'
 import type { Entry, ResourceState } from '../entry.js'
 import { keepClose } from './headroom.js'
 import { tenantOf } from './shape.js'
@@ -10,7 +11,8 @@ import { tenantOf } from './shape.js'
  * resource's algorithm, surplus rule and tenants, in the kind's units
  * (whole slots for a semaphore), and with `wholeTokens` a share that would
  * be a sliver below one token of burst goes whole to a few. A lease close
- * enough to its target stays (headroom tolerance).
+ * enough to its target stays (headroom tolerance). The coordinator's own part
+ * (remote decisions) is served last, from what the processes leave.
  */
 export function maxMinTargets(
   r: ResourceState,
@@ -24,7 +26,9 @@ export function maxMinTargets(
     id: e.client.key,
     wants: wants[i]!,
     weight: e.weight,
-    priority: e.priority,
+    // The coordinator's own part of a key (remote decisions) is its lowest band: it gets what the
+    // processes asking for the key leave, never a part of what they use themselves.
+    priority: e.client.clientId === centralClientId ? -domainLimits.maxPriority : e.priority,
     tenant: tenantOf(r, e),
   }))
   // Slots are whole: what is left beside the reserved slots is shared in whole slots.

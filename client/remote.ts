@@ -1,0 +1,77 @@
+import type { DecidedMessage, DecideMessage } from '../shared/index.js'
+
+/** The coordinator's answer to one remote check. */
+export interface RemoteAnswer {
+  /** The coordinator took the cost from what it holds of the key. */
+  readonly admitted: boolean
+  /** When asking again may succeed (Infinity: not by waiting; 0: unknown, e.g. no connection). */
+  readonly retryAfterMs: number
+}
+
+/** No connection, or too many asks in flight: refused here, at once, as a share would. */
+const unanswered: RemoteAnswer = Object.freeze({ admitted: false, retryAfterMs: 0 })
+
+/**
+ * Remote decisions: checks a process could not decide by its own share, asked
+ * of the coordinator (docs/protocol.md, `decide`). Asks made in one turn of
+ * the event loop leave together (frames of at most maxEntries); each promise resolves with the answer
+ * naming its number, or refused when the connection drops first (an ask is
+ * never retried: the request it stands for is waiting). At most
+ * `maxInFlight` asks are out at once; more are refused here at once.
+ */
+export class RemoteDecisions {
+  readonly #send: (asks: DecideMessage['asks']) => void
+  readonly #maxInFlight: number
+  readonly #pending = new Map<number, (answer: RemoteAnswer) => void>()
+  #queue: [number, string, number][] = []
+  #next = 0
+  #flushing = false
+
+  constructor(send: (asks: DecideMessage['asks']) => void, maxInFlight: number) {
+    this.#send = send
+    this.#maxInFlight = maxInFlight
+  }
+
+  /** Asks in flight (sent or queued). */
+  get inFlight(): number {
+    return this.#pending.size
+  }
+
+  /** Asks the coordinator for `cost` of `resource` (a family's key id). */
+  ask(resource: string, cost: number): Promise<RemoteAnswer> {
+    if (this.#pending.size >= this.#maxInFlight) return Promise.resolve(unanswered)
+    const n = this.#next
+    this.#next = (this.#next + 1) % Number.MAX_SAFE_INTEGER
+    this.#queue.push([n, resource, cost])
+    if (!this.#flushing) {
+      this.#flushing = true
+      queueMicrotask(() => this.#flush())
+    }
+    return new Promise((resolve) => this.#pending.set(n, resolve))
+  }
+
+  #flush(): void {
+    this.#flushing = false
+    const asks = this.#queue
+    this.#queue = []
+    if (asks.length > 0) this.#send(asks)
+  }
+
+  /** The coordinator's answers. An answer to no ask in flight (one from an old connection) is ignored. */
+  answered(msg: DecidedMessage): void {
+    for (const [n, admitted, retryMs] of msg.answers) {
+      const resolve = this.#pending.get(n)
+      if (resolve === undefined) continue
+      this.#pending.delete(n)
+      resolve({ admitted: admitted === 1, retryAfterMs: retryMs < 0 ? Infinity : retryMs })
+    }
+  }
+
+  /** The connection is gone: every ask in flight is refused (its answer cannot come). */
+  dropAll(): void {
+    this.#queue = []
+    const pending = [...this.#pending.values()]
+    this.#pending.clear()
+    for (const resolve of pending) resolve(unanswered)
+  }
+}

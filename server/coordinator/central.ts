@@ -1,0 +1,224 @@
+import { EventEmitter } from 'node:events'
+import type { Logger } from 'pino'
+import { SluiceClient, type ClientSocket, type KeyedFamily } from '../../client/index.js'
+import {
+  closeCodeOf,
+  decodeClientMessage,
+  encodeMessage,
+  formatError,
+  keyOfId,
+  keyProblem,
+  type Clock,
+  type ClientMessage,
+  type DecideMessage,
+  type DecidedMessage,
+  type ErrorCode,
+  type ServerMessage,
+} from '../../shared/index.js'
+import { isFamilyKey, type ResourceSettings } from '../config/index.js'
+import { centralClientId } from '../pool/index.js'
+import type { SessionPort } from './session-port.js'
+
+/** What the central part needs of the coordinator: its door for messages, and what a key is. */
+export interface CentralHost {
+  receive(session: SessionPort, msg: ClientMessage): void
+  disconnected(session: SessionPort): void
+  settingsFor(id: string): ResourceSettings | undefined
+  /** Whether `tenant` may use `id` (the config's tenants). */
+  allows(tenant: string | undefined, id: string): boolean
+}
+
+/**
+ * The coordinator's own part of every key: remote decisions (`decide`) are
+ * taken against it, as one central limiter would take them.
+ *
+ * It is a client like any other: a `SluiceClient` per tenant, connected to
+ * this coordinator through an in-process socket, holding a share of each
+ * family it is asked of and, for a key asked of it, a lease of its own by
+ * max-min over what it is asked, as any process gets one. So what it admits
+ * is bounded exactly as every process's part is (Σ leases ≤ capacity, a moved
+ * share brings no burst), and no bound had to be written again for it. A key
+ * asked for thinly at many processes (each holding nothing of it) is asked
+ * of the central part alone, which then holds the key's capacity and admits
+ * what a central limiter would.
+ *
+ * It lives on the leader only: a step-down closes it (its leases lapse as any
+ * closed client's), and a new leader makes its own on the first ask.
+ */
+export class Central {
+  readonly #host: CentralHost
+  readonly #clock: Clock
+  readonly #log: Logger
+  /** The central client of each tenant ('' without one). */
+  readonly #clients = new Map<string, SluiceClient>()
+  /** Asks decided here since the start, and of those admitted. */
+  asked = 0
+  admitted = 0
+
+  constructor(host: CentralHost, clock: Clock, log: Logger) {
+    this.#host = host
+    this.#clock = clock
+    this.#log = log
+  }
+
+  /** A session's asks: each decided against the central part of its key, answered in one frame. */
+  decide(session: SessionPort, msg: DecideMessage): void {
+    const tenant = session.tenant
+    const answers: DecidedMessage['answers'] = []
+    for (const [n, resource, cost] of msg.asks) {
+      const family = this.#familyFor(tenant, resource)
+      // Not a key that may be decided here: refused, not by waiting.
+      if (family === undefined) {
+        answers.push([n, 0, -1])
+        continue
+      }
+      this.asked += cost
+      // Its first ask of a family makes the central part's holder of it: refused until its
+      // first lease comes (a round trip in the process, and a round).
+      if (family.tryAcquire(keyOfId(family.prefix, resource)!, cost)) {
+        this.admitted += cost
+        answers.push([n, 1, 0])
+      } else {
+        const ms = family.msUntil(keyOfId(family.prefix, resource)!, cost)
+        answers.push([n, 0, Number.isFinite(ms) ? Math.ceil(ms) : -1])
+      }
+    }
+    session.send({ type: 'decided', answers })
+  }
+
+  /** The central family of `resource`'s family, for `tenant`; undefined when it may not be asked. */
+  #familyFor(tenant: string | undefined, resource: string): KeyedFamily | undefined {
+    const settings = this.#host.settingsFor(resource)
+    const family = settings?.family
+    if (settings === undefined || family === undefined || !isFamilyKey(settings)) return undefined
+    // A slot is released where it was taken: concurrency is never decided remotely.
+    if (family.keyKind === 'concurrency') return undefined
+    if (!this.#host.allows(tenant, resource)) return undefined
+    const key = keyOfId(family.prefix, resource)
+    if (key === undefined || keyProblem(family.prefix, key) !== undefined) return undefined
+    return this.#clientFor(tenant).keyed(family.prefix)
+  }
+
+  #clientFor(tenant: string | undefined): SluiceClient {
+    const name = tenant ?? ''
+    let client = this.#clients.get(name)
+    if (client !== undefined && client.failure === undefined) return client
+    client = new SluiceClient({
+      url: 'ws://127.0.0.1/v1/connect',
+      clientId: centralClientId,
+      name: 'the coordinator (remote decisions)',
+      clock: this.#clock,
+      socketFactory: () => new InProcessSocket(this.#host, tenant),
+    })
+    client.on('error', (error) =>
+      this.#log.warn({ tenant, err: error }, 'remote decisions: the central part stopped'),
+    )
+    this.#clients.set(name, client)
+    return client
+  }
+
+  /** The central parts close (a step-down, a shutdown): their leases lapse as a closed client's. */
+  closeAll(): void {
+    for (const client of this.#clients.values()) void client.close()
+    this.#clients.clear()
+  }
+}
+
+/**
+ * The central client's end of its in-process connection: what `SluiceClient`
+ * uses of a WebSocket. Frames go through the coordinator's one door
+ * (`receive`) encoded and decoded as any, each in a microtask of its own, in
+ * order, so no message is handled inside another's.
+ */
+class InProcessSocket extends EventEmitter implements ClientSocket {
+  readyState = 0
+  readonly #session: InProcessSession
+
+  constructor(host: CentralHost, tenant: string | undefined) {
+    super()
+    this.#session = new InProcessSession(host, this, tenant)
+    queueMicrotask(() => {
+      if (this.readyState !== 0) return
+      this.readyState = 1
+      this.emit('open')
+    })
+  }
+
+  send(data: string): void {
+    if (this.readyState !== 1) return
+    queueMicrotask(() => this.#session.receive(data))
+  }
+
+  close(code = 1000): void {
+    if (this.readyState >= 2) return
+    this.readyState = 2
+    queueMicrotask(() => {
+      this.#session.peerClosed()
+      this.ended(code)
+    })
+  }
+
+  terminate(): void {
+    this.close(1006)
+  }
+
+  ping(): void {
+    queueMicrotask(() => {
+      if (this.readyState === 1) this.emit('pong')
+    })
+  }
+
+  ended(code: number): void {
+    if (this.readyState === 3) return
+    this.readyState = 3
+    this.emit('close', code)
+  }
+}
+
+/** The coordinator's end of the central client's connection: a session trusted as its tenant's. */
+class InProcessSession implements SessionPort {
+  clientId: string | undefined = undefined
+  tenant: string | undefined = undefined
+  readonly upgradeToken = undefined
+  readonly remoteAddress = undefined
+  readonly internal: { readonly tenant: string | undefined }
+  readonly #host: CentralHost
+  readonly #socket: InProcessSocket
+  #dead = false
+
+  constructor(host: CentralHost, socket: InProcessSocket, tenant: string | undefined) {
+    this.#host = host
+    this.#socket = socket
+    this.internal = { tenant }
+  }
+
+  send(message: ServerMessage): void {
+    if (this.#dead) return
+    const text = encodeMessage(message)
+    const socket = this.#socket
+    queueMicrotask(() => {
+      if (socket.readyState === 1) socket.emit('message', text)
+    })
+  }
+
+  fail(code: ErrorCode, detail: string): void {
+    if (this.#dead) return
+    this.send({ type: 'error', code, message: formatError(code, detail) })
+    this.#dead = true
+    const socket = this.#socket
+    queueMicrotask(() => socket.ended(closeCodeOf(code)))
+  }
+
+  receive(text: string): void {
+    if (this.#dead) return
+    const decoded = decodeClientMessage(text)
+    if (!decoded.ok) return this.fail(decoded.code, decoded.detail)
+    this.#host.receive(this, decoded.message)
+  }
+
+  peerClosed(): void {
+    if (this.#dead) return
+    this.#dead = true
+    this.#host.disconnected(this)
+  }
+}

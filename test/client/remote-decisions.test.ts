@@ -1,0 +1,195 @@
+import Fastify from 'fastify'
+import { afterEach, describe, expect, it } from 'vitest'
+import { createClient, type KeyedFamily } from '../../client/index.js'
+import { fastifyRateLimit } from '../../client/http/index.js'
+import type { ConfigInput } from '../../server/config/index.js'
+import { decodeClientMessage, decodeServerMessage } from '../../shared/index.js'
+import { Cluster } from '../helpers/cluster.js'
+
+// Remote decisions end to end: a real coordinator and real clients over WebSockets on a manual
+// clock. A key of apikey/* is 10/s (burst 10) across every process; a check a process cannot
+// decide by its own part is asked of the coordinator, which decides it against its own part.
+
+const refreshMs = 100
+const config = (extra: Record<string, unknown> = {}): ConfigInput => ({
+  server: { limits: { roundDebounceMs: 0 } },
+  resources: [
+    {
+      match: 'apikey/*',
+      keyed: true,
+      kind: 'rate',
+      capacity: 10,
+      leaseTtlMs: 1000,
+      refreshMs,
+      graceMs: 200,
+      learningMs: 0,
+      unsafeLearning: true,
+      ...extra,
+    },
+  ],
+})
+
+let cluster: Cluster | undefined
+const apps: ReturnType<typeof Fastify>[] = []
+afterEach(async () => {
+  for (const app of apps.splice(0)) await app.close()
+  await cluster?.close()
+  cluster = undefined
+})
+
+async function gateways(n: number, extra: Record<string, unknown> = {}): Promise<KeyedFamily[]> {
+  cluster = new Cluster()
+  await cluster.start(config(extra))
+  const families: KeyedFamily[] = []
+  for (let i = 0; i < n; i++) families.push((await cluster.client(`g${i}`)).keyed('apikey'))
+  for (let i = 0; i < 20; i++) await cluster.step(refreshMs / 2)
+  return families
+}
+
+/**
+ * `perSec` checks of `key` for `seconds`, each at the next gateway in turn (a balancer), by
+ * `check` (remote decisions) or `tryAcquire` (this process's part only). Admitted counted.
+ */
+async function drive(
+  families: readonly KeyedFamily[],
+  key: string,
+  perSec: number,
+  seconds: number,
+  how: 'check' | 'tryAcquire',
+): Promise<number> {
+  const stepMs = 50
+  const perStep = (perSec * stepMs) / 1000
+  let turn = 0
+  const checks: Promise<boolean>[] = []
+  for (let t = 0; t < (seconds * 1000) / stepMs; t++) {
+    for (let i = 0; i < perStep; i++) {
+      const f = families[turn++ % families.length]!
+      checks.push(how === 'check' ? f.check(key) : Promise.resolve(f.tryAcquire(key)))
+    }
+    await cluster!.step(stepMs)
+  }
+  return (await Promise.all(checks)).filter((ok) => ok).length
+}
+
+describe('remote decisions (real sockets, manual clock)', () => {
+  it('decides a key spread thin over many gateways at the coordinator: what a central limiter admits, never more', async () => {
+    // 12 gateways, 2 of them default holders: a key's 10/s is below a token a second at each.
+    const families = await gateways(12, { maxDefaultHolders: 2 })
+    const seconds = 10
+    const local = await drive(families, 'thin-local', 20, seconds, 'tryAcquire')
+    const remote = await drive(families, 'thin-remote', 20, seconds, 'check')
+    const bound = 10 * seconds + 10
+    if (process.env.RD_DEBUG)
+      console.log({
+        local,
+        remote,
+        asks: families.map((f) => [f.remoteAsks, f.remoteAdmitted, f.lease?.capacity]),
+      })
+    // A central limiter admits 10/s and the burst: 110 of the 200 asked.
+    expect(remote).toBeLessThanOrEqual(bound)
+    expect(remote).toBeGreaterThanOrEqual(0.85 * bound)
+    expect(remote).toBeGreaterThan(local)
+    expect(families.reduce((n, f) => n + f.remoteAdmitted, 0)).toBeGreaterThan(0)
+  })
+
+  it('answers through the HTTP edge: a request a gateway cannot decide is decided at the coordinator, with a true Retry-After when refused', async () => {
+    const families = await gateways(6, { maxDefaultHolders: 1, capacity: 4, burst: 4 })
+    const servers = await Promise.all(
+      families.map(async (family, i) => {
+        const app = Fastify()
+        apps.push(app)
+        await app.register(fastifyRateLimit, {
+          resource: family,
+          key: { header: 'x-api-key' },
+          clock: cluster!.clock,
+          ...(i === 5 ? { remote: false } : {}),
+        })
+        app.get('/', async () => 'ok')
+        return app
+      }),
+    )
+    // Gateway 1 holds no part of any key (gateway 0 holds the one default share): its first
+    // request of a key is the coordinator's to decide. Its first asks come before the central
+    // part holds anything: refused, then asked for; once leased, admitted.
+    const codes: number[] = []
+    for (let i = 0; i < 40; i++) {
+      const res = await servers[1]!.inject({ url: '/', headers: { 'x-api-key': 'tenant-7' } })
+      codes.push(res.statusCode)
+      if (res.statusCode === 429) {
+        const retry = Number(res.headers['retry-after'])
+        expect(retry).toBeGreaterThanOrEqual(1)
+        expect(retry).toBeLessThanOrEqual(2)
+      }
+      await cluster!.step(100)
+    }
+    const admitted = codes.filter((c) => c === 200).length
+    // 4/s for 4 s is 16 (and the burst): most of it, never more.
+    expect(admitted).toBeGreaterThanOrEqual(10)
+    expect(admitted).toBeLessThanOrEqual(4 * 4 + 4)
+    expect(families[1]!.remoteAdmitted).toBe(admitted)
+    // With remote: false the same gateway decides alone: nothing, it holds no part.
+    const local = await servers[5]!.inject({ url: '/', headers: { 'x-api-key': 'tenant-8' } })
+    expect(local.statusCode).toBe(429)
+    expect(families[5]!.remoteAsks).toBe(0)
+  })
+
+  it('refuses what it may not decide (no such family, a slot), and keeps its client id its own', async () => {
+    await gateways(1, {})
+    const family = cluster!.clients[0]!.keyed('apikey')
+    // A key of a family the config does not have: refused, not by waiting.
+    const other = cluster!.clients[0]!.keyed('nosuch')
+    const asked = other.decide('k')
+    await cluster!.step(50)
+    expect(asked).not.toBe(true)
+    expect(await asked).toEqual({ admitted: false, retryAfterMs: Infinity })
+    expect(family.remoteAsks).toBe(0)
+    // Nobody else may connect as the coordinator's own part.
+    const impostor = createClient({
+      url: `ws://127.0.0.1:${cluster!.port}/v1/connect`,
+      clientId: 'sluice-central',
+      clock: cluster!.clock,
+    })
+    const failed = new Promise<{ code: string }>((resolve) =>
+      impostor.once('error', (e) => resolve(e as { code: string })),
+    )
+    await cluster!.step(50)
+    expect((await failed).code).toBe('SLUICE_ERR_AUTH_INVALID_TOKEN')
+    await impostor.close()
+  })
+
+  it('refuses the asks in flight when the connection drops: a request is never left waiting', async () => {
+    const families = await gateways(3, { maxDefaultHolders: 1 })
+    const thin = families.find((f) => (f.lease?.capacity ?? 0) === 0)!
+    const asked = thin.check('k')
+    await cluster!.stop()
+    expect(await asked).toBe(false)
+  })
+})
+
+describe('the decide and decided frames', () => {
+  it('carry numbered asks and answers, bounded and checked like every frame', () => {
+    const ask = decodeClientMessage(JSON.stringify({ type: 'decide', asks: [[0, 'apikey/a', 1]] }))
+    expect(ask.ok).toBe(true)
+    for (const bad of [
+      { type: 'decide', asks: [] },
+      { type: 'decide', asks: [[-1, 'apikey/a', 1]] },
+      { type: 'decide', asks: [[0, 'apikey/a', -1]] },
+      { type: 'decide', asks: [[0, 'apikey/a']] },
+      { type: 'decide', asks: Array.from({ length: 100_000 }, (_, i) => [i, 'apikey/a', 1]) },
+    ])
+      expect(decodeClientMessage(JSON.stringify(bad)).ok).toBe(false)
+    const answer = decodeServerMessage(
+      JSON.stringify({
+        type: 'decided',
+        answers: [
+          [0, 1, 0],
+          [1, 0, -1],
+        ],
+      }),
+    )
+    expect(answer.ok).toBe(true)
+    expect(decodeServerMessage(JSON.stringify({ type: 'decided', answers: [[0, 2, 0]] })).ok).toBe(
+      false,
+    )
+  })
+})
