@@ -32,7 +32,9 @@ export const resumeToleranceMs = 2000
  * toward it by `windowSlewRate`, never jumps. So no step of the wall clock,
  * live or across a restart, either way, re-opens a window or cuts one short
  * by more than 1%; a window's number never goes back; and the windows come
- * back in line with the wall clock on their own. docs/operations.md,
+ * back in line with the wall clock on their own. While it trails the wall
+ * clock by less than a window, a window also ends at its wall-clock end (a
+ * gap, never an overlap). docs/operations.md,
  * "Quota windows and clock steps", states the rule and its measured effect.
  */
 export class QuotaWindows {
@@ -109,10 +111,19 @@ export class QuotaWindows {
       // A window of the floor ahead of the clock is cached only once the clock is inside it.
       if (t >= w.startMs && t < w.endMs) this.#last.set(key, w)
     }
+    // The windows' clock trailing the wall clock by less than a window (a restart's downtime
+    // being slewed away, or a small forward step): the window is placed on the wall clock, so it
+    // never outlasts its wall-clock end (what was left of it would be admitted in the next window
+    // as the wall clock counts: up to 6 of a key's 100 in a fault run). The next window still
+    // opens on the windows' clock: the gap between is admitted from neither.
+    const wallMs = nowMs - this.#clock.now() + this.#clock.wallNow()
+    const lagMs = wallMs - t
+    const placedMs = lagMs > 0 && lagMs < w.endMs - w.startMs ? wallMs : t
     return {
       index: w.index,
-      startMs: nowMs + (w.startMs - t),
-      endMs: Math.max(nowMs + (w.endMs - t), nowMs + 1),
+      startMs: nowMs + (w.startMs - placedMs),
+      endMs: Math.max(nowMs + (w.endMs - placedMs), nowMs + 1),
+      nextMs: nowMs + (w.endMs - t),
     }
   }
 }

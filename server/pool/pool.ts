@@ -245,10 +245,11 @@ export class Pool extends PoolView {
     return flush(this.state)
   }
 
-  /** When the quota window of `resourceId` in force at `nowMs` ends; undefined without one. */
+  /** When the next quota window of `resourceId` opens (after the one in force at `nowMs`); undefined without one. */
   windowEndMs(resourceId: string, nowMs: number): number | undefined {
     const r = this.state.resources.get(resourceId)
-    return r === undefined ? undefined : this.state.windowOf(r, nowMs)?.endMs
+    const w = r === undefined ? undefined : this.state.windowOf(r, nowMs)
+    return w === undefined ? undefined : (w.nextMs ?? w.endMs)
   }
 
   /**

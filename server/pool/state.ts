@@ -14,11 +14,15 @@ export interface LeaseBatch {
   readonly leases: LeaseGrant[]
 }
 
-/** The quota window that holds `nowMs`, on the pool's clock: its number and end. */
+/**
+ * The quota window that holds `nowMs`, on the pool's clock: its number and end, and when the
+ * next one opens (`nextMs`; at `endMs` when absent: a window may end before the next opens,
+ * coordinator/quota-clock.ts).
+ */
 export type QuotaClock = (
   spec: WindowSpec,
   nowMs: number,
-) => { index: number; startMs: number; endMs: number }
+) => { index: number; startMs: number; endMs: number; nextMs?: number }
 
 /** Windows on the pool's own clock taken as the wall clock (tests, the simulator). */
 export const sameClockWindows: QuotaClock = (spec, nowMs) => windowAt(spec, nowMs)

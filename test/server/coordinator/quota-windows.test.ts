@@ -105,4 +105,32 @@ describe('quota windows on their own clock', () => {
     clock.advance(20_000)
     expect(windows.at(spec, clock.now()).index).toBe(now.index + 2)
   })
+
+  it('never lets a window outlast its wall-clock end while they trail the wall clock by less than a window (a restart resumed behind)', () => {
+    const clock = steppedClock()
+    const windows = new QuotaWindows(clock)
+    // A restart: the writer's windows' clock stood 3 s behind the wall clock now (more than
+    // resumeToleranceMs: the downtime and the start took that long), 5 s into a window.
+    const wallAtResume = clock.wallNow()
+    const windowStart = Math.floor(wallAtResume / 20_000) * 20_000
+    clock.advance(windowStart + 5_000 - wallAtResume)
+    windows.resume(clock.wallNow() - 3_000)
+    const w = windows.at(spec, clock.now())
+    // The windows' clock is 2 s into the window; the wall clock 5 s: the window ends at its
+    // wall end, 15 s from now (not 18).
+    expect(w.endMs - clock.now()).toBeCloseTo(15_000, 0)
+    // Through the next edges (the lag slewed away): every window ends by its wall-clock end (a
+    // window past it is given 1 ms at most: the pool's floor), and numbers only go up.
+    let last = w.index
+    for (let t = 0; t < 400_000; t += 100) {
+      const now = clock.now()
+      const x = windows.at(spec, now)
+      const wallEnd = (x.index + 1) * 20_000
+      expect(x.endMs - now).toBeLessThanOrEqual(Math.max(1, wallEnd - clock.wallNow()) + 1e-6)
+      expect(x.index).toBeGreaterThanOrEqual(last)
+      last = x.index
+      clock.advance(100)
+    }
+    expect(windows.lagMs()).toBeCloseTo(0, 0)
+  })
 })
