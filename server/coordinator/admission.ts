@@ -65,8 +65,10 @@ export function admitClient(
       code: 'SLUICE_ERR_AUTH_INVALID_TOKEN',
       detail: `the client id ${centralClientId} is the coordinator's own; choose another`,
     }
-  let tenant: string | undefined = internal?.tenant
-  if (ctx.config.requiresToken && internal === undefined) {
+  // The coordinator's own part (one client per tenant) holds no place of the clients' bounds.
+  if (internal !== undefined) return { tenant: internal.tenant }
+  let tenant: string | undefined
+  if (ctx.config.requiresToken) {
     const token = hello.token ?? upgradeToken
     tenant = token === undefined ? undefined : ctx.config.tenantByToken(token)
     if (tenant === undefined)

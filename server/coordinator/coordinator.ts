@@ -299,8 +299,11 @@ export class Coordinator {
   receive(session: SessionPort, msg: ClientMessage): void {
     // Fencing: a replica that may have lost leadership answers nothing but a redirect.
     if (!this.#mayGrant()) return this.#sendAway(session)
+    // A tenant's budget counts its processes' frames (their remote asks included), not the
+    // coordinator's own part's (central.ts), whose reports those asks caused.
     if (
       session.tenant !== undefined &&
+      session.internal === undefined &&
       !this.#tenantBudgets.tryTake(session.tenant, entriesOf(msg))
     )
       return this.#fail(

@@ -166,6 +166,55 @@ describe('remote decisions (real sockets, manual clock)', () => {
   })
 })
 
+describe('remote decisions with tenants', () => {
+  it("decides a tenant's asks with that tenant's own central part, and never a family the tenant may not use", async () => {
+    cluster = new Cluster()
+    const family = {
+      keyed: true,
+      kind: 'rate',
+      capacity: 10,
+      leaseTtlMs: 1000,
+      refreshMs,
+      graceMs: 200,
+      learningMs: 0,
+      unsafeLearning: true,
+      maxDefaultHolders: 1,
+    }
+    await cluster.start({
+      server: { limits: { roundDebounceMs: 0 } },
+      tenants: {
+        // maxClients 2: the coordinator's own part takes no place of it.
+        a: { token: 'token-of-a-0123', resources: ['apikey/*'], maxClients: 2 },
+        b: { token: 'token-of-b-0123', resources: ['other/*'] },
+      },
+      resources: [
+        { match: 'apikey/*', ...family },
+        { match: 'other/*', ...family },
+      ],
+    })
+    const a = [
+      (await cluster.client('a1', { token: 'token-of-a-0123' })).keyed('apikey'),
+      (await cluster.client('a2', { token: 'token-of-a-0123' })).keyed('apikey'),
+    ]
+    const b = (await cluster.client('b1', { token: 'token-of-b-0123' })).keyed('apikey')
+    for (let i = 0; i < 20; i++) await cluster.step(refreshMs / 2)
+    const thin = a.find((f) => (f.lease?.capacity ?? 0) === 0)!
+    const asks: Promise<boolean>[] = []
+    for (let i = 0; i < 40; i++) {
+      asks.push(thin.check('k'))
+      await cluster.step(100)
+    }
+    const admitted = (await Promise.all(asks)).filter((ok) => ok).length
+    expect(admitted).toBeGreaterThanOrEqual(20)
+    expect(admitted).toBeLessThanOrEqual(10 * 4 + 10)
+    // b may not use apikey/*: refused there, not by waiting.
+    const refused = b.decide('k')
+    await cluster.step(50)
+    expect(refused).not.toBe(true)
+    expect(await refused).toEqual({ admitted: false, retryAfterMs: Infinity })
+  })
+})
+
 describe('the decide and decided frames', () => {
   it('carry numbered asks and answers, bounded and checked like every frame', () => {
     const ask = decodeClientMessage(JSON.stringify({ type: 'decide', asks: [[0, 'apikey/a', 1]] }))
