@@ -15,6 +15,9 @@ import type { SettingsSource } from './settings.js'
  * nothing (learning for the resources' learning periods from `startedMs`).
  * A pool is made anew on every change of role or ledger.
  */
+/** Most of a process's own start (to its ledger) that a windows' resume credits (QuotaWindows.resume). */
+const maxStartingMs = 10_000
+
 export class PoolStart {
   readonly #clock: Clock
   readonly #settings: SettingsSource
@@ -23,6 +26,11 @@ export class PoolStart {
   /** Quota windows on this process's monotonic clock, for every pool it makes (no clock step re-opens one). */
   readonly #windows: QuotaWindows
   #restored = false
+  /**
+   * How long this process had been starting when it attached its ledger (0 when elected: it
+   * ran as a follower): not downtime, so not counted against the windows' resume (QuotaWindows).
+   */
+  #startingMs = 0
   /** Its ledger was new (nothing was ever leased from it): a first lease may start full. */
   #neverLeased = false
 
@@ -49,6 +57,7 @@ export class PoolStart {
   /** Elected: a pool from now, restored from `entries` or learning (a previous leader may have leased anything). */
   elected(restored: boolean): Pool {
     this.#startedMs = this.#clock.now()
+    this.#startingMs = 0
     this.#restored = restored
     this.#neverLeased = false
     return this.pool()
@@ -56,6 +65,8 @@ export class PoolStart {
 
   /** A ledger attached: restored from its entries, or (untrusted) learning as without one. */
   attached(ledger: Ledger, restored: boolean): Pool {
+    // The real clock's monotonic reading counts from the process's start.
+    this.#startingMs = Math.min(Math.max(0, this.#clock.now()), maxStartingMs)
     this.#restored = restored
     // A ledger never written before, trusted: nothing was ever leased, so no bucket anywhere
     // holds a token of any resource.
@@ -106,7 +117,7 @@ export class PoolStart {
       const spec = this.#settings.lookup(e.resource)?.quotaWindow
       if (spec !== undefined) this.#windows.hold(spec, e.leaseWindow)
     }
-    if (lastMs > -Infinity) this.#windows.resume(lastMs)
+    if (lastMs > -Infinity) this.#windows.resume(lastMs, this.#startingMs)
     return pool.restore(entries, restoredUntilFor(entries, nowWallMs, nowMs), nowMs)
   }
 }

@@ -77,16 +77,20 @@ export class QuotaWindows {
    * A ledger's writer stood at `windowsMs` on its windows' clock at its last
    * write: this process's windows' clock starts there (the time since, the
    * downtime, is not known: it is caught up by slewing), or at the wall clock
-   * when that is at most `resumeToleranceMs` ahead of it.
+   * when that is at most `resumeToleranceMs` ahead of it, besides the
+   * `startingMs` this process spent starting.
    */
-  resume(windowsMs: number): void {
+  resume(windowsMs: number, startingMs = 0): void {
     this.#refMs = this.#clock.now()
     const wallMs = this.#clock.wallNow()
     // The wall clock a little ahead is taken as the time the restart took (it cannot be told
     // from a step that small, which could cut the restored window short by as much); further
-    // ahead, or behind, the windows resume where the writer's stood and are slewed.
+    // ahead, or behind, the windows resume where the writer's stood and are slewed. The time
+    // this process spent starting (`startingMs`, measured on its monotonic clock) is no step:
+    // not counted (a restart under load took 1-3 s to start, and resumed ~2 s behind).
     const ahead = wallMs - windowsMs
-    this.#refWindowsMs = ahead >= 0 && ahead <= resumeToleranceMs ? wallMs : windowsMs
+    this.#refWindowsMs =
+      ahead >= 0 && ahead - Math.max(0, startingMs) <= resumeToleranceMs ? wallMs : windowsMs
     this.#last.clear()
   }
 

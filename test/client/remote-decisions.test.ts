@@ -171,7 +171,7 @@ describe('remote decisions with tenants', () => {
     cluster = new Cluster()
     const family = {
       keyed: true,
-      kind: 'rate',
+      kind: 'rate' as const,
       capacity: 10,
       leaseTtlMs: 1000,
       refreshMs,

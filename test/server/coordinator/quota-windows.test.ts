@@ -96,6 +96,19 @@ describe('quota windows on their own clock', () => {
     expect(w.endMs - clock.now()).toBe(20_000 - 5_800)
   })
 
+  it('credit the time this process spent starting: 0.5 s down and 2.5 s to start resume on the wall clock, 3 s unexplained do not', () => {
+    const clock = steppedClock()
+    clock.advance(5_000)
+    const lastWriteMs = clock.wallNow()
+    clock.advance(3_000)
+    const started = new QuotaWindows(clock)
+    started.resume(lastWriteMs, 2_500)
+    expect(started.lagMs()).toBe(0)
+    const unexplained = new QuotaWindows(clock)
+    unexplained.resume(lastWriteMs, 0)
+    expect(unexplained.lagMs()).toBeCloseTo(3_000, 0)
+  })
+
   it('hold a window a ledger’s leases were of, even when its clock stood earlier', () => {
     const clock = steppedClock()
     const windows = new QuotaWindows(clock)
