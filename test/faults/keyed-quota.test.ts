@@ -26,10 +26,12 @@ describe('keyed quota under faults (real processes)', () => {
           `${label}: keys over budget (most: ${w.mostUsedKey}, ${w.mostUsed})`,
         ).toBe(0)
         expect(w.mostUsed, label).toBeLessThanOrEqual(r.capacity)
-        // The hottest keys ask 20 to 30 times their budget. Measured 0.90–0.95 in the faulted
-        // window (a killed process's block of a hot key is stranded), 1.00 in the next.
+        // The hottest keys ask 20 to 30 times their budget. In the faulted window the killed
+        // process's block of a hot key is stranded to the window's end: a block is two refresh
+        // periods of its asking, a third of a key's 20-30 times its budget a window, so up to
+        // about a quarter of the budget (measured 0.77-0.92; 0.55 once in CI). 1.00 in the next.
         expect(w.hotUsedMin, `${label}: hottest keys, least used ÷ budget`).toBeGreaterThan(
-          i === 0 ? 0.8 : 0.9,
+          i === 0 ? 0.7 : 0.9,
         )
         // Measured 0.998–1.000 (the new process under the killed one's id included).
         expect(w.firstAdmitted, `${label}: first checks admitted`).toBeGreaterThan(0.98)
