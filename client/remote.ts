@@ -6,6 +6,8 @@ export interface RemoteAnswer {
   readonly admitted: boolean
   /** When asking again may succeed (Infinity: not by waiting; 0: unknown, e.g. no connection). */
   readonly retryAfterMs: number
+  /** A keyed quota: the window whose budget an admitted check was taken from. */
+  readonly window?: number | undefined
 }
 
 /** No connection, or too many asks in flight: refused here, at once, as a share would. */
@@ -59,11 +61,17 @@ export class RemoteDecisions {
 
   /** The coordinator's answers. An answer to no ask in flight (one from an old connection) is ignored. */
   answered(msg: DecidedMessage): void {
-    for (const [n, admitted, retryMs] of msg.answers) {
+    for (const answer of msg.answers) {
+      const [n, admitted, retryMs] = answer
       const resolve = this.#pending.get(n)
       if (resolve === undefined) continue
       this.#pending.delete(n)
-      resolve({ admitted: admitted === 1, retryAfterMs: retryMs < 0 ? Infinity : retryMs })
+      const retryAfterMs = retryMs < 0 ? Infinity : retryMs
+      resolve(
+        answer.length === 4
+          ? { admitted: true, retryAfterMs, window: answer[3] }
+          : { admitted: admitted === 1, retryAfterMs },
+      )
     }
   }
 

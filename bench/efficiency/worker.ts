@@ -138,11 +138,13 @@ async function main(): Promise<void> {
       k: number,
       ok: boolean,
       first: boolean,
+      remoteWindow?: number,
     ): void => {
       if (ok) {
         if (key === spec.probe?.key) probeAdmitted++
         into.a[key] = (into.a[key] ?? 0) + 1
-        const window = family.leaseOf(key).window
+        // A remote admission's window is the coordinator's part's (its answer says it).
+        const window = remoteWindow ?? family.leaseOf(key).window
         if (window !== undefined) into.q[`${key}@${window}`] = (into.q[`${key}@${window}`] ?? 0) + 1
       } else into.r[key] = (into.r[key] ?? 0) + 1
       if (first) {
@@ -164,7 +166,7 @@ async function main(): Promise<void> {
       const askedAt = hostMs()
       void decided.then((answer) => {
         if (latencies.length < maxLatencies) latencies.push(hostMs() - askedAt)
-        count(late, family, g, key, k, answer.admitted, first)
+        count(late, family, g, key, k, answer.admitted, first, answer.window)
       })
     }
     for (let i = 0; i < units; i++) {

@@ -75,11 +75,13 @@ export class Central {
       this.asked += cost
       // Its first ask of a family makes the central part's holder of it: refused until its
       // first lease comes (a round trip in the process, and a round).
-      if (family.tryAcquire(keyOfId(family.prefix, resource)!, cost)) {
+      const key = keyOfId(family.prefix, resource)!
+      if (family.tryAcquire(key, cost)) {
         this.admitted += cost
-        answers.push([n, 1, 0])
+        const window = family.leaseOf(key).window
+        answers.push(window === undefined ? [n, 1, 0] : [n, 1, 0, window])
       } else {
-        const ms = family.msUntil(keyOfId(family.prefix, resource)!, cost)
+        const ms = family.msUntil(key, cost)
         answers.push([n, 0, Number.isFinite(ms) ? Math.ceil(ms) : -1])
       }
     }

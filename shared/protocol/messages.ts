@@ -330,16 +330,21 @@ export const redirectMessage = z.strictObject({
 /**
  * The answers to a `decide`, each `[n, admitted, retryAfterMs]`: `admitted` 1 when the
  * coordinator took the cost from what it holds of the key, 0 when not; then `retryAfterMs` is
- * when asking again may succeed (Infinity is sent as -1: not by waiting).
+ * when asking again may succeed (Infinity is sent as -1: not by waiting). A keyed quota's
+ * admitted check adds the window its budget was taken from: `[n, 1, 0, window]`.
  */
 export const decidedMessage = z.strictObject({
   type: z.literal('decided'),
   answers: z
     .array(
-      z.tuple([
-        z.number().int().min(0),
-        z.union([z.literal(0), z.literal(1)]),
-        z.number().int().min(-1),
+      z.union([
+        z.tuple([
+          z.number().int().min(0),
+          z.union([z.literal(0), z.literal(1)]),
+          z.number().int().min(-1),
+        ]),
+        // An admitted check of a keyed quota: and the window whose budget it was taken from.
+        z.tuple([z.number().int().min(0), z.literal(1), z.number().int().min(-1), windowIndex]),
       ]),
     )
     .max(L.maxEntries),

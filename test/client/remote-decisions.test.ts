@@ -1,6 +1,7 @@
 import Fastify from 'fastify'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createClient, type KeyedFamily } from '../../client/index.js'
+import type { RemoteAnswer } from '../../client/remote.js'
 import { fastifyRateLimit } from '../../client/http/index.js'
 import type { ConfigInput } from '../../server/config/index.js'
 import { decodeClientMessage, decodeServerMessage } from '../../shared/index.js'
@@ -133,6 +134,30 @@ describe('remote decisions (real sockets, manual clock)', () => {
     expect(families[5]!.remoteAsks).toBe(0)
   })
 
+  it("decides a keyed quota's key at the coordinator too, never past its budget, naming the window it came from", async () => {
+    const families = await gateways(8, {
+      maxDefaultHolders: 1,
+      kind: 'quota',
+      capacity: 30,
+      window: '1h',
+    })
+    const thin = families.filter((f) => (f.lease?.capacity ?? 0) === 0)
+    const answers: Promise<RemoteAnswer | true>[] = []
+    for (let i = 0; i < 60; i++) {
+      answers.push(Promise.resolve(thin[i % thin.length]!.decide('customer')))
+      await cluster!.step(50)
+    }
+    const all = await Promise.all(answers)
+    const remote = all.filter((a): a is RemoteAnswer => a !== true && a.admitted)
+    const admitted = all.filter((a) => a === true || a.admitted).length
+    // Never past the key's 30 in the window; most of it (its first asks find nothing held).
+    expect(admitted).toBeLessThanOrEqual(30)
+    expect(admitted).toBeGreaterThanOrEqual(20)
+    expect(remote.length).toBeGreaterThan(0)
+    const window = families[0]!.lease?.window?.index
+    for (const a of remote) expect(a.window).toBe(window)
+  })
+
   it('refuses what it may not decide (no such family, a slot), and keeps its client id its own', async () => {
     await gateways(1, {})
     const family = cluster!.clients[0]!.keyed('apikey')
@@ -240,5 +265,12 @@ describe('the decide and decided frames', () => {
     expect(decodeServerMessage(JSON.stringify({ type: 'decided', answers: [[0, 2, 0]] })).ok).toBe(
       false,
     )
+    // A keyed quota's admitted check names its window; a refusal names none.
+    expect(
+      decodeServerMessage(JSON.stringify({ type: 'decided', answers: [[0, 1, 0, 89787812]] })).ok,
+    ).toBe(true)
+    expect(
+      decodeServerMessage(JSON.stringify({ type: 'decided', answers: [[0, 0, 0, 89787812]] })).ok,
+    ).toBe(false)
   })
 })
