@@ -161,7 +161,7 @@ async function main(): Promise<void> {
       if (first) seen[g]![k] = 1
       if (spec.remote !== true) return count(here, family, g, key, k, family.tryAcquire(key), first)
       const decided = family.decide(key)
-      if (decided === true) return count(here, family, g, key, k, true, first)
+      if (typeof decided === 'boolean') return count(here, family, g, key, k, decided, first)
       remoteAsked++
       const askedAt = hostMs()
       void decided.then((answer) => {

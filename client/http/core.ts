@@ -302,13 +302,22 @@ export class RateLimitCore {
       if (resource === undefined)
         return this.#allowed(req, key, limiter, resource, cost, first, true)
       // A keyed family's key this process's part cannot decide is asked of the coordinator.
-      if (this.#remote && resource instanceof KeyView) {
-        const decided = resource.decide(cost)
-        if (decided === true) return this.#allowed(req, key, limiter, resource, cost, first, true)
-        return this.#remotely(req, key, limiter, resource.detach(), cost, charged, first, decided)
-      }
-      if (resource.tryAcquire(cost))
-        return this.#allowed(req, key, limiter, resource, cost, first, true)
+      const decided =
+        this.#remote && resource instanceof KeyView
+          ? resource.decide(cost)
+          : resource.tryAcquire(cost)
+      if (decided === true) return this.#allowed(req, key, limiter, resource, cost, first, true)
+      if (decided !== false)
+        return this.#remotely(
+          req,
+          key,
+          limiter,
+          (resource as KeyView).detach(),
+          cost,
+          charged,
+          first,
+          decided,
+        )
       // The shared limit refused: the per-key one should not pay for it.
       if (charged && limiter?.refund !== undefined) {
         limiter.refund(cost)

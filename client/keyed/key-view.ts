@@ -25,8 +25,8 @@ export class KeyView {
     return this.#family.tryAcquire(this.key, cost)
   }
 
-  /** `KeyedFamily.decide`: true when admitted here, else the coordinator's answer to come. */
-  decide(cost = 1): true | Promise<RemoteAnswer> {
+  /** `KeyedFamily.decide`: decided here (true, false), or the coordinator's answer to come. */
+  decide(cost = 1): boolean | Promise<RemoteAnswer> {
     return this.#family.decide(this.key, cost)
   }
 
