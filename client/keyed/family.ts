@@ -27,6 +27,9 @@ import type { KeyLease, KeyReport, KeyedEvents, KeyedOwner } from './types.js'
 
 const noPermit: Permit = Object.freeze({ release: () => undefined })
 
+/** A family whose default share here is below this is crowded: `decide` asks the coordinator. */
+const crowdedShare = 0.2
+
 /** Callers one key may have waiting in `acquire` at once (past it: SLUICE_ERR_CLIENT_QUEUE_FULL). */
 const maxWaitersPerKey = 10_000
 
@@ -157,9 +160,8 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
   }
 
   /**
-   * Takes `cost` of `key` here if this process's part of it allows (as `tryAcquire`); when this
-   * process holds no part of the key (past the family's `maxDefaultHolders`, or a key hot
-   * elsewhere), asks the coordinator, which decides against what it holds of the key, as one
+   * Takes `cost` of `key` here if this process's part of it allows (as `tryAcquire`); when it
+   * holds nothing of the key, or the family is crowded (below), asks the coordinator, which decides against what it holds of the key, as one
    * central limiter would (a remote decision: one round trip, asks batched per connection).
    * Resolves true when admitted either way; false when refused, or when no connection is up
    * (never rejects but for a key the protocol cannot carry). Rate and quota families; a
@@ -174,27 +176,39 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
    * `check`, synchronous when decided here (the HTTP edge's path: no promise unless the
    * coordinator is asked): true or false, or the coordinator's answer to come.
    *
-   * Only a key this process holds nothing of is asked: where it holds a part, its refusal
-   * stands (counted as `tryAcquire` counts it, so the coordinator leases it more). Measured
-   * (npm run bench -- efficiency): asking for keys held in part too lost 1.5 points at 3
-   * gateways (its part's headroom went to the coordinator's) and gained nothing elsewhere.
-   * A remote ask is not this process's demand: the coordinator's part counts it, so a key asked
-   * for thinly at many processes moves to the coordinator's part whole instead of being split
-   * into slivers that admit nothing.
+   * The coordinator is asked when this process holds nothing of the key (a key hot elsewhere,
+   * or no default share past `maxDefaultHolders`), or when the family is crowded (its default
+   * share here is under a fifth: a key's burst split over more than five processes). With a
+   * few processes, a refusal here stands, as `tryAcquire`'s: measured (npm run bench --
+   * efficiency), asking there too cost 1.5 points at 3 gateways and gained nothing; at 30 and
+   * 100 it is what admits. A process holding a part counts a remote ask as its demand (it is
+   * leased more); one holding none does not: the coordinator's part counts it, so a key asked
+   * for thinly at many processes moves to the coordinator's part whole.
    */
   decide(key: string, cost = 1): boolean | Promise<RemoteAnswer> {
     const state = this.#state(key)
     if (state === undefined) return false
+    const holdsPart = this.#keyKind.leaseOf(this.#shares, key, state).capacity > 0
     if (
       this.#shares.traits.holdsInFlight ||
       this.#closed ||
-      this.#keyKind.leaseOf(this.#shares, key, state).capacity > 0 ||
-      this.#owner.askRemote === undefined
+      this.#owner.askRemote === undefined ||
+      (holdsPart && this.#shares.share >= crowdedShare)
     )
       return this.tryAcquire(key, cost)
+    if (holdsPart) {
+      state.asked += cost
+      this.#familyAsked += cost
+      if (state.waiters === undefined && this.#keyKind.take(this.#shares, state, cost)) {
+        this.#usage.admitted(cost)
+        return true
+      }
+    }
     this.remoteAsks += cost
     return this.#owner.askRemote(keyIdOf(this.prefix, key), cost).then((answer) => {
       if (answer.admitted) this.remoteAdmitted += cost
+      // Refused there too: a part asks for more, as a refusal here would.
+      else if (holdsPart) this.#refuse(state, cost)
       return answer
     })
   }

@@ -134,6 +134,22 @@ describe('remote decisions (real sockets, manual clock)', () => {
     expect(families[5]!.remoteAsks).toBe(0)
   })
 
+  it('asks for a key held in part only when the family is crowded (a default share under a fifth): with 3 gateways a refusal stands', async () => {
+    // 3 gateways: a third each; the key asked far past its 10/s: refusals stand, nothing asked.
+    const few = await gateways(3)
+    const admittedFew = await drive(few, 'busy', 60, 3, 'check')
+    expect(few.every((f) => (f.lease?.capacity ?? 0) > 0.3)).toBe(true)
+    expect(few.reduce((n, f) => n + f.remoteAsks, 0)).toBe(0)
+    expect(admittedFew).toBeLessThanOrEqual(10 * 3 + 10)
+    await cluster!.close()
+    // 8 gateways, an eighth each: a part-holder that cannot admit asks the coordinator.
+    const many = await gateways(8)
+    expect(many.every((f) => (f.lease?.capacity ?? 0) > 0 && f.lease!.capacity < 0.2)).toBe(true)
+    const admittedMany = await drive(many, 'busy', 60, 3, 'check')
+    expect(many.reduce((n, f) => n + f.remoteAsks, 0)).toBeGreaterThan(0)
+    expect(admittedMany).toBeLessThanOrEqual(10 * 3 + 10)
+  })
+
   it("decides a keyed quota's key at the coordinator too, never past its budget, naming the window it came from", async () => {
     const families = await gateways(8, {
       maxDefaultHolders: 1,
