@@ -188,14 +188,8 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
   decide(key: string, cost = 1): boolean | Promise<RemoteAnswer> {
     const state = this.#state(key)
     if (state === undefined) return false
+    if (!this.#asksRemote(key, state)) return this.tryAcquire(key, cost)
     const holdsPart = this.#keyKind.leaseOf(this.#shares, key, state).capacity > 0
-    if (
-      this.#shares.traits.holdsInFlight ||
-      this.#closed ||
-      this.#owner.askRemote === undefined ||
-      (holdsPart && this.#shares.share >= crowdedShare)
-    )
-      return this.tryAcquire(key, cost)
     if (holdsPart) {
       state.asked += cost
       this.#familyAsked += cost
@@ -205,7 +199,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
       }
     }
     this.remoteAsks += cost
-    return this.#owner.askRemote(keyIdOf(this.prefix, key), cost).then((answer) => {
+    return this.#owner.askRemote!(keyIdOf(this.prefix, key), cost).then((answer) => {
       if (answer.admitted) this.remoteAdmitted += cost
       // Refused there too: a part asks for more, as a refusal here would.
       else if (holdsPart) this.#refuse(state, cost)
@@ -238,6 +232,45 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
       return Promise.reject(error instanceof Error ? error : new Error(String(error)))
     }
     const what = keyIdOf(this.prefix, key)
+    if (state === undefined)
+      return Promise.reject(
+        new SluiceError(
+          'SLUICE_ERR_CLIENT_QUEUE_FULL',
+          `${what}: ${this.#maxKeys} keys are tracked, every one in use (maxKeys)`,
+        ),
+      )
+    // A key this process's part cannot decide (decide's rule) is asked of the coordinator
+    // first; refused there, it waits here as any, for what is left of maxWaitMs.
+    if (this.#asksRemote(key, state)) {
+      const startMs = this.#clock.now()
+      const decided = this.decide(key, cost)
+      if (decided === true) return Promise.resolve(noPermit)
+      if (decided !== false)
+        return decided.then((answer) => {
+          if (answer.admitted) return noPermit
+          const maxWaitMs = options.maxWaitMs
+          return this.#wait(key, cost, {
+            ...options,
+            maxWaitMs:
+              maxWaitMs === undefined
+                ? undefined
+                : Math.max(0, maxWaitMs - (this.#clock.now() - startMs)),
+          })
+        })
+    }
+    return this.#wait(key, cost, options)
+  }
+
+  /** `acquire` here: taken at once if the key allows, else queued behind its waiters. */
+  #wait(
+    key: string,
+    cost: number,
+    options: { maxWaitMs?: number | undefined; signal?: AbortSignal | undefined },
+  ): Promise<Permit> {
+    if (this.#closed)
+      return Promise.reject(new SluiceError('SLUICE_ERR_CLIENT_CLOSED', this.familyId))
+    const what = keyIdOf(this.prefix, key)
+    const state = this.#state(key)
     if (state === undefined)
       return Promise.reject(
         new SluiceError(
@@ -608,6 +641,20 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
   }
 
   // ---- internals ----
+
+  /**
+   * Whether a check of `key` that may wait a round trip asks the coordinator (`decide`): a rate
+   * or quota family, connected to an owner that can ask, and this process holding nothing of
+   * the key, or the family crowded (its default share here under a fifth).
+   */
+  #asksRemote(key: string, state: KeyState): boolean {
+    if (this.#shares.traits.holdsInFlight || this.#closed || this.#owner.askRemote === undefined)
+      return false
+    return (
+      this.#keyKind.leaseOf(this.#shares, key, state).capacity <= 0 ||
+      this.#shares.share < crowdedShare
+    )
+  }
 
   /** The state of `key`, made if new (evicting an idle key at the bound), refreshed if stale. */
   #state(key: string): KeyState | undefined {

@@ -134,6 +134,31 @@ describe('remote decisions (real sockets, manual clock)', () => {
     expect(families[5]!.remoteAsks).toBe(0)
   })
 
+  it('acquire asks the coordinator first for a key held nothing of, then waits here for what is left of maxWaitMs', async () => {
+    const families = await gateways(6, { maxDefaultHolders: 1 })
+    const thin = families.find((f) => (f.lease?.capacity ?? 0) === 0)!
+    // Warm the coordinator's part of the key: its first asks find nothing held.
+    await drive([thin], 'warm', 10, 2, 'check')
+    for (let i = 0; i < 10; i++) await cluster!.step(50)
+    const before = thin.remoteAdmitted
+    let done = false
+    void thin.acquire('warm', 1, { maxWaitMs: 1000 }).then(() => (done = true))
+    for (let i = 0; i < 40 && !done; i++) await cluster!.step(10)
+    expect(done).toBe(true)
+    expect(thin.remoteAdmitted).toBe(before + 1)
+    // Refused there (far past 10/s), a request waits here and times out, bounded by maxWaitMs.
+    const burst = Array.from({ length: 40 }, () =>
+      thin.acquire('warm', 1, { maxWaitMs: 200 }).then(
+        () => 'admitted',
+        (e: unknown) => (e as { code: string }).code,
+      ),
+    )
+    for (let i = 0; i < 10; i++) await cluster!.step(50)
+    const outcomes = await Promise.all(burst)
+    expect(outcomes.filter((o) => o === 'admitted').length).toBeLessThanOrEqual(10 + 10 * 0.5)
+    expect(outcomes).toContain('SLUICE_ERR_CLIENT_TIMEOUT')
+  })
+
   it('asks for a key held in part only when the family is crowded (a default share under a fifth): with 3 gateways a refusal stands', async () => {
     // 3 gateways: a third each; the key asked far past its 10/s: refusals stand, nothing asked.
     const few = await gateways(3)
