@@ -188,15 +188,24 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
   decide(key: string, cost = 1): boolean | Promise<RemoteAnswer> {
     const state = this.#state(key)
     if (state === undefined) return false
-    if (!this.#asksRemote(key, state)) return this.tryAcquire(key, cost)
+    // Admitted here: tryAcquire's path exactly (no look at the part, nothing allocated).
+    if (state.waiters === undefined && this.#keyKind.take(this.#shares, state, cost)) {
+      state.asked += cost
+      this.#familyAsked += cost
+      this.#usage.admitted(cost)
+      return true
+    }
     const holdsPart = this.#keyKind.leaseOf(this.#shares, key, state).capacity > 0
+    // Not asked (few processes, a part that refused): tryAcquire's refusal.
+    if (!this.#asksRemote(key, state)) {
+      state.asked += cost
+      this.#familyAsked += cost
+      this.#usage.refused(cost)
+      return this.#refuse(state, cost)
+    }
     if (holdsPart) {
       state.asked += cost
       this.#familyAsked += cost
-      if (state.waiters === undefined && this.#keyKind.take(this.#shares, state, cost)) {
-        this.#usage.admitted(cost)
-        return true
-      }
     }
     this.remoteAsks += cost
     return this.#owner.askRemote!(keyIdOf(this.prefix, key), cost).then((answer) => {
