@@ -402,12 +402,16 @@ export class Entry {
 
   /**
    * The connection is gone: from now on leases lapse. A concurrency lease
-   * held while connected lapses no sooner than a lease life from now.
+   * held while connected lapses no sooner than a lease life from now; one
+   * that already lapsed (while its client was away before) stays as it was.
    */
   disconnected(nowMs: number): void {
     if (!kindTraits[this.resource.settings.kind].holdsInFlight) return
     const s = this.resource.settings
     for (const l of this.leases) {
+      // A lease that lapsed while its client was away before is over for the client too: going
+      // away again does not bring it back (found by the model: 2 committed of 1 after a cut).
+      if (l.lapsed) continue
       const holdUntilMs = Math.max(l.holdUntilMs, nowMs + l.ttlMs + s.graceMs)
       l.fallbackUntilMs += holdUntilMs - l.holdUntilMs
       l.holdUntilMs = holdUntilMs

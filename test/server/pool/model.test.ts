@@ -499,3 +499,38 @@ describe('pool (model-based)', () => {
     )
   })
 })
+
+describe('pool (model) regressions', () => {
+  // CI, seed -727381748: a concurrency lease restored from the ledger lapsed while its process was
+  // away; the process came back and went away again, and the disconnect extended the lapsed lease,
+  // counting 2 committed of a capacity cut to 1.
+  it('a lease that lapsed while its process was away does not count again when it goes away once more', () => {
+    const w = new World(0, 0, { headroomTolerance: 0 })
+    const step = (run: () => void) => {
+      run()
+      w.check()
+    }
+    const P = (i: Id) => w.processes.get(i)!
+    const capacity = (c: number) => {
+      w.bound.set(SLOTS, Math.max(w.bound.get(SLOTS)!, c))
+      w.settings.set(SLOTS, { ...w.settings.get(SLOTS)!, capacity: c, burst: c })
+      w.pool.refreshSettings(SLOTS)
+    }
+    const join = (i: Id, rate: number, slots: number) => {
+      P(i).wants = { [RATE]: rate, [SLOTS]: slots }
+      w.connect(P(i))
+    }
+    step(() => capacity(2))
+    step(() => join('d', 0, 2))
+    step(() => w.enqueue(w.pool.round(SLOTS, w.nowMs)))
+    step(() => join('a', 1, 1))
+    step(() => (w.disconnect(P('d')), w.connect(P('d'))))
+    step(() => w.crash())
+    for (const ms of [576, 324, 653]) step(() => w.advance(ms))
+    step(() => join('d', 1, 0))
+    step(() => w.advance(147))
+    step(() => capacity(1))
+    step(() => w.disconnect(P('d')))
+    expect(w.pool.committed(SLOTS, w.nowMs)).toBeLessThanOrEqual(1)
+  })
+})
