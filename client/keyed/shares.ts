@@ -60,6 +60,27 @@ export class FamilyShares {
     return keyLimits(this.plan, key, this.defaultLimits)
   }
 
+  /**
+   * What a key never seen here holds now of its burst, as a share: what it started with at the
+   * last rise, plus what the share earned since at the slowest key's refill (never more than
+   * the share). One fraction for every key: a key that refills faster earns more than this says.
+   */
+  #earnedShare(nowMs: number): number {
+    const refillMs = this.#slowestRefillMs()
+    const earned =
+      refillMs > 0 ? (this.share * Math.max(0, nowMs - this.increasedAtMs)) / refillMs : this.share
+    return Math.min(this.share, this.baseShare + earned)
+  }
+
+  /** The slowest refill of a key's burst at its capacity, ms (the plan's keys included). */
+  #slowestRefillMs(): number {
+    const refill = (l: { capacity: number; burst: number }): number =>
+      l.capacity > 0 ? (l.burst / l.capacity) * 1000 : l.burst > 0 ? Infinity : 0
+    let most = refill(this.defaultLimits)
+    for (const l of Object.values(this.plan)) most = Math.max(most, refill(l))
+    return most
+  }
+
   /** The keys are of `kind` (a family lease says so, or a key's lease before one); true when that changed. */
   setKind(kind: ResourceKind): boolean {
     if (kind === this.kind) return false
@@ -85,10 +106,21 @@ export class FamilyShares {
     this.plan = family.plan ?? {}
     this.lease = grant
     const changed = this.share !== grant.capacity
-    if (grant.capacity > this.share) {
-      this.baseShare = this.share
-      this.increasedAtMs = this.hotClock.now()
-    } else this.baseShare = grant.capacity
+    // A fall keeps what a new key started with before it (never more): the share may have risen
+    // just before, and what it had not yet earned is not earned by falling (a rise to 1/2 and a
+    // fall to 1/3 a moment later started new keys with a third of their burst at once, while
+    // the process the capacity came from may have spent it).
+    const nowMs = this.hotClock.now()
+    if (grant.full === true) {
+      // Nobody could enforce any key of the family for a burst's refill before this lease
+      // (server/pool/lease-out.ts, quietFor): every key starts full of this share.
+      this.baseShare = grant.capacity
+      this.increasedAtMs = nowMs
+    } else if (grant.capacity > this.share) {
+      // A rise: a new key starts with what it had earned of the share before it, no more.
+      this.baseShare = this.#earnedShare(nowMs)
+      this.increasedAtMs = nowMs
+    } else this.baseShare = Math.min(this.#earnedShare(nowMs), grant.capacity)
     this.share = grant.capacity
     this.fallback = safeFallback(grant)
     this.refreshMs = grant.refreshMs

@@ -177,7 +177,8 @@ const usedSums = new WeakMap<ResourceState, { atMs: number; window: number; sum:
  * no token of the burst was spent in it and the bound capacity·t + burst holds over any
  * interval (docs/allocation.md). Every grant of the round that finds it so may (together
  * they hold at most the capacity, so at most the burst); the next round sees them held.
- * Never for a keyed family or its hot keys (burstRefillMs).
+ * A keyed family's first shares may (every key starts full of its share of the burst); its
+ * hot keys never (burstRefillMs).
  */
 function quietFor(pool: PoolState, r: ResourceState, nowMs: number): boolean {
   if (r.fullAtMs === nowMs) return true
@@ -185,8 +186,13 @@ function quietFor(pool: PoolState, r: ResourceState, nowMs: number): boolean {
   if (!(refillMs < Infinity)) return false
   // While a resource learns, the pool does not know what is held: quiet from its end at the
   // earliest. A pool that never learned knows every lease from its quietSinceMs on.
-  const quietFromMs =
+  let quietFromMs =
     r.learningUntilMs > pool.startMs ? Math.max(r.heldUntilMs, r.learningUntilMs) : r.heldUntilMs
+  // A family: its hot keys' leases too (a key that went back to the default split is spent
+  // on the default shares' buckets; the forgotten ones are in the family's heldUntilMs).
+  if (r.shape.familyShare)
+    for (const key of pool.familyKeys.get(r.settings.id) ?? [])
+      if (key.heldUntilMs > quietFromMs) quietFromMs = key.heldUntilMs
   if (nowMs < quietFromMs + refillMs) return false
   r.fullAtMs = nowMs
   return true

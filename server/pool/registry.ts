@@ -13,17 +13,27 @@ import { hotSlotKey, type PoolState } from './state.js'
 
 /**
  * How long a resource's burst takes to refill at its capacity, ms. Infinity where no bucket
- * may start full: a kind that does not refill (slots, a quota's budget), a keyed family and
- * its hot keys.
+ * may start full: a kind that does not refill (slots, a quota's budget), and a family's hot
+ * keys (a key's own lease carries what its bucket held). A keyed family's own resource: its
+ * slowest key's (the plan's included), so a first share may start every key full.
  */
 export function burstRefillMs(s: ResourceSettings): number {
-  // Not a keyed family either: with a family's first share full, every process started each new
-  // key with its share of the key's burst at once, and the keyed fault scenario measured a key
-  // 0.54 tokens over its bound under a loaded CI run (0.6 inside it alone). Until that is
-  // understood, a family's keys earn their burst as before.
-  if (s.quotaWindow !== undefined || s.family !== undefined) return Infinity
+  const f = s.family
+  if (f !== undefined) {
+    if (f.role !== 'family' || s.quotaWindow !== undefined || !kindTraits[f.keyKind].refills)
+      return Infinity
+    let most = refillMsOf(f.keyCapacity, f.keyBurst)
+    for (const l of Object.values(f.plan)) most = Math.max(most, refillMsOf(l.capacity, l.burst))
+    return most
+  }
+  if (s.quotaWindow !== undefined) return Infinity
   if (!kindTraits[s.kind].refills || !(s.capacity > 0)) return Infinity
   return (s.burst / s.capacity) * 1000
+}
+
+/** A bucket of `capacity`/s and `burst` refills in this many ms (a key of capacity 0: never). */
+function refillMsOf(capacity: number, burst: number): number {
+  return capacity > 0 ? (burst / capacity) * 1000 : burst > 0 ? Infinity : 0
 }
 
 /** The entry of `client` for `resourceId`, made (with its resource, if new) when there is none. */
@@ -153,6 +163,9 @@ export function forget(pool: PoolState, r: ResourceState): void {
     pool.quietAfter.set(r.settings.id, { heldUntilMs: r.heldUntilMs, refillMs })
   const family = r.settings.family
   if (!r.shape.hotKey || family === undefined) return
+  // What the key's holders may still spend of it was spent on a default share's keys too: the
+  // family is not quiet (a first share that starts full) until its hot keys are, forgotten or not.
+  if (r.heldUntilMs > -Infinity) familyHeld(pool, family.familyId, r.heldUntilMs)
   const keys = pool.familyKeys.get(family.familyId)
   if (keys?.delete(r) === true && r.hotFor !== undefined) {
     const slot = hotSlotKey(family.familyId, r.hotFor)
@@ -161,4 +174,16 @@ export function forget(pool: PoolState, r: ResourceState): void {
     else pool.hotKeysByTenant.delete(slot)
   }
   if (keys?.size === 0) pool.familyKeys.delete(family.familyId)
+}
+
+/** Notes that a key of family `familyId` may be enforced until `untilMs`, its resource forgotten or not. */
+function familyHeld(pool: PoolState, familyId: string, untilMs: number): void {
+  const family = pool.resources.get(familyId)
+  if (family !== undefined) return family.held(untilMs)
+  const refillMs = pool.quietAfter.get(familyId)?.refillMs
+  const settings = pool.settingsFor(familyId)
+  const ms = refillMs ?? (settings === undefined ? Infinity : burstRefillMs(settings))
+  if (!(ms < Infinity)) return
+  const before = pool.quietAfter.get(familyId)?.heldUntilMs ?? -Infinity
+  pool.quietAfter.set(familyId, { heldUntilMs: Math.max(before, untilMs), refillMs: ms })
 }

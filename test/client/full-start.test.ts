@@ -115,15 +115,22 @@ describe('a first lease on a quiet resource starts full', () => {
     expect(burstOf(apiD, 5)).toBe(5)
   })
 
-  it("not a keyed family's share: a new key earns its burst from the share's arrival", async () => {
+  it("a keyed family's first share: every key starts full; a share that moved since earns its burst", async () => {
     const c = await cluster()
     await c.step(1000)
-    const client = await c.client('gw')
-    const perIp = client.keyed('ip')
-    for (let i = 0; i < 50 && perIp.mode !== 'leased'; i++) await c.step(10)
-    expect(perIp.mode).toBe('leased')
-    expect(perIp.lease?.full).toBeUndefined()
-    // At most what 10/s earned in the last step (10 ms): not the key's whole burst of 10.
-    expect(burstOf({ tryAcquire: () => perIp.tryAcquire('10.0.0.1') }, 12)).toBeLessThan(10)
+    const a = (await c.client('gw-a')).keyed('ip')
+    for (let i = 0; i < 50 && a.mode !== 'leased'; i++) await c.step(10)
+    // Nobody held any key of ip/* for a burst's refill (1 s) before: a's share starts full.
+    expect(a.lease?.full).toBe(true)
+    expect(burstOf({ tryAcquire: () => a.tryAcquire('10.0.0.1') }, 12)).toBe(10)
+    expect(burstOf({ tryAcquire: () => a.tryAcquire('10.0.0.2') }, 12)).toBe(10)
+    // A second process: its half came from a, which may have spent any key (it did two): it
+    // earns that half's burst from its arrival, and a's new keys start with what a still holds.
+    const b = (await c.client('gw-b')).keyed('ip')
+    for (let i = 0; i < 50 && !((b.lease?.capacity ?? 0) > 0.4); i++) await c.step(10)
+    expect(b.lease?.capacity).toBeCloseTo(0.5, 9)
+    expect(b.lease?.full).toBeUndefined()
+    expect(burstOf({ tryAcquire: () => b.tryAcquire('10.0.0.1') }, 12)).toBeLessThan(2)
+    expect(burstOf({ tryAcquire: () => a.tryAcquire('10.0.0.3') }, 12)).toBe(5)
   })
 })

@@ -401,4 +401,27 @@ describe('a keyed family’s buckets', () => {
     expect(more).toBe(1)
     f.close()
   })
+
+  it('start a new key with no more than it earned when the share falls soon after a rise', () => {
+    const clock = new ManualClock()
+    const f = new KeyedFamily('k', resolveKeyedOptions('k', {}), clock, clock, owner)
+    f.applyFamilyLease(grant(0))
+    // A process joins: the share rises to 1/2 (the other holder may have spent every key's
+    // burst just before), then a third joins and it falls to 1/3, 100 ms on.
+    f.applyFamilyLease(grant(0.5))
+    clock.advance(100)
+    f.applyFamilyLease(grant(1 / 3))
+    // Earned since the rise: 100 ms at 10/3 tokens/s at most, below one token (it used to
+    // start with a third of the burst, 3 tokens, at once).
+    expect(f.tryAcquire('a')).toBe(false)
+    clock.advance(300) // 0.4 s since the rise: one token at the share in force
+    expect(f.tryAcquire('b')).toBe(true)
+    expect(f.tryAcquire('b')).toBe(false)
+    // Long after the rise, a new key starts full of the share in force.
+    clock.advance(5000)
+    let admitted = 0
+    while (f.tryAcquire('c')) admitted++
+    expect(admitted).toBe(3)
+    f.close()
+  })
 })

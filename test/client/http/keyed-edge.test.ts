@@ -46,6 +46,9 @@ describe('the HTTP edge with a keyed family', () => {
     )
     for (let i = 0; i < 20 && gateways.some((g) => !((g.family.lease?.capacity ?? 0) > 0.3)); i++)
       await cluster.step(50)
+    // A share that moved earns its burst (the process it came from may have spent it): a burst's
+    // refill (1 s) on, every gateway holds its third of every new key's burst.
+    for (let t = 0; t < 1000; t += 100) await cluster.step(100)
     // One caller, 1.2.3.4, hits every gateway in turn, far faster than its 6/s.
     let admitted = 0
     let first: Record<string, unknown> | undefined
@@ -61,7 +64,8 @@ describe('the HTTP edge with a keyed family', () => {
     }
     // 200 ms passed: at most the burst (6) plus 6/s for 0.2 s, across the three gateways.
     expect(admitted).toBeLessThanOrEqual(6 + Math.ceil(6 * 0.2))
-    expect(admitted).toBeGreaterThanOrEqual(3)
+    // The burst, a third at each gateway (what a central limiter admits at once), less rounding.
+    expect(admitted).toBeGreaterThanOrEqual(5)
     // The policy is the key's configured limit, not a gateway's share of it.
     expect(first?.['ratelimit-policy']).toBe('"ip";q=6;w=1')
     // Another IP is a limit of its own, decided at once.
