@@ -134,6 +134,31 @@ describe('keyed families (real sockets, manual clock)', () => {
     expect(metrics).not.toMatch(/k1/)
   })
 
+  it('leaves a key asked past its share’s rate on the default share while its bucket holds the asking', async () => {
+    // 10/s with a burst of 300 ("600 a minute" in one go): each share holds 100 of every key.
+    const families = await three({ burst: 300 })
+    const [a] = families
+    for (let t = 0; t < 30_000; t += 500) await cluster!.step(500) // bursts earned since the rise
+    const hotKeys = () => cluster!.server.coordinator.view.families()[0]!.hotKeys
+    // 20/s at a, six times its share's 3.3/s, for 2 s: the bucket holds it. A lease of its own
+    // would start from what the bucket holds, with nothing gained.
+    let admitted = 0
+    for (let t = 0; t < 2000; t += 50) {
+      if (a!.tryAcquire('burst')) admitted++
+      await cluster!.step(50)
+    }
+    expect(admitted).toBe(40)
+    expect(a!.leaseOf('burst').source).toBe('default')
+    expect(hotKeys()).toBe(0)
+    // Asked on at that rate, the bucket nears empty (within 3 refresh periods): leased on its own.
+    for (let t = 0; t < 6000 && a!.leaseOf('burst').source === 'default'; t += 50) {
+      a!.tryAcquire('burst')
+      await cluster!.step(50)
+    }
+    expect(a!.leaseOf('burst').source).toBe('key')
+    expect(hotKeys()).toBe(1)
+  })
+
   it('re-splits the default when a holder joins, through decreases acknowledged first', async () => {
     const families = await three()
     const d = (await cluster!.client('d')).keyed('apikey')
