@@ -106,6 +106,8 @@ async function main(): Promise<void> {
   }
   const latencies: number[] = []
   let remoteAsked = 0
+  const debugKeys = (process.env.SLUICE_BENCH_DEBUG_KEYS ?? '').split(',').filter((k) => k !== '')
+  let debugAt = 0
   // What remote answers brought in since the last tick's line: logged with the next.
   let late = {
     a: {} as Record<string, number>,
@@ -185,6 +187,16 @@ async function main(): Promise<void> {
       if (probeAsked >= p.count) probed = true
     }
     out.push(JSON.stringify({ t, w, a, r, q, f, y }))
+    if (debugKeys.length > 0 && t - debugAt >= 1000) {
+      debugAt = t
+      const dbg: Record<string, unknown> = {}
+      for (const key of debugKeys)
+        dbg[key] = families.map((fam) => {
+          const l = fam.leaseOf(key)
+          return [l.source, +l.capacity.toFixed(3), +l.burst.toFixed(2), fam.remaining(key)]
+        })
+      out.push(JSON.stringify({ t, dbg }))
+    }
     flush()
     if (w >= spec.untilWallMs) void stop()
   }, spec.tickMs)
