@@ -57,10 +57,15 @@ export function newLimitState(shares: FamilyShares, key: string): KeyState {
   return state
 }
 
-/** Sets the key's bucket and slots to what it may use now. */
+/**
+ * Sets the key's bucket and slots to what it may use now. A fall keeps the bucket's tokens
+ * above the new burst, going at the rate that left (TokenBucket.setRate): where that rate
+ * went, the key's burst is earned at it, so across the processes the key's tokens never grow
+ * by a move, and the burst a move used to drop is spent (docs/keys.md, "A share that falls").
+ */
 export function refreshLimit(shares: FamilyShares, state: KeyState): void {
   const { capacity, burst, changeAtMs } = limitsNow(shares, state.key, state)
-  state.bucket.setRate(capacity, burst)
+  state.bucket.setRate(capacity, burst, true)
   state.slots = capacity
   state.changeAtMs = changeAtMs
   state.epoch = shares.epoch

@@ -21,6 +21,11 @@ export class TokenBucket {
   #tokens: number
   #taken = 0
   #lastMs: number
+  /**
+   * Tokens above the burst kept from a fall (`setRate` with `keepExcess`) leave at this rate
+   * per ms, the rate that left; 0 when the bucket holds no such excess (the common case).
+   */
+  #excessDecayPerMs = 0
   /** The coarse clock's index of the reading `#lastMs` is. */
   #lastReading = 0
   readonly #coarse: CoarseClock | undefined
@@ -100,23 +105,48 @@ export class TokenBucket {
 
   /**
    * Changes rate and burst. Tokens earned so far are counted at the old rate;
-   * none are invented, and what exceeds the new burst is dropped.
+   * none are invented. What exceeds the new burst is dropped, or with
+   * `keepExcess` kept and left to go at the rate that left (the old rate less
+   * the new, added to what an earlier fall left going): spent here as it may
+   * be, and gone once the bucket is back at its burst. What the rate went to
+   * earns its burst elsewhere at that same rate, so the tokens held across the
+   * processes never grow by a fall (docs/keys.md, "A share that falls").
    */
-  setRate(ratePerSec: number, burst: number): void {
+  setRate(ratePerSec: number, burst: number, keepExcess = false): void {
     this.#refill(this.#clock.now())
+    const fellPerMs = this.#ratePerMs - ratePerSec / 1000
     this.#ratePerMs = ratePerSec / 1000
     this.#burst = burst
-    if (this.#tokens - this.#taken > burst) this.#tokens = burst + this.#taken
+    if (this.#tokens - this.#taken <= burst) return
+    if (!keepExcess) {
+      this.#tokens = burst + this.#taken
+      this.#excessDecayPerMs = 0
+    } else if (fellPerMs > 0) this.#excessDecayPerMs += fellPerMs
+    // Kept, and nothing fell this time: what an earlier fall left goes on going. A bucket over
+    // its burst with nothing going (a burst cut alone) has its excess dropped.
+    else if (this.#excessDecayPerMs <= 0) this.#tokens = burst + this.#taken
+  }
+
+  /** Tokens above the burst still kept from a fall (0 without). */
+  get excess(): number {
+    const t = this.tokens
+    return t > this.#burst ? t - this.#burst : 0
   }
 
   /** Fills the bucket to its burst (what a lease that may start full allows). */
   fill(): void {
     this.#refill(this.#clock.now())
     this.#tokens = this.#burst + this.#taken
+    this.#excessDecayPerMs = 0
   }
 
   #refill(now: number): void {
     if (now <= this.#lastMs) return
+    if (this.#excessDecayPerMs > 0) {
+      if (this.#tokens - this.#taken > this.#burst) return this.#decayExcess(now)
+      // Spent below the burst: it earns as ever from here.
+      this.#excessDecayPerMs = 0
+    }
     const coarse = this.#coarse
     let t = this.#tokens
     if (coarse !== undefined) {
@@ -131,5 +161,21 @@ export class TokenBucket {
     this.#tokens = t < this.#burst ? t : this.#burst
     this.#taken = 0
     this.#lastMs = now
+  }
+
+  /**
+   * A bucket over its burst (kept from a fall): the excess goes at its rate and nothing is
+   * earned until the bucket is back at its burst (full: earning would add nothing).
+   */
+  #decayExcess(now: number): void {
+    let t = this.#tokens - this.#taken - (now - this.#lastMs) * this.#excessDecayPerMs
+    if (t <= this.#burst) {
+      t = this.#burst
+      this.#excessDecayPerMs = 0
+    }
+    this.#tokens = t
+    this.#taken = 0
+    this.#lastMs = now
+    if (this.#coarse !== undefined) this.#lastReading = this.#coarse.readingIndex
   }
 }
