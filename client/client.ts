@@ -149,6 +149,7 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
     this.#remote = new RemoteDecisions(
       (asks) => this.#connection.sendSplit(asks, (part) => ({ type: 'decide', asks: part })),
       maxRemoteInFlight,
+      this.options.clock,
     )
     this.#connection.start()
   }

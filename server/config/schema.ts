@@ -46,6 +46,18 @@ export const limitsSchema = z.strictObject({
   /** The same, for all the connections of one tenant together. */
   maxEntriesPerSecPerTenant: z.number().min(1).max(100_000_000).default(50_000),
   /**
+   * Remote decisions (`decide` frames, outside maxMessagesPerSec and maxEntriesPerSec): most
+   * frames one connection may send per second, bursts of twice that (past it, closed: a
+   * client paces its frames at 500 a second at most).
+   */
+  maxDecideFramesPerSec: z.number().min(1).max(1_000_000).default(1_000),
+  /**
+   * Most checks one connection may ask the coordinator to decide per second, bursts of twice
+   * that: asks past it are answered refused at once (with when to ask again), never closed.
+   * They count in maxEntriesPerSecPerTenant too, refused the same way past it.
+   */
+  maxAsksPerSec: z.number().min(1).max(10_000_000).default(20_000),
+  /**
    * Bytes waiting to be sent to one connection before it is closed as a reader that stopped
    * reading (SLUICE_ERR_SESSION_SLOW_READER): what a peer that never reads can make this
    * process hold.

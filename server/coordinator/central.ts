@@ -88,6 +88,15 @@ export class Central {
     session.send({ type: 'decided', answers })
   }
 
+  /** Every ask of `msg` refused at once, to be asked again in `retryAfterMs` (a budget spent). */
+  refuse(session: SessionPort, msg: DecideMessage, retryAfterMs: number): void {
+    const ms = Number.isFinite(retryAfterMs) ? Math.max(1, Math.ceil(retryAfterMs)) : -1
+    session.send({
+      type: 'decided',
+      answers: msg.asks.map(([n]): DecidedMessage['answers'][number] => [n, 0, ms]),
+    })
+  }
+
   /** The central family of `resource`'s family, for `tenant`; undefined when it may not be asked. */
   #familyFor(tenant: string | undefined, resource: string): KeyedFamily | undefined {
     const settings = this.#host.settingsFor(resource)

@@ -4,6 +4,7 @@ import {
   familyIdOf,
   keyIdOf,
   type ClientMessage,
+  type DecideMessage,
   type Clock,
   type ErrorCode,
 } from '../../shared/index.js'
@@ -306,11 +307,18 @@ export class Coordinator {
       session.internal === undefined &&
       !this.#tenantBudgets.tryTake(session.tenant, entriesOf(msg))
     )
-      return this.#fail(
-        session,
-        'SLUICE_ERR_PROTO_RATE_LIMITED',
-        `tenant ${session.tenant}: limits.maxEntriesPerSecPerTenant is ${this.limits.maxEntriesPerSecPerTenant}`,
-      )
+      // A tenant asking more than its budget is refused its asks, not closed: a limiter refuses.
+      return msg.type === 'decide'
+        ? this.refuseAsks(
+            session,
+            msg,
+            this.#tenantBudgets.msUntil(session.tenant, msg.asks.length),
+          )
+        : this.#fail(
+            session,
+            'SLUICE_ERR_PROTO_RATE_LIMITED',
+            `tenant ${session.tenant}: limits.maxEntriesPerSecPerTenant is ${this.limits.maxEntriesPerSecPerTenant}`,
+          )
     if (msg.type === 'hello') {
       if (session.clientId !== undefined)
         return this.#fail(session, 'SLUICE_ERR_PROTO_UNEXPECTED', 'second hello')
@@ -328,6 +336,11 @@ export class Coordinator {
       case 'decide':
         return this.#central.decide(session, msg)
     }
+  }
+
+  /** Answers every ask of `msg` refused, to be asked again in `retryAfterMs` (past a budget). */
+  refuseAsks(session: SessionPort, msg: DecideMessage, retryAfterMs: number): void {
+    this.#central.refuse(session, msg, retryAfterMs)
   }
 
   /** The connection ended. Leases stay committed until they lapse. */

@@ -26,4 +26,9 @@ export class TenantBudgets {
     }
     return budget.tryTake(entries)
   }
+
+  /** Milliseconds until the tenant's budget has `entries` again (0 without a budget yet). */
+  msUntil(tenant: string, entries: number): number {
+    return this.#budgets.get(tenant)?.msUntil(entries) ?? 0
+  }
 }

@@ -8,6 +8,7 @@ import {
   entriesOf,
   closeCodeOf,
   formatError,
+  type ClientMessage,
   type Clock,
   type ErrorCode,
   type ServerMessage,
@@ -35,6 +36,9 @@ export class WsSession implements SessionPort {
   readonly #log: Logger
   readonly #budget: MessageBudget
   readonly #entries: MessageBudget
+  /** Remote decisions have budgets of their own: a busy gateway sends a frame per request. */
+  readonly #decideFrames: MessageBudget
+  readonly #asks: MessageBudget
   #helloTimer: Timer | undefined
   #closing = false
 
@@ -62,6 +66,12 @@ export class WsSession implements SessionPort {
       limits.maxEntriesPerSec * 2,
       clock.now(),
     )
+    this.#decideFrames = new MessageBudget(
+      limits.maxDecideFramesPerSec,
+      limits.maxDecideFramesPerSec * 2,
+      clock.now(),
+    )
+    this.#asks = new MessageBudget(limits.maxAsksPerSec, limits.maxAsksPerSec * 2, clock.now())
     this.#helloTimer = clock.setTimeout(() => {
       this.#helloTimer = undefined
       if (this.clientId === undefined)
@@ -122,22 +132,48 @@ export class WsSession implements SessionPort {
         `${data.length} bytes; limits.maxFrameBytes is ${limits.maxFrameBytes}`,
       )
     }
-    if (!this.#budget.take(this.#clock.now())) {
-      return this.fail(
-        'SLUICE_ERR_PROTO_RATE_LIMITED',
-        `limits.maxMessagesPerSec is ${limits.maxMessagesPerSec}`,
-      )
-    }
+    const nowMs = this.#clock.now()
+    const inBudget = this.#budget.take(nowMs)
     if (isBinary)
       return this.fail('SLUICE_ERR_PROTO_MALFORMED', 'binary frames are not part of the protocol')
     const decoded = decodeClientMessage(data.toString('utf8'))
     if (!decoded.ok) return this.fail(decoded.code, decoded.detail)
     const msg = decoded.message
-    if (!this.#entries.take(this.#clock.now(), entriesOf(msg)))
-      return this.fail(
-        'SLUICE_ERR_PROTO_RATE_LIMITED',
-        `limits.maxEntriesPerSec is ${limits.maxEntriesPerSec}`,
-      )
+    if (msg.type === 'decide') {
+      // Not a message of the protocol's own budget: a frame per request of a busy gateway.
+      if (inBudget) this.#budget.giveBack()
+      if (!this.#decideFrames.take(nowMs))
+        return this.fail(
+          'SLUICE_ERR_PROTO_RATE_LIMITED',
+          `limits.maxDecideFramesPerSec is ${limits.maxDecideFramesPerSec}`,
+        )
+      // Asks past the budget are refused with when to ask again, as a limiter refuses.
+      const allowed = this.#asks.takeUpTo(nowMs, msg.asks.length)
+      if (allowed < msg.asks.length) {
+        this.#coordinator.refuseAsks(
+          this,
+          { type: 'decide', asks: msg.asks.slice(allowed) },
+          this.#asks.msUntil(nowMs, 1),
+        )
+        if (allowed === 0) return
+        return this.#handle({ type: 'decide', asks: msg.asks.slice(0, allowed) })
+      }
+    } else {
+      if (!inBudget)
+        return this.fail(
+          'SLUICE_ERR_PROTO_RATE_LIMITED',
+          `limits.maxMessagesPerSec is ${limits.maxMessagesPerSec}`,
+        )
+      if (!this.#entries.take(nowMs, entriesOf(msg)))
+        return this.fail(
+          'SLUICE_ERR_PROTO_RATE_LIMITED',
+          `limits.maxEntriesPerSec is ${limits.maxEntriesPerSec}`,
+        )
+    }
+    this.#handle(msg)
+  }
+
+  #handle(msg: ClientMessage): void {
     try {
       if (msg.type === 'hello') {
         this.#helloTimer?.cancel()

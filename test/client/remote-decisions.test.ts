@@ -232,6 +232,73 @@ describe('remote decisions (real sockets, manual clock)', () => {
   })
 })
 
+describe('a busy gateway asking one request at a time', () => {
+  it('keeps its connection at a thousand asks a second, each in a turn of its own, and is answered every time', async () => {
+    // The defaults of server.limits: 50 messages a second per connection (bursts of 100).
+    const families = await gateways(3, { maxDefaultHolders: 1 })
+    const client = cluster!.clients.find((c) => c.keyed('apikey').lease?.capacity === 0)!
+    const thin = client.keyed('apikey')
+    let disconnects = 0
+    client.on('disconnect', () => disconnects++)
+    const answers: Promise<boolean>[] = []
+    // An HTTP gateway's requests each come in an I/O callback of their own: 2,000 in 2 s.
+    for (let ms = 0; ms < 2000; ms++) {
+      answers.push(thin.check(`k${ms % 50}`))
+      await Promise.resolve()
+      cluster!.clock.advance(1)
+      if (ms % 10 === 9) await cluster!.settle()
+    }
+    await cluster!.step(50)
+    const decided = await Promise.all(answers)
+    // It used to be closed for sending more than 50 frames a second (4429), ten times in 2 s,
+    // every ask in flight refused unanswered each time.
+    expect(disconnects).toBe(0)
+    expect(client.connected).toBe(true)
+    // Asked of the coordinator, every one, and answered: 50 keys of 10/s each, for 2 s.
+    expect(thin.remoteAsks).toBe(2000)
+    const admitted = decided.filter((ok) => ok).length
+    expect(admitted).toBeGreaterThan(50)
+    expect(admitted).toBeLessThanOrEqual(50 * (10 + 10 * 2.1))
+    expect(families.length).toBe(3)
+  })
+})
+
+describe('asks past the coordinator’s budget', () => {
+  it('are refused with when to ask again, never by closing the connection', async () => {
+    cluster = new Cluster()
+    await cluster.start({
+      ...config({ maxDefaultHolders: 1 }),
+      server: { limits: { roundDebounceMs: 0, maxAsksPerSec: 100 } },
+    })
+    for (const id of ['g0', 'g1', 'g2']) (await cluster.client(id)).keyed('apikey')
+    for (let i = 0; i < 20; i++) await cluster.step(refreshMs / 2)
+    const client = cluster.clients.find((c) => c.keyed('apikey').lease?.capacity === 0)!
+    const thin = client.keyed('apikey')
+    let disconnects = 0
+    client.on('disconnect', () => disconnects++)
+    // 300 asks in one turn, over 300 keys: the budget holds 200 (twice 100 a second).
+    const asked: Promise<RemoteAnswer>[] = []
+    for (let i = 0; i < 300; i++) {
+      const answer = thin.decide(`k${i}`)
+      expect(typeof answer).toBe('object')
+      asked.push(answer as Promise<RemoteAnswer>)
+    }
+    await cluster.step(10)
+    const answers = await Promise.all(asked)
+    const refused = answers.slice(200)
+    expect(refused.every((a) => !a.admitted && a.retryAfterMs > 0 && a.retryAfterMs <= 10)).toBe(
+      true,
+    )
+    // Decided as ever within the budget: each key's first check, at the central part once it
+    // holds the family (its first asks are refused until its first lease).
+    for (let i = 0; i < 10; i++) await cluster.step(100)
+    const got = await thin.decide('k0')
+    expect(got).toMatchObject({ admitted: true })
+    expect(disconnects).toBe(0)
+    expect(client.connected).toBe(true)
+  })
+})
+
 describe('remote decisions with tenants', () => {
   it("decides a tenant's asks with that tenant's own central part, and never a family the tenant may not use", async () => {
     cluster = new Cluster()
