@@ -28,6 +28,9 @@ export interface CentralHost {
   allows(tenant: string | undefined, id: string): boolean
 }
 
+/** What became of a remote decision, as `sluice_remote_decisions_total` counts it. */
+export type RemoteOutcome = 'admitted' | 'refused' | 'over_budget' | 'undecidable'
+
 /**
  * The coordinator's own part of every key: remote decisions (`decide`) are
  * taken against it, as one central limiter would take them.
@@ -55,10 +58,18 @@ export class Central {
   asked = 0
   admitted = 0
 
-  constructor(host: CentralHost, clock: Clock, log: Logger) {
+  readonly #count: (family: string, outcome: RemoteOutcome, n: number) => void
+
+  constructor(
+    host: CentralHost,
+    clock: Clock,
+    log: Logger,
+    count: (family: string, outcome: RemoteOutcome, n: number) => void = () => undefined,
+  ) {
     this.#host = host
     this.#clock = clock
     this.#log = log
+    this.#count = count
   }
 
   /** A session's asks: each decided against the central part of its key, answered in one frame. */
@@ -70,6 +81,7 @@ export class Central {
       // Not a key that may be decided here: refused, not by waiting.
       if (family === undefined) {
         answers.push([n, 0, -1])
+        this.#count(this.#labelOf(resource), 'undecidable', 1)
         continue
       }
       this.asked += cost
@@ -80,9 +92,11 @@ export class Central {
         this.admitted += cost
         const window = family.leaseOf(key).window
         answers.push(window === undefined ? [n, 1, 0] : [n, 1, 0, window])
+        this.#count(family.familyId, 'admitted', 1)
       } else {
         const ms = family.msUntil(key, cost)
         answers.push([n, 0, Number.isFinite(ms) ? Math.ceil(ms) : -1])
+        this.#count(family.familyId, 'refused', 1)
       }
     }
     session.send({ type: 'decided', answers })
@@ -91,10 +105,20 @@ export class Central {
   /** Every ask of `msg` refused at once, to be asked again in `retryAfterMs` (a budget spent). */
   refuse(session: SessionPort, msg: DecideMessage, retryAfterMs: number): void {
     const ms = Number.isFinite(retryAfterMs) ? Math.max(1, Math.ceil(retryAfterMs)) : -1
+    for (const [, resource] of msg.asks) this.#count(this.#labelOf(resource), 'over_budget', 1)
     session.send({
       type: 'decided',
       answers: msg.asks.map(([n]): DecidedMessage['answers'][number] => [n, 0, ms]),
     })
+  }
+
+  /**
+   * A key's family as a metric's label: a keyed family of the config (`<prefix>/*`), or ''
+   * for anything else a client sends (one series, whatever it sends: never a label of its own).
+   */
+  #labelOf(resource: string): string {
+    const family = this.#host.settingsFor(resource)?.family
+    return family === undefined ? '' : family.familyId
   }
 
   /** The central family of `resource`'s family, for `tenant`; undefined when it may not be asked. */

@@ -111,6 +111,7 @@ export class Coordinator {
       },
       clock,
       logger,
+      (family, outcome, n) => this.metrics.remoteDecisions.inc({ family, outcome }, n),
     )
     this.observer.start()
     this.metrics.isLeader.set(role === 'leader' ? 1 : 0)

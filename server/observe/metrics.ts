@@ -237,6 +237,12 @@ export class CoordinatorMetrics {
   }
 
   readonly rounds = this.#counter('sluice_rounds_total', 'Allocation rounds run', ['resource'])
+  /** Remote decisions by family and outcome: a series per family, never per key. */
+  readonly remoteDecisions = this.#counter(
+    'sluice_remote_decisions_total',
+    'Checks processes asked the coordinator to decide (remote decisions), by family and outcome: admitted, refused (its own part of the key could not admit), over_budget (past maxAsksPerSec or the tenant budget), undecidable (no keyed family of that name, or slots)',
+    ['family', 'outcome'],
+  )
   readonly roundSeconds = this.#histogram(
     'sluice_round_duration_seconds',
     'Time one round takes (allocation and lease planning)',

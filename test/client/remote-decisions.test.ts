@@ -296,6 +296,23 @@ describe('asks past the coordinator’s budget', () => {
     expect(got).toMatchObject({ admitted: true })
     expect(disconnects).toBe(0)
     expect(client.connected).toBe(true)
+    // Counted per family and outcome; a family nobody configured under '' whatever its name.
+    const odd = ['nosuch/a', 'other/b', 'x/y'].map((id) => client.askRemote(id, 1))
+    await cluster.step(10)
+    expect((await Promise.all(odd)).every((a) => !a.admitted)).toBe(true)
+    const metrics = (await cluster.server.http.inject('/metrics')).body
+    const count = (outcome: string, family = 'apikey/*') =>
+      Number(
+        new RegExp(
+          `^sluice_remote_decisions_total\\{family="${family.replace('*', '\\*')}",outcome="${outcome}"\\} (\\d+)$`,
+          'm',
+        ).exec(metrics)?.[1] ?? 0,
+      )
+    expect(count('over_budget')).toBe(100)
+    expect(count('admitted')).toBeGreaterThanOrEqual(1)
+    expect(count('admitted') + count('refused')).toBe(201)
+    expect(count('undecidable', '')).toBe(3)
+    expect(metrics).not.toMatch(/family="(nosuch|other|x)/)
   })
 })
 
