@@ -64,6 +64,12 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
   readonly #maxKeys: number
   readonly #maxKeysPerReport: number
   readonly #keys = new Map<string, KeyState>()
+  /**
+   * Where the search for a key to forget goes on from (oldest first, around again at the end).
+   * A search begun at the start each time walked every key deleted before it still in the
+   * map's table: 5.6 of 10 s of a coordinator's CPU under a flood of new keys.
+   */
+  #evictCursor: MapIterator<[string, KeyState]> | undefined = undefined
   readonly #view: KeyView = new KeyView(this, '')
   /** What the family lease says every key may use here. */
   readonly #shares: FamilyShares
@@ -777,13 +783,19 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
 
   /** Frees room for a new key: the least recently used key that holds nothing. */
   #evictOne(): boolean {
-    let looked = 0
-    for (const [key, state] of this.#keys) {
+    for (let looked = 0; looked < 32; looked++) {
+      let next = this.#evictCursor?.next()
+      if (next === undefined || next.done === true) {
+        // Around again, from the oldest key.
+        this.#evictCursor = this.#keys.entries()
+        next = this.#evictCursor.next()
+        if (next.done === true) return false
+      }
+      const [key, state] = next.value
       if (this.#keyKind.evictable(this.#shares, state)) {
         this.#keys.delete(key)
         return true
       }
-      if (++looked >= 32) break
     }
     return false
   }
