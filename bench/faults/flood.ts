@@ -4,9 +4,11 @@ import WebSocket from 'ws'
  * A hostile tenant, for the flood test: `node flood.js SPEC_JSON`. It opens
  * `sockets` connections with a valid tenant token and sends, as fast as the
  * message limit allows, demand frames full of resource ids its tenant may
- * not use; with `read: false` it never reads what comes back. Reconnects
- * whenever it is closed. Bounded: it stops after `durationMs`. Prints one
- * JSON line: frames sent, closes seen by code.
+ * not use, or (`decide`: a keyed family's prefix its tenant may use) remote
+ * decisions asking for new keys of that family in every frame; with `read:
+ * false` it never reads what comes back. Reconnects whenever it is closed.
+ * Bounded: it stops after `durationMs`. Prints one JSON line: frames sent,
+ * closes seen by code.
  */
 interface FloodSpec {
   readonly url: string
@@ -16,19 +18,32 @@ interface FloodSpec {
   readonly framesPerSec: number
   readonly read: boolean
   readonly durationMs: number
+  readonly decide?: string | undefined
 }
 
 const spec = JSON.parse(process.argv[2] ?? '{}') as FloodSpec
 const stopAt = Date.now() + spec.durationMs
 let frames = 0
+let asked = 0
 const closes: Record<string, number> = {}
-const frame = JSON.stringify({
+const demandFrame = JSON.stringify({
   type: 'demand',
   resources: Array.from({ length: spec.entriesPerFrame }, (_, i) => ({
     resource: `forbidden/${i}`,
     wants: 1,
   })),
 })
+/** Every decide frame asks for keys never asked before. */
+const frame = (): string => {
+  if (spec.decide === undefined) return demandFrame
+  const asks = Array.from({ length: spec.entriesPerFrame }, (_, i) => [
+    asked + i,
+    `${spec.decide}/k${asked + i}`,
+    1,
+  ])
+  asked += asks.length
+  return JSON.stringify({ type: 'decide', asks })
+}
 
 function open(n: number): void {
   if (Date.now() >= stopAt) return
@@ -40,7 +55,7 @@ function open(n: number): void {
     timer = setInterval(() => {
       if (Date.now() >= stopAt) return ws.terminate()
       if (ws.readyState !== WebSocket.OPEN) return
-      ws.send(frame)
+      ws.send(frame())
       frames++
     }, 1000 / spec.framesPerSec)
   })
@@ -54,6 +69,6 @@ function open(n: number): void {
 
 for (let i = 0; i < spec.sockets; i++) open(i)
 setTimeout(() => {
-  process.stdout.write(`${JSON.stringify({ frames, closes })}\n`)
+  process.stdout.write(`${JSON.stringify({ frames, asked, closes })}\n`)
   process.exit(0)
 }, spec.durationMs + 500)

@@ -286,6 +286,16 @@ export class CompiledConfig {
     return (roles[role] ??= familyOf(t, role))
   }
 
+  /**
+   * The family a key's id is of (its key role), without making the key's settings: what a
+   * remote decision needs of a key asked for, by the thousand a second (coordinator/central.ts).
+   */
+  familyOfKey(id: string): FamilySettings | undefined {
+    const t = this.#templates.match(id)
+    if (t === undefined || id === t.match) return undefined
+    return this.#familyOf(t, 'key')
+  }
+
   /** Settings for resource `id`, or undefined when no template matches. */
   settingsFor(id: string): ResourceSettings | undefined {
     const t = this.#templates.match(id)

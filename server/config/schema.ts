@@ -47,14 +47,15 @@ export const limitsSchema = z.strictObject({
   maxEntriesPerSecPerTenant: z.number().min(1).max(100_000_000).default(50_000),
   /**
    * Remote decisions (`decide` frames, outside maxMessagesPerSec and maxEntriesPerSec): most
-   * frames one connection may send per second, bursts of twice that (past it, closed: a
-   * client paces its frames at 500 a second at most).
+   * frames one connection may send per second, a frame counting once per 4 KiB begun, bursts
+   * of twice that (past it, closed: a client paces its frames at 500 a second at most).
    */
   maxDecideFramesPerSec: z.number().min(1).max(1_000_000).default(1_000),
   /**
    * Most checks one connection may ask the coordinator to decide per second, bursts of twice
-   * that: asks past it are answered refused at once (with when to ask again), never closed.
-   * They count in maxEntriesPerSecPerTenant too, refused the same way past it.
+   * that: asks past it are answered refused at once (with when to ask again), up to as many
+   * again, then the connection is closed (a flood). They count in maxEntriesPerSecPerTenant
+   * too, refused the same way past it.
    */
   maxAsksPerSec: z.number().min(1).max(10_000_000).default(20_000),
   /**

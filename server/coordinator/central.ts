@@ -15,7 +15,7 @@ import {
   type ErrorCode,
   type ServerMessage,
 } from '../../shared/index.js'
-import { isFamilyKey, type ResourceSettings } from '../config/index.js'
+import type { FamilySettings } from '../config/index.js'
 import { centralClientId } from '../pool/index.js'
 import type { SessionPort } from './session-port.js'
 
@@ -23,10 +23,18 @@ import type { SessionPort } from './session-port.js'
 export interface CentralHost {
   receive(session: SessionPort, msg: ClientMessage): void
   disconnected(session: SessionPort): void
-  settingsFor(id: string): ResourceSettings | undefined
+  /** The keyed family `id` is a key of (its key role), undefined when none. */
+  familyOfKey(id: string): FamilySettings | undefined
   /** Whether `tenant` may use `id` (the config's tenants). */
   allows(tenant: string | undefined, id: string): boolean
 }
+
+/**
+ * Keys the central part of a family tracks at once (a process's default is 50,000): a key it
+ * holds nothing of is forgotten for a new one, and a flood of new keys asked of it walks and
+ * reports this many at most each period.
+ */
+const centralMaxKeys = 10_000
 
 /** What became of a remote decision, as `sluice_remote_decisions_total` counts it. */
 export type RemoteOutcome = 'admitted' | 'refused' | 'over_budget' | 'undecidable'
@@ -76,12 +84,18 @@ export class Central {
   decide(session: SessionPort, msg: DecideMessage): void {
     const tenant = session.tenant
     const answers: DecidedMessage['answers'] = []
+    // Counted once a frame for each family and outcome (a counter's inc is not free).
+    const counts = new Map<string, number>()
+    const count = (family: string, outcome: RemoteOutcome): void => {
+      const k = `${outcome} ${family}`
+      counts.set(k, (counts.get(k) ?? 0) + 1)
+    }
     for (const [n, resource, cost] of msg.asks) {
       const family = this.#familyFor(tenant, resource)
       // Not a key that may be decided here: refused, not by waiting.
       if (family === undefined) {
         answers.push([n, 0, -1])
-        this.#count(this.#labelOf(resource), 'undecidable', 1)
+        count(this.#labelOf(resource), 'undecidable')
         continue
       }
       this.asked += cost
@@ -92,20 +106,26 @@ export class Central {
         this.admitted += cost
         const window = family.leaseOf(key).window
         answers.push(window === undefined ? [n, 1, 0] : [n, 1, 0, window])
-        this.#count(family.familyId, 'admitted', 1)
+        count(family.familyId, 'admitted')
       } else {
         const ms = family.msUntil(key, cost)
         answers.push([n, 0, Number.isFinite(ms) ? Math.ceil(ms) : -1])
-        this.#count(family.familyId, 'refused', 1)
+        count(family.familyId, 'refused')
       }
     }
     session.send({ type: 'decided', answers })
+    for (const [k, n] of counts) {
+      const space = k.indexOf(' ')
+      this.#count(k.slice(space + 1), k.slice(0, space) as RemoteOutcome, n)
+    }
   }
 
   /** Every ask of `msg` refused at once, to be asked again in `retryAfterMs` (a budget spent). */
   refuse(session: SessionPort, msg: DecideMessage, retryAfterMs: number): void {
     const ms = Number.isFinite(retryAfterMs) ? Math.max(1, Math.ceil(retryAfterMs)) : -1
-    for (const [, resource] of msg.asks) this.#count(this.#labelOf(resource), 'over_budget', 1)
+    // Counted under the first ask's family, once a frame: refusing must cost next to nothing
+    // (a flood past the budget is answered, not looked up key by key).
+    this.#count(this.#labelOf(msg.asks[0]![1]), 'over_budget', msg.asks.length)
     session.send({
       type: 'decided',
       answers: msg.asks.map(([n]): DecidedMessage['answers'][number] => [n, 0, ms]),
@@ -117,21 +137,21 @@ export class Central {
    * for anything else a client sends (one series, whatever it sends: never a label of its own).
    */
   #labelOf(resource: string): string {
-    const family = this.#host.settingsFor(resource)?.family
-    return family === undefined ? '' : family.familyId
+    return this.#host.familyOfKey(resource)?.familyId ?? ''
   }
 
   /** The central family of `resource`'s family, for `tenant`; undefined when it may not be asked. */
   #familyFor(tenant: string | undefined, resource: string): KeyedFamily | undefined {
-    const settings = this.#host.settingsFor(resource)
-    const family = settings?.family
-    if (settings === undefined || family === undefined || !isFamilyKey(settings)) return undefined
+    // The family alone, not the key's settings: a key's are made (and cached) only once it is
+    // leased, not per ask of a new key.
+    const family = this.#host.familyOfKey(resource)
+    if (family === undefined) return undefined
     // A slot is released where it was taken: concurrency is never decided remotely.
     if (family.keyKind === 'concurrency') return undefined
     if (!this.#host.allows(tenant, resource)) return undefined
     const key = keyOfId(family.prefix, resource)
     if (key === undefined || keyProblem(family.prefix, key) !== undefined) return undefined
-    return this.#clientFor(tenant).keyed(family.prefix)
+    return this.#clientFor(tenant).keyed(family.prefix, { maxKeys: centralMaxKeys })
   }
 
   #clientFor(tenant: string | undefined): SluiceClient {

@@ -60,6 +60,8 @@ export class Coordinator {
   readonly #sessions = new SessionTable()
   readonly #leadership: Leadership
   readonly #tenantBudgets: TenantBudgets
+  /** Remote decisions a tenant is refused past its budget, answered up to as many again. */
+  readonly #tenantRefusals: TenantBudgets
   readonly #core: Core & OutboxHost
   readonly #rounds: Rounds
   /** Where lease batches leave: written to the ledger first, when there is one. */
@@ -82,6 +84,7 @@ export class Coordinator {
     )
     this.#leadership = new Leadership(role)
     this.#tenantBudgets = new TenantBudgets(clock, () => this.limits.maxEntriesPerSecPerTenant)
+    this.#tenantRefusals = new TenantBudgets(clock, () => this.limits.maxEntriesPerSecPerTenant)
     this.view = new ResourceView(() => this.#pool, clock)
     this.metrics = new CoordinatorMetrics(
       () => this.#resourcesForMetrics(),
@@ -106,7 +109,7 @@ export class Coordinator {
       {
         receive: (session, msg) => this.receive(session, msg),
         disconnected: (session) => this.disconnected(session),
-        settingsFor: (id) => this.#settings.lookup(id),
+        familyOfKey: (id) => this.#settings.config.familyOfKey(id),
         allows: (tenant, id) => this.#core.config.allows(tenant, id),
       },
       clock,
@@ -309,7 +312,8 @@ export class Coordinator {
       !this.#tenantBudgets.tryTake(session.tenant, entriesOf(msg))
     )
       // A tenant asking more than its budget is refused its asks, not closed: a limiter refuses.
-      return msg.type === 'decide'
+      // Up to as many again: past that it is a flood, and its connection is closed like any.
+      return msg.type === 'decide' && this.#tenantRefusals.tryTake(session.tenant, msg.asks.length)
         ? this.refuseAsks(
             session,
             msg,

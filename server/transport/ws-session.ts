@@ -17,6 +17,9 @@ import {
 import type { Coordinator, SessionPort } from '../coordinator/index.js'
 import { MessageBudget } from './message-budget.js'
 
+/** A `decide` frame counts in limits.maxDecideFramesPerSec once per this many bytes begun. */
+const decideFrameUnitBytes = 4096
+
 /**
  * One client connection over WebSocket: bounds the frames and message rate,
  * decodes every frame through the one gate, enforces hello-first, and hands
@@ -39,6 +42,8 @@ export class WsSession implements SessionPort {
   /** Remote decisions have budgets of their own: a busy gateway sends a frame per request. */
   readonly #decideFrames: MessageBudget
   readonly #asks: MessageBudget
+  /** Asks refused past `#asks`: answered up to as many again, then the connection is closed. */
+  readonly #refusals: MessageBudget
   #helloTimer: Timer | undefined
   #closing = false
 
@@ -72,6 +77,7 @@ export class WsSession implements SessionPort {
       clock.now(),
     )
     this.#asks = new MessageBudget(limits.maxAsksPerSec, limits.maxAsksPerSec * 2, clock.now())
+    this.#refusals = new MessageBudget(limits.maxAsksPerSec, limits.maxAsksPerSec * 2, clock.now())
     this.#helloTimer = clock.setTimeout(() => {
       this.#helloTimer = undefined
       if (this.clientId === undefined)
@@ -142,14 +148,22 @@ export class WsSession implements SessionPort {
     if (msg.type === 'decide') {
       // Not a message of the protocol's own budget: a frame per request of a busy gateway.
       if (inBudget) this.#budget.giveBack()
-      if (!this.#decideFrames.take(nowMs))
+      // A frame counts once per 4 KiB begun: 1,000 small frames a second, or 4 MiB of large
+      // ones (the asks a frame may carry are bounded by its bytes alone).
+      if (!this.#decideFrames.take(nowMs, Math.ceil(data.length / decideFrameUnitBytes)))
         return this.fail(
           'SLUICE_ERR_PROTO_RATE_LIMITED',
-          `limits.maxDecideFramesPerSec is ${limits.maxDecideFramesPerSec}`,
+          `limits.maxDecideFramesPerSec is ${limits.maxDecideFramesPerSec} (a frame counts once per 4 KiB)`,
         )
       // Asks past the budget are refused with when to ask again, as a limiter refuses.
       const allowed = this.#asks.takeUpTo(nowMs, msg.asks.length)
       if (allowed < msg.asks.length) {
+        // Refused up to as many again as the budget: past that it is a flood, closed (4429).
+        if (!this.#refusals.take(nowMs, msg.asks.length - allowed))
+          return this.fail(
+            'SLUICE_ERR_PROTO_RATE_LIMITED',
+            `limits.maxAsksPerSec is ${limits.maxAsksPerSec}, and as many again were refused`,
+          )
         this.#coordinator.refuseAsks(
           this,
           { type: 'decide', asks: msg.asks.slice(allowed) },

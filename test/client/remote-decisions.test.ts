@@ -313,6 +313,12 @@ describe('asks past the coordinator’s budget', () => {
     expect(count('admitted') + count('refused')).toBe(201)
     expect(count('undecidable', '')).toBe(3)
     expect(metrics).not.toMatch(/family="(nosuch|other|x)/)
+    // Refused up to as many again as the budget; past that it is a flood, and closed (4429).
+    for (let i = 0; i < 10; i++) await cluster.step(100)
+    const flood = Array.from({ length: 500 }, (_, i) => Promise.resolve(thin.decide(`f${i}`)))
+    await cluster.step(10)
+    await Promise.all(flood)
+    expect(disconnects).toBe(1)
   })
 })
 
