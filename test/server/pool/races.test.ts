@@ -11,12 +11,15 @@ import { resourceSettings } from '../../helpers/settings.js'
  * scheduler picks which runs next, so an ack may land after a newer round,
  * a batch after the reconnect that voided it, a report between a decrease
  * and its ack. Each connection stays in order (a WebSocket is), and a batch
- * sent on a closed connection is lost. The check after every task: what
- * the processes may enforce together never exceeds the capacity.
+ * sent on a closed connection is lost. One-way delays stay below `graceMs`
+ * (the protocol's stated assumption, docs/protocol.md): time moves on only
+ * once every batch older than that has arrived. The check after every task:
+ * what the processes may enforce together never exceeds the capacity.
  */
 
 const capacity = 90
 const settings = resourceSettings({ id: 'api', capacity, burst: capacity, safeHoldMs: 300 })
+const graceMs = settings.graceMs
 const ids = ['a', 'b', 'c'] as const
 type Id = (typeof ids)[number]
 
@@ -40,7 +43,7 @@ class Process {
   connected = false
   lease: InForce | undefined
   /** Messages on their way, each direction in order: batches down, acks and reports up. */
-  readonly down: { batch: LeaseBatch; connection: number }[] = []
+  readonly down: { batch: LeaseBatch; connection: number; sentMs: number }[] = []
   readonly up: { send: () => void; connection: number }[] = []
   constructor(readonly id: Id) {}
 }
@@ -53,7 +56,7 @@ class World {
   out(batches: readonly LeaseBatch[]): void {
     for (const batch of batches) {
       const p = this.processes.get(batch.clientKey as Id)!
-      if (p.connected) p.down.push({ batch, connection: p.connection })
+      if (p.connected) p.down.push({ batch, connection: p.connection, sentMs: this.nowMs })
     }
   }
 
@@ -94,6 +97,19 @@ class World {
     const next = p.up.shift()
     if (next === undefined || next.connection !== p.connection || !p.connected) return
     next.send()
+  }
+
+  /**
+   * The clock moves on by `ms`; every batch that would by then have been on its way longer
+   * than `graceMs` arrives first, in order (later ones on its connection wait behind it).
+   */
+  advance(ms: number): void {
+    for (const p of this.processes.values())
+      while (p.down.length > 0 && this.nowMs + ms - p.down[0]!.sentMs >= graceMs) {
+        this.deliverDown(p)
+        this.check()
+      }
+    this.nowMs += ms
   }
 
   check(): void {
@@ -167,7 +183,7 @@ function apply(w: World, t: Task): void {
       w.out(w.pool.grantWaiting('api', w.nowMs))
       break
     case 'time':
-      w.nowMs += t.ms
+      w.advance(t.ms)
       break
   }
   w.check()
