@@ -1,4 +1,4 @@
-import { allocate, wholeUnits } from '../../allocation/index.js'
+import { allocate, wholeUnits, type ClientDemand } from '../../allocation/index.js'
 import { quotaHorizonMs, wholeSlots } from '../../../shared/index.js'
 import { elsewhere, send } from '../lease-out.js'
 import { settleReset } from '../reset.js'
@@ -47,22 +47,37 @@ export const namedQuotaShape: Shape = Object.freeze<Shape>({
     settleReset(r, window.index, nowMs)
     const left = Math.max(0, s.capacity + r.resetUnits(window.index) - reserved - usedAll)
     const standingBlock = horizonSec > 0 ? quotaStandingBlock(s.capacity) : 0
-    const result = allocate({
+    // Two parts a client: what it asks over the horizon, and (a band below, within its
+    // priority) what tops that up to a standing block, so a process that has not asked yet (or
+    // not lately) admits its next request without a round trip while the budget lasts. Near
+    // the budget's end what is left goes to those asking first: a standing block at an idle
+    // process held the last unit of a key asked for elsewhere until the window's end (99 of
+    // 100 admitted where a central counter admits 100).
+    const clients: ClientDemand[] = []
+    for (const e of sharing) {
+      const asked = e.history.estimate() * horizonSec
+      const tenant = tenantOf(r, e)
+      clients.push(
+        { id: e.client.key, wants: asked, weight: e.weight, priority: 2 * e.priority + 1, tenant },
+        {
+          id: `${e.client.key}\0standing`,
+          wants: Math.max(0, standingBlock - asked),
+          weight: e.weight,
+          priority: 2 * e.priority,
+          tenant,
+        },
+      )
+    }
+    const parts = allocate({
       capacity: wholeSlots(left),
       algorithm: 'fair-share',
       surplus: 'hold',
       tenants: s.tenants,
-      clients: sharing.map((e) => ({
-        id: e.client.key,
-        // At least a standing block, so a process that has not asked yet (or not lately)
-        // admits its next request without a round trip while the budget lasts.
-        wants: Math.max(e.history.estimate() * horizonSec, standingBlock),
-        weight: e.weight,
-        priority: e.priority,
-        tenant: tenantOf(r, e),
-      })),
-    })
-    const blocks = wholeUnits(result.grants)
+      clients,
+    }).grants
+    const grants = new Float64Array(sharing.length)
+    for (let i = 0; i < sharing.length; i++) grants[i] = parts[2 * i]! + parts[2 * i + 1]!
+    const blocks = wholeUnits(grants)
     for (let i = 0; i < sharing.length; i++) {
       const e = sharing[i]!
       e.target = used[i]! + blocks[i]!
