@@ -28,6 +28,11 @@ export class Gateway {
     this.#wss = new WebSocketServer({
       noServer: true,
       maxPayload: coordinator.limits.maxFrameBytes * 2,
+      // One message per connection per turn of the event loop (ws defers each to setImmediate,
+      // and pauses a socket whose unread frames pile up): a connection that floods cannot hold
+      // the loop for a whole socket read (libuv reads up to 32 × 64 KiB at once), and every
+      // other connection's frames are read in the same turn (docs/security.md).
+      allowSynchronousEvents: false,
     })
     this.#onUpgrade = (req, socket, head) => {
       const path = (req.url ?? '').split('?')[0]

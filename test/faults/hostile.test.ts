@@ -6,10 +6,12 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { Replica, assertBuilt } from '../helpers/replica.js'
 import { delay } from '../helpers/wait.js'
 
-// One tenant floods the coordinator with demand frames full of resource ids it may not use,
-// from 4 sockets in a process of its own, reading what comes back or not. Two honest clients
-// of another tenant, each a process of its own, must keep their leases throughout, and the
-// coordinator's memory must stay bounded. Real processes, real time (~15 s a case).
+// One tenant floods the coordinator from 4 sockets in a process of its own: demand frames full
+// of resource ids it may not use, reading what comes back or not; or remote decisions of new
+// keys of a keyed family it may use, as fast as its budgets let it (docs/security.md). Two
+// honest clients of another tenant, each a process of its own, must keep their leases
+// throughout, and the coordinator's memory must stay bounded. Real processes, real time
+// (~15 s a case).
 
 beforeAll(() => assertBuilt())
 const cleanup: (() => Promise<unknown> | void)[] = []
@@ -41,8 +43,30 @@ function rssMiB(pid: number): number {
   return Number(/VmRSS:\s+(\d+)/.exec(status)![1]) / 1024
 }
 
-for (const read of [false, true])
-  describe(`a tenant flooding with forbidden ids (${read ? 'reading' : 'never reading'})`, () => {
+interface Flood {
+  readonly name: string
+  readonly read: boolean
+  readonly entriesPerFrame: number
+  readonly framesPerSec: number
+  readonly decide?: string
+}
+
+const floods: Flood[] = [
+  { name: 'forbidden ids, never reading', read: false, entriesPerFrame: 1500, framesPerSec: 50 },
+  { name: 'forbidden ids, reading', read: true, entriesPerFrame: 1500, framesPerSec: 50 },
+  // 4 × 150 × 900 = 540,000 new keys asked a second (found: another tenant's leases went
+  // 12.3 s without renewal, then 2.3-3.7 s with late ledger writes' batches dropped).
+  {
+    name: 'remote decisions of new keys',
+    read: true,
+    entriesPerFrame: 150,
+    framesPerSec: 900,
+    decide: 'hkey',
+  },
+]
+
+for (const { name, read, entriesPerFrame, framesPerSec, decide } of floods)
+  describe(`a tenant flooding with ${name}`, () => {
     it(
       'leaves another tenant its leases, and the coordinator its memory',
       { timeout: 60_000 },
@@ -56,7 +80,7 @@ for (const read of [false, true])
             server: { host: '127.0.0.1' },
             tenants: {
               honest: { token: 'honest-tenant-token', resources: ['api'] },
-              hostile: { token: 'hostile-tenant-token', resources: ['api'] },
+              hostile: { token: 'hostile-tenant-token', resources: ['api', 'hkey/*'] },
             },
             resources: [
               {
@@ -69,6 +93,7 @@ for (const read of [false, true])
                 safeHoldMs: 1000,
               },
               { match: 'forbidden/*', kind: 'rate', capacity: 10 },
+              { match: 'hkey/*', keyed: true, kind: 'rate', capacity: 10 },
             ],
           }),
         )
@@ -98,10 +123,11 @@ for (const read of [false, true])
           url: server.wsUrl,
           token: 'hostile-tenant-token',
           sockets: 4,
-          entriesPerFrame: 1500,
-          framesPerSec: 50,
+          entriesPerFrame,
+          framesPerSec,
           read,
           durationMs: 10_000,
+          decide,
         })
         let peak = before
         for (let s = 0; s < 11; s++) {

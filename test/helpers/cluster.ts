@@ -74,6 +74,11 @@ export class Cluster {
   }
 
   async step(ms: number): Promise<void> {
+    // What the clients sent since the last step (an ack of a lease, a report) reaches the
+    // coordinator before the clock moves: the coordinator reads one frame per connection per
+    // turn of the event loop (server/transport/gateway.ts), so a test's continuation may run
+    // before a frame that arrived with it is handled.
+    await Promise.all(this.clients.map((c) => c.roundTrip()))
     this.clock.advance(ms)
     await this.settle()
   }
