@@ -3,7 +3,6 @@ import type { Clock } from '../../shared/index.js'
 import type { Ledger, LedgerChange } from '../ledger/index.js'
 import type { CoordinatorMetrics } from '../observe/index.js'
 import type { LeaseBatch } from '../pool/index.js'
-import { lateBatch } from './late-batch.js'
 
 /** What the write-ahead queue needs of the coordinator around it. */
 export interface WriteAheadHost {
@@ -21,9 +20,6 @@ export interface WriteAheadHost {
   readonly log: Logger
 }
 
-/** Late writes are logged at most this often, with a count of what happened since. */
-const lateLogEveryMs = 10_000
-
 interface Item {
   readonly changes: LedgerChange[]
   readonly batches: LeaseBatch[]
@@ -34,10 +30,9 @@ interface Item {
  * Write-ahead: lease batches go out only once the ledger holds the changes
  * that cover them. Writes run one at a time, in order; what comes while one
  * is in flight is written next, as one (group commit). A synchronous ledger
- * (memory) sends at once. A batch whose write finished past
- * `ledgerMaxWriteMs` leaves with its leases' lives shortened by how late it
- * is (late-batch.ts); one with nothing left is not sent: its leases lapse and
- * the client is renewed at its next report.
+ * (memory) sends at once. A batch that waited longer than its leases were
+ * counted for is not sent: they lapse and the client is renewed at its next
+ * report.
  */
 export class WriteAhead {
   readonly #ledger: Ledger
@@ -107,63 +102,31 @@ export class WriteAhead {
     this.#writing = false
     const limitMs = this.#host.maxWriteMs()
     const nowMs = this.#clock.now()
-    let unsent: LeaseBatch[] | undefined
-    let shortened = 0
+    let late: LeaseBatch[] | undefined
     for (const item of items) {
-      const lateMs = nowMs - item.atMs - limitMs
-      if (lateMs <= 0) {
-        this.#host.deliver(item.batches)
-        continue
-      }
-      const out: LeaseBatch[] = []
-      for (const batch of item.batches) {
-        const late = lateBatch(batch, lateMs)
-        if (late === undefined) (unsent ??= []).push(batch)
-        else out.push(late)
-      }
-      shortened += out.length
-      this.#host.deliver(out)
+      if (nowMs - item.atMs <= limitMs) this.#host.deliver(item.batches)
+      else if (item.batches.length > 0) (late ??= []).push(...item.batches)
     }
-    if (shortened > 0 || unsent !== undefined)
-      this.#writtenLate(shortened, unsent ?? [], nowMs - items[0]!.atMs)
+    if (late !== undefined) this.#writtenLate(late, nowMs - items[0]!.atMs)
     this.#next()
   }
 
   /**
-   * The write went through, but later than the leases' batches were counted
-   * as sent from (`ledgerMaxWriteMs` after they were made): those that still
-   * have a life left leave shortened by the lateness; the others stay counted
-   * and lapse, and each client's next report renews at once. Not a failed
-   * write: a leader stays leader (an overloaded event loop, a mass reconnect,
-   * makes writes late, and stepping down would move the load to the next
-   * replica). Logged at most once every `lateLogEveryMs` with what happened since.
+   * The write went through, but too late for these batches: their leases were
+   * counted from `ledgerMaxWriteMs` after they were made, so sending them now
+   * could let a client hold one past what is counted. They stay counted and
+   * lapse; each client's next report renews at once. Not a failed write: a
+   * leader stays leader (an overloaded event loop, a mass reconnect, makes
+   * writes late, and stepping down would move the load to the next replica).
    */
-  #writtenLate(shortened: number, unsent: readonly LeaseBatch[], tookMs: number): void {
-    if (unsent.length > 0) {
-      this.#host.unsent(unsent)
-      this.#host.metrics.errors.inc({ code: 'SLUICE_ERR_LEDGER_WRITE' }, unsent.length)
-    }
-    const late = this.#late
-    late.shortened += shortened
-    late.unsent += unsent.length
-    late.writes++
-    late.mostMs = Math.max(late.mostMs, tookMs)
-    const nowMs = this.#clock.now()
-    if (nowMs - late.loggedMs < lateLogEveryMs) return
+  #writtenLate(batches: readonly LeaseBatch[], tookMs: number): void {
+    this.#host.unsent(batches)
+    this.#host.metrics.errors.inc({ code: 'SLUICE_ERR_LEDGER_WRITE' }, batches.length)
     this.#host.log.warn(
-      {
-        writes: late.writes,
-        mostMs: Math.round(late.mostMs),
-        shortened: late.shortened,
-        unsent: late.unsent,
-      },
-      `ledger writes took longer than server.ledgerMaxWriteMs (${this.#host.maxWriteMs()} ms): their lease batches left with lives shortened by the delay (those with none left were not sent; their clients are renewed at their next report)`,
+      { tookMs: Math.round(tookMs), batches: batches.length },
+      `ledger write took longer than server.ledgerMaxWriteMs (${this.#host.maxWriteMs()} ms): these lease batches were not sent; their clients are renewed at their next report`,
     )
-    this.#late = { loggedMs: nowMs, writes: 0, mostMs: 0, shortened: 0, unsent: 0 }
   }
-
-  /** Late writes since the last warning (#writtenLate). */
-  #late = { loggedMs: -Infinity, writes: 0, mostMs: 0, shortened: 0, unsent: 0 }
 
   /** A failed write sends nothing: its leases stay counted and lapse. */
   #writeFailed(items: readonly Item[], error: unknown): void {
