@@ -23,6 +23,15 @@ export interface Clock {
   setInterval(callback: () => void, periodMs: number): Timer
 }
 
+/**
+ * Runs `callback` at the event loop's next turn, after the I/O of this one:
+ * not time (a manual clock does not hold it back), the loop's order. For
+ * work that must let other connections' frames in first (server/transport/turns.ts).
+ */
+export function nextTurn(callback: () => void): void {
+  setImmediate(callback)
+}
+
 class SystemTimer implements Timer {
   readonly #handle: NodeJS.Timeout
   readonly #interval: boolean

@@ -3,7 +3,7 @@ export { seededRandom, zipf } from './random.js'
 export { backoffDelayMs } from './backoff.js'
 export { durationOption, parseDuration } from './limiters/index.js'
 export type { Clock, Timer } from './clock.js'
-export { ManualClock, systemClock } from './clock.js'
+export { ManualClock, nextTurn, systemClock } from './clock.js'
 export { CoarseClock, sharedCoarseClock } from './coarse-clock.js'
 export type { ErrorCode, ErrorSpec } from './errors.js'
 export {

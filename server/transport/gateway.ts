@@ -5,6 +5,7 @@ import { WebSocketServer, type WebSocket } from 'ws'
 import { connectPath, type Clock, type Timer } from '../../shared/index.js'
 import type { Coordinator } from '../coordinator/index.js'
 import { HeartbeatSlots } from './heartbeat-slots.js'
+import { Turns } from './turns.js'
 import { WsSession } from './ws-session.js'
 
 /**
@@ -19,6 +20,8 @@ export class Gateway {
   readonly #onUpgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) => void
   readonly #server: Server
   readonly #coordinator: Coordinator
+  /** The event loop's turns: each connection's frames take at most a share of one (ws-session.ts). */
+  readonly #turns = new Turns()
 
   constructor(server: Server, coordinator: Coordinator, clock: Clock, log: Logger) {
     this.#server = server
@@ -28,11 +31,8 @@ export class Gateway {
     this.#wss = new WebSocketServer({
       noServer: true,
       maxPayload: coordinator.limits.maxFrameBytes * 2,
-      // One message per connection per turn of the event loop (ws defers each to setImmediate,
-      // and pauses a socket whose unread frames pile up): a connection that floods cannot hold
-      // the loop for a whole socket read (libuv reads up to 32 × 64 KiB at once), and every
-      // other connection's frames are read in the same turn (docs/security.md).
-      allowSynchronousEvents: false,
+      // Pings are answered by the session, in order with the frames it lets wait (ws-session.ts).
+      autoPong: false,
     })
     this.#onUpgrade = (req, socket, head) => {
       const path = (req.url ?? '').split('?')[0]
@@ -66,7 +66,7 @@ export class Gateway {
    * alive for every client (about 2 KB each, seen in a heap snapshot).
    */
   #accept(ws: WebSocket, req: IncomingMessage, clock: Clock, log: Logger): void {
-    const session = new WsSession(ws, req, this.#coordinator, clock, log)
+    const session = new WsSession(ws, req, this.#coordinator, clock, log, this.#turns)
     this.#sessions.add(session)
     ws.on('close', () => this.#sessions.delete(session))
   }

@@ -16,9 +16,21 @@ import {
 } from '../../shared/index.js'
 import type { Coordinator, SessionPort } from '../coordinator/index.js'
 import { MessageBudget } from './message-budget.js'
+import type { Turns } from './turns.js'
 
 /** A `decide` frame counts in limits.maxDecideFramesPerSec once per this many bytes begun. */
 const decideFrameUnitBytes = 4096
+
+/**
+ * What one connection's frames may take of one turn of the event loop; past it they wait
+ * for the next turn, and past `maxWaitingBytes` waiting its socket is paused (TCP then holds
+ * the sender back). libuv reads up to 32 × 64 KiB of a socket in a turn and ws hands every
+ * frame of it on at once: a connection flooding remote decisions held the loop 0.8–1.6 s at
+ * a time, and another tenant's lease waited 2.9 s for its renewal (docs/security.md).
+ */
+const framesPerTurn = 8
+const bytesPerTurn = 64 * 1024
+const maxWaitingBytes = 256 * 1024
 
 /**
  * One client connection over WebSocket: bounds the frames and message rate,
@@ -46,6 +58,14 @@ export class WsSession implements SessionPort {
   readonly #refusals: MessageBudget
   #helloTimer: Timer | undefined
   #closing = false
+  readonly #turns: Turns
+  /** The turn `#turnFrames` and `#turnBytes` count in. */
+  #turn = -1
+  #turnFrames = 0
+  #turnBytes = 0
+  /** Frames past this turn's share, in order, and their bytes; a ping among them is answered in its place. */
+  #waiting: { data: Buffer; isBinary: boolean; ping?: true }[] = []
+  #waitingBytes = 0
 
   constructor(
     ws: WebSocket,
@@ -53,8 +73,10 @@ export class WsSession implements SessionPort {
     coordinator: Coordinator,
     clock: Clock,
     log: Logger,
+    turns: Turns,
   ) {
     this.#ws = ws
+    this.#turns = turns
     this.#coordinator = coordinator
     this.#clock = clock
     this.#log = log
@@ -84,7 +106,13 @@ export class WsSession implements SessionPort {
         this.fail('SLUICE_ERR_PROTO_HELLO_TIMEOUT', `no hello within ${limits.helloTimeoutMs} ms`)
     }, limits.helloTimeoutMs)
 
-    ws.on('message', (data: Buffer, isBinary: boolean) => this.#onFrame(data, isBinary))
+    ws.on('message', (data: Buffer, isBinary: boolean) => this.#arrive(data, isBinary))
+    // A ping is answered once every frame before it is handled (the gateway turns ws's
+    // automatic pong off): a client's round trip still means "all I sent was read".
+    ws.on('ping', (data: Buffer) => {
+      if (this.#waiting.length === 0) ws.pong(data)
+      else this.#waiting.push({ data, isBinary: false, ping: true })
+    })
     ws.on('pong', () => (this.alive = true))
     ws.on('close', () => this.#onClose())
     ws.on('error', (error) =>
@@ -127,6 +155,53 @@ export class WsSession implements SessionPort {
   ping(): void {
     this.alive = false
     if (this.#ws.readyState === WebSocket.OPEN) this.#ws.ping()
+  }
+
+  /** A frame arrives: handled now while this turn's share lasts, else at a later turn, in order. */
+  #arrive(data: Buffer, isBinary: boolean): void {
+    if (this.#waiting.length === 0 && this.#takeTurn(data.length))
+      return this.#onFrame(data, isBinary)
+    if (this.#waiting.length === 0) this.#turns.later(() => this.#drain())
+    this.#waiting.push({ data, isBinary })
+    this.#waitingBytes += data.length
+    if (this.#waitingBytes > maxWaitingBytes && !this.#ws.isPaused) this.#ws.pause()
+  }
+
+  /** Whether a frame of `bytes` fits what is left of this turn's share. */
+  #takeTurn(bytes: number): boolean {
+    const turn = this.#turns.now
+    if (turn !== this.#turn) {
+      this.#turn = turn
+      this.#turnFrames = 0
+      this.#turnBytes = 0
+    }
+    // The first frame of a turn always fits, however large.
+    if (
+      this.#turnFrames > 0 &&
+      (this.#turnFrames >= framesPerTurn || this.#turnBytes + bytes > bytesPerTurn)
+    )
+      return false
+    this.#turnFrames++
+    this.#turnBytes += bytes
+    return true
+  }
+
+  /** Handles waiting frames while this turn's share lasts; the rest wait for the next. */
+  #drain(): void {
+    for (;;) {
+      const next = this.#waiting[0]
+      if (next?.ping === true) {
+        this.#waiting.shift()
+        if (this.#ws.readyState === WebSocket.OPEN) this.#ws.pong(next.data)
+        continue
+      }
+      if (next === undefined || !this.#takeTurn(next.data.length)) break
+      this.#waiting.shift()
+      this.#waitingBytes -= next.data.length
+      this.#onFrame(next.data, next.isBinary)
+    }
+    if (this.#waiting.length > 0) this.#turns.later(() => this.#drain())
+    else if (this.#ws.isPaused) this.#ws.resume()
   }
 
   #onFrame(data: Buffer, isBinary: boolean): void {
@@ -204,6 +279,12 @@ export class WsSession implements SessionPort {
   }
 
   #onClose(): void {
+    // Frames that came before the close are handled before it (a release, say), as they would
+    // have been had they not waited.
+    const waiting = this.#waiting
+    this.#waiting = []
+    this.#waitingBytes = 0
+    for (const { data, isBinary, ping } of waiting) if (ping !== true) this.#onFrame(data, isBinary)
     this.#closing = true
     this.#helloTimer?.cancel()
     this.#helloTimer = undefined
