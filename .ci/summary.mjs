@@ -7,6 +7,7 @@ const files = process.argv.length > 2 ? process.argv.slice(2) : ['test-results/v
 let passed = 0
 let failed = 0
 let skipped = 0
+let failedFiles = 0
 let ok = true
 for (const file of files) {
   let report
@@ -33,7 +34,13 @@ for (const file of files) {
         )
       }
     }
-    if (suite.status === 'failed' && (suite.assertionResults ?? []).length === 0) {
+    // A file that failed with no failed test (it did not load, or a beforeAll threw and its
+    // tests show as skipped) counts as one failure: a red file never reads as green.
+    if (
+      suite.status === 'failed' &&
+      !(suite.assertionResults ?? []).some((test) => test.status === 'failed')
+    ) {
+      failedFiles++
       console.log(
         `FAILED ${relative(process.cwd(), suite.name)}: ${String(suite.message ?? '')
           .split('\n')
@@ -46,5 +53,6 @@ for (const file of files) {
   failed += (report.numFailedTests ?? 0) + (report.numRuntimeErrors ?? 0)
   skipped += (report.numPendingTests ?? 0) + (report.numTodoTests ?? 0)
 }
+failed += failedFiles
 console.log(`${passed} passed, ${failed} failed${skipped > 0 ? `, ${skipped} skipped` : ''}`)
 process.exit(!ok || failed > 0 || passed === 0 ? 1 : 0)
