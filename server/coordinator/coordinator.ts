@@ -343,8 +343,15 @@ export class Coordinator {
     }
   }
 
-  /** Answers every ask of `msg` refused, to be asked again in `retryAfterMs` (past a budget). */
+  /**
+   * Answers every ask of `msg` refused, to be asked again in `retryAfterMs` (past a budget).
+   * The order rules of `receive` hold here too: a replica that may have lost leadership
+   * redirects, and asks before a hello close the connection.
+   */
   refuseAsks(session: SessionPort, msg: DecideMessage, retryAfterMs: number): void {
+    if (!this.#mayGrant()) return this.#sendAway(session)
+    if (session.clientId === undefined)
+      return this.#fail(session, 'SLUICE_ERR_PROTO_UNEXPECTED', 'decide before hello')
     this.#central.refuse(session, msg, retryAfterMs)
   }
 

@@ -48,6 +48,27 @@ describe('protocol errors close the connection with the catalogue’s code', () 
     expect(await twice.closed).toBe(4402)
   })
 
+  it('closes with 4402 on remote decisions before hello, past the asks budget too', async () => {
+    const config = simpleConfig({}, { limits: { roundDebounceMs: 0, maxAsksPerSec: 2 } })
+    config.resources = [
+      ...config.resources!,
+      {
+        match: 'k/*',
+        keyed: true,
+        kind: 'rate',
+        capacity: 10,
+        learningMs: 0,
+        unsafeLearning: true,
+      },
+    ]
+    const { open } = await start(config)
+    const c = await open()
+    // 5 asks of a budget of 2 a second (4 in a burst): the fifth was answered refused.
+    c.send({ type: 'decide', asks: [0, 1, 2, 3, 4].map((n) => [n, 'k/a', 1]) })
+    expect(await c.closed).toBe(4402)
+    expect(c.received.filter((m) => m.type === 'decided')).toEqual([])
+  })
+
   it('closes with 4406 on an unsupported protocol version', async () => {
     const { open } = await start()
     const c = await open()
