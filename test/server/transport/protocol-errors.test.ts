@@ -51,7 +51,7 @@ describe('protocol errors close the connection with the catalogue’s code', () 
   it('closes with 4402 on remote decisions before hello, past the asks budget too', async () => {
     const config = simpleConfig({}, { limits: { roundDebounceMs: 0, maxAsksPerSec: 2 } })
     config.resources = [
-      ...config.resources!,
+      ...config.resources,
       {
         match: 'k/*',
         keyed: true,

@@ -29,7 +29,7 @@ const { running, clients } = closedAfterEach()
 async function start() {
   const config = simpleConfig()
   config.resources = [
-    ...config.resources!,
+    ...config.resources,
     { match: 'k/*', keyed: true, kind: 'rate', capacity: 1000, learningMs: 0, unsafeLearning: true },
   ]
   const { server, clock } = await startCoordinator(config)
