@@ -30,7 +30,14 @@ async function start() {
   const config = simpleConfig()
   config.resources = [
     ...config.resources,
-    { match: 'k/*', keyed: true, kind: 'rate', capacity: 1000, learningMs: 0, unsafeLearning: true },
+    {
+      match: 'k/*',
+      keyed: true,
+      kind: 'rate',
+      capacity: 1000,
+      learningMs: 0,
+      unsafeLearning: true,
+    },
   ]
   const { server, clock } = await startCoordinator(config)
   running.push(server)
