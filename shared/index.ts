@@ -34,7 +34,14 @@ export {
 } from './domain.js'
 export type { DemandEstimator, FailureMode, KindTraits, ResourceKind } from './domain.js'
 export { familyIdOf, keyIdOf, keyOfId, keyProblem, maxKeyLength } from './keys.js'
-export { fallbackBurst, keyLimits, quotaHorizonMs, safeFallback, shareOfKey } from './lease-math.js'
+export {
+  fallbackBurst,
+  keyLimits,
+  quotaHorizonMs,
+  safeFallback,
+  shareOfKey,
+  slowestRefillMs,
+} from './lease-math.js'
 export { describeIssue, describeIssues, schemaKeys, suggestKey } from './issues.js'
 export type { IssueContext } from './issues.js'
 export * from './protocol/index.js'

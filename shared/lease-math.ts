@@ -27,6 +27,23 @@ export function fallbackBurst(
   return lease.capacity > 0 ? (lease.burst * fallback) / lease.capacity : 0
 }
 
+/**
+ * How long a keyed family's slowest key takes to refill its burst at its capacity, ms (the
+ * plan's keys included; a key of capacity 0 with a burst: never). The coordinator waits this
+ * long quiet before a family's first share may start full, and a client's share earns a new
+ * key's burst over it: the same figure both sides.
+ */
+export function slowestRefillMs(
+  family: { readonly capacity: number; readonly burst: number },
+  plan: Readonly<Record<string, { readonly capacity: number; readonly burst: number }>>,
+): number {
+  const refill = (l: { readonly capacity: number; readonly burst: number }): number =>
+    l.capacity > 0 ? (l.burst / l.capacity) * 1000 : l.burst > 0 ? Infinity : 0
+  let most = refill(family)
+  for (const l of Object.values(plan)) most = Math.max(most, refill(l))
+  return most
+}
+
 /** A key's limits: the plan's entry for it, else the family's. */
 export function keyLimits<T>(plan: Readonly<Record<string, T>>, key: string, family: T): T {
   return (Object.hasOwn(plan, key) ? plan[key] : undefined) ?? family

@@ -2,6 +2,7 @@ import {
   keyLimits,
   kindTraits,
   safeFallback,
+  slowestRefillMs,
   type Clock,
   type KindTraits,
   type LeaseGrant,
@@ -66,19 +67,10 @@ export class FamilyShares {
    * the share). One fraction for every key: a key that refills faster earns more than this says.
    */
   #earnedShare(nowMs: number): number {
-    const refillMs = this.#slowestRefillMs()
+    const refillMs = slowestRefillMs(this.defaultLimits, this.plan)
     const earned =
       refillMs > 0 ? (this.share * Math.max(0, nowMs - this.increasedAtMs)) / refillMs : this.share
     return Math.min(this.share, this.baseShare + earned)
-  }
-
-  /** The slowest refill of a key's burst at its capacity, ms (the plan's keys included). */
-  #slowestRefillMs(): number {
-    const refill = (l: { capacity: number; burst: number }): number =>
-      l.capacity > 0 ? (l.burst / l.capacity) * 1000 : l.burst > 0 ? Infinity : 0
-    let most = refill(this.defaultLimits)
-    for (const l of Object.values(this.plan)) most = Math.max(most, refill(l))
-    return most
   }
 
   /** The keys are of `kind` (a family lease says so, or a key's lease before one); true when that changed. */

@@ -1,4 +1,4 @@
-import { kindTraits } from '../../shared/index.js'
+import { kindTraits, slowestRefillMs } from '../../shared/index.js'
 import { isFamilyKey, type ResourceSettings } from '../config/index.js'
 import { ClientState, Entry, ResourceState } from './entry.js'
 import { hotSlotKey, type PoolState } from './state.js'
@@ -22,18 +22,11 @@ export function burstRefillMs(s: ResourceSettings): number {
   if (f !== undefined) {
     if (f.role !== 'family' || s.quotaWindow !== undefined || !kindTraits[f.keyKind].refills)
       return Infinity
-    let most = refillMsOf(f.keyCapacity, f.keyBurst)
-    for (const l of Object.values(f.plan)) most = Math.max(most, refillMsOf(l.capacity, l.burst))
-    return most
+    return slowestRefillMs({ capacity: f.keyCapacity, burst: f.keyBurst }, f.plan)
   }
   if (s.quotaWindow !== undefined) return Infinity
   if (!kindTraits[s.kind].refills || !(s.capacity > 0)) return Infinity
   return (s.burst / s.capacity) * 1000
-}
-
-/** A bucket of `capacity`/s and `burst` refills in this many ms (a key of capacity 0: never). */
-function refillMsOf(capacity: number, burst: number): number {
-  return capacity > 0 ? (burst / capacity) * 1000 : burst > 0 ? Infinity : 0
 }
 
 /** The entry of `client` for `resourceId`, made (with its resource, if new) when there is none. */
