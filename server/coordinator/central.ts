@@ -37,7 +37,14 @@ export interface CentralHost {
 const centralMaxKeys = 10_000
 
 /** What became of a remote decision, as `sluice_remote_decisions_total` counts it. */
-export type RemoteOutcome = 'admitted' | 'refused' | 'over_budget' | 'undecidable'
+export const remoteOutcomes = ['admitted', 'refused', 'over_budget', 'undecidable'] as const
+export type RemoteOutcome = (typeof remoteOutcomes)[number]
+const noOutcomes: Readonly<Record<RemoteOutcome, number>> = Object.freeze({
+  admitted: 0,
+  refused: 0,
+  over_budget: 0,
+  undecidable: 0,
+})
 
 /**
  * The coordinator's own part of every key: remote decisions (`decide`) are
@@ -85,10 +92,11 @@ export class Central {
     const tenant = session.tenant
     const answers: DecidedMessage['answers'] = []
     // Counted once a frame for each family and outcome (a counter's inc is not free).
-    const counts = new Map<string, number>()
+    const counts = new Map<string, Record<RemoteOutcome, number>>()
     const count = (family: string, outcome: RemoteOutcome): void => {
-      const k = `${outcome} ${family}`
-      counts.set(k, (counts.get(k) ?? 0) + 1)
+      let c = counts.get(family)
+      if (c === undefined) counts.set(family, (c = { ...noOutcomes }))
+      c[outcome]++
     }
     for (const [n, resource, cost] of msg.asks) {
       const family = this.#familyFor(tenant, resource)
@@ -114,10 +122,9 @@ export class Central {
       }
     }
     session.send({ type: 'decided', answers })
-    for (const [k, n] of counts) {
-      const space = k.indexOf(' ')
-      this.#count(k.slice(space + 1), k.slice(0, space) as RemoteOutcome, n)
-    }
+    for (const [family, c] of counts)
+      for (const outcome of remoteOutcomes)
+        if (c[outcome] > 0) this.#count(family, outcome, c[outcome])
   }
 
   /** Every ask of `msg` refused at once, to be asked again in `retryAfterMs` (a budget spent). */
