@@ -35,6 +35,7 @@ export {
 export type { DemandEstimator, FailureMode, KindTraits, ResourceKind } from './domain.js'
 export { familyIdOf, keyIdOf, keyOfId, keyProblem, maxKeyLength } from './keys.js'
 export {
+  crowdedShare,
   fallbackBurst,
   keyLimits,
   quotaHorizonMs,

@@ -28,6 +28,14 @@ export function fallbackBurst(
 }
 
 /**
+ * A keyed family is crowded once a default share is below this (a key's burst split over more
+ * than five processes): a process's `decide` then asks the coordinator what its part refuses,
+ * and a process that decides so holds no default share once the coordinator's own part holds
+ * one for it (server/pool/shapes/default-holders.ts). One figure both sides.
+ */
+export const crowdedShare = 0.2
+
+/**
  * How long a keyed family's slowest key takes to refill its burst at its capacity, ms (the
  * plan's keys included; a key of capacity 0 with a burst: never). The coordinator waits this
  * long quiet before a family's first share may start full, and a client's share earns a new

@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events'
 import {
   SluiceError,
+  crowdedShare,
   domainLimits,
   familyIdOf,
   keyIdOf,
@@ -26,9 +27,6 @@ import { FamilyShares } from './shares.js'
 import type { KeyLease, KeyReport, KeyedEvents, KeyedOwner } from './types.js'
 
 const noPermit: Permit = Object.freeze({ release: () => undefined })
-
-/** A family whose default share here is below this is crowded: `decide` asks the coordinator. */
-const crowdedShare = 0.2
 
 /** Callers one key may have waiting in `acquire` at once (past it: SLUICE_ERR_CLIENT_QUEUE_FULL). */
 const maxWaitersPerKey = 10_000
@@ -93,6 +91,12 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
   /** Units asked of the coordinator (`decide`, `check`), and of those admitted there, since the start. */
   remoteAsks = 0
   remoteAdmitted = 0
+  /**
+   * Whether checks here go through `decide` (`check`, the HTTP edge, `acquire`): said in the
+   * family's report, so in a crowded family the coordinator's own part holds this process's
+   * default share and decides what it asks (default-holders.ts). Set by the first `decide`.
+   */
+  #decides = false
 
   constructor(
     prefix: string,
@@ -192,6 +196,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
    * for thinly at many processes moves to the coordinator's part whole.
    */
   decide(key: string, cost = 1): boolean | Promise<RemoteAnswer> {
+    this.#decides = true
     const state = this.#state(key)
     if (state === undefined) return false
     // Admitted here: tryAcquire's path exactly (no look at the part, nothing allocated).
@@ -504,6 +509,8 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
         resource: this.familyId,
         wants: this.#familyAsked / elapsedSec,
         ...(this.weight === undefined ? {} : { weight: this.weight }),
+        // It asks the coordinator what its part cannot decide: crowded, it may hold no default.
+        ...(this.#decides && this.#mayAskRemote() ? { remote: true } : {}),
         // What every key admitted and refused here, together: the family's figures in the
         // coordinator's views and metrics (never a series per key).
         usage: this.#usage.takeUsage(
@@ -663,11 +670,17 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
    * the key, or the family crowded (its default share here under a fifth).
    */
   #asksRemote(key: string, state: KeyState): boolean {
-    if (this.#shares.traits.holdsInFlight || this.#closed || this.#owner.askRemote === undefined)
-      return false
+    if (!this.#mayAskRemote()) return false
     return (
       this.#keyKind.leaseOf(this.#shares, key, state).capacity <= 0 ||
       this.#shares.share < crowdedShare
+    )
+  }
+
+  /** Whether the coordinator may be asked at all: a rate or quota family, an owner that can ask. */
+  #mayAskRemote(): boolean {
+    return (
+      !this.#shares.traits.holdsInFlight && !this.#closed && this.#owner.askRemote !== undefined
     )
   }
 

@@ -56,4 +56,6 @@ export interface KeyReport {
   window?: number
   /** The family's entry: what its keys admitted and refused together since the last report. */
   usage?: Usage
+  /** The family's entry: checks here ask the coordinator what this process cannot decide. */
+  remote?: boolean
 }

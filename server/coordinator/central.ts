@@ -25,6 +25,8 @@ export interface CentralHost {
   disconnected(session: SessionPort): void
   /** The keyed family `id` is a key of (its key role), undefined when none. */
   familyOfKey(id: string): FamilySettings | undefined
+  /** The keyed family whose own resource `id` is (`<prefix>/*`), undefined when none. */
+  familyOf(id: string): FamilySettings | undefined
   /** Whether `tenant` may use `id` (the config's tenants). */
   allows(tenant: string | undefined, id: string): boolean
 }
@@ -125,6 +127,19 @@ export class Central {
     for (const [family, c] of counts)
       for (const outcome of remoteOutcomes)
         if (c[outcome] > 0) this.#count(family, outcome, c[outcome])
+  }
+
+  /**
+   * A session's report says it asks the coordinator what its part of `familyId` cannot decide:
+   * the central part holds the family for its tenant from now on (its first ask would make it
+   * anyway), so in a crowded family it can take that process's default share at once
+   * (server/pool/shapes/default-holders.ts) rather than after a first refusal.
+   */
+  holdFor(session: SessionPort, familyId: string): void {
+    const family = this.#host.familyOf(familyId)
+    if (family === undefined || family.keyKind === 'concurrency') return
+    if (!this.#host.allows(session.tenant, familyId)) return
+    this.#clientFor(session.tenant).keyed(family.prefix, { maxKeys: centralMaxKeys })
   }
 
   /** Every ask of `msg` refused at once, to be asked again in `retryAfterMs` (a budget spent). */

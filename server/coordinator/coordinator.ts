@@ -110,6 +110,10 @@ export class Coordinator {
         receive: (session, msg) => this.receive(session, msg),
         disconnected: (session) => this.disconnected(session),
         familyOfKey: (id) => this.#settings.config.familyOfKey(id),
+        familyOf: (id) => {
+          const family = this.#settings.config.settingsFor(id)?.family
+          return family?.role === 'family' ? family : undefined
+        },
         allows: (tenant, id) => this.#core.config.allows(tenant, id),
       },
       clock,
@@ -333,7 +337,11 @@ export class Coordinator {
       return this.#fail(session, 'SLUICE_ERR_PROTO_UNEXPECTED', `${msg.type} before hello`)
     switch (msg.type) {
       case 'demand':
-        return demand(this.#core, session, msg)
+        demand(this.#core, session, msg)
+        // A process that asks remotely: the central part holds its family (central.ts).
+        for (const entry of msg.resources)
+          if (entry.remote === true) this.#central.holdFor(session, entry.resource)
+        return
       case 'ack':
         return ack(this.#core, session, msg)
       case 'release':

@@ -26,6 +26,8 @@ export interface DemandReport {
   readonly window?: number | undefined
   readonly weight?: number | undefined
   readonly priority?: number | undefined
+  /** A keyed family's entry: the client asks the coordinator what its part cannot decide. */
+  readonly remote?: boolean | undefined
 }
 
 /** A keyed quota family's release: what its holder spent of each key by its share in `window`. */
@@ -213,6 +215,7 @@ export function reportDemand(
     }
     if (report.weight !== undefined) entry.weight = report.weight
     if (report.priority !== undefined) entry.priority = report.priority
+    entry.decidesRemotely = report.remote === true
     entry.refresh(nowMs)
     // Renew once a third to a half of the lease's life has passed (Entry.renewDue): the client
     // keeps half or more in hand against lost messages, and a report a second costs a reply

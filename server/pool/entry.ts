@@ -258,6 +258,17 @@ export class Entry {
    */
   inherit: { window: number; keys: [string, number][]; fromSeq: number; id: string } | undefined =
     undefined
+  /**
+   * A keyed family's share: its client asks the coordinator what its part cannot decide (as its
+   * last report said). Crowded, such a client holds no default share (default-holders.ts).
+   */
+  decidesRemotely = false
+  /**
+   * A keyed family's share, as its last round found: its client asks remotely in a crowded
+   * family, so the coordinator's own part decides for it; it holds no default share, and no
+   * part of a hot key (shapes/default-holders.ts, shapes/hot-key.ts).
+   */
+  decidedCentrally = false
   /** Keyed quota share: how many spent keys of others it was handed in window `inheritedWindow`. */
   inheritedKeys = 0
   inheritedWindow = noWindow

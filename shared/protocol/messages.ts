@@ -131,6 +131,12 @@ export const demandEntry = z
     weight: weight.optional(),
     priority: priority.optional(),
     usage: usageEntry.optional(),
+    /**
+     * A keyed family's entry: this process asks the coordinator what its part cannot decide
+     * (remote decisions). In a crowded family its default share is then held by the
+     * coordinator's own part, which decides for it.
+     */
+    remote: z.boolean().optional(),
   })
   .refine((e) => (e.used === undefined) === (e.window === undefined), {
     message: 'used and window come together (what was used of which window), or neither',

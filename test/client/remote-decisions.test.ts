@@ -175,6 +175,30 @@ describe('remote decisions (real sockets, manual clock)', () => {
     expect(admittedMany).toBeLessThanOrEqual(10 * 3 + 10)
   })
 
+  it('holds a crowded family centrally for gateways that check: their default shares go to the coordinator, which admits a thinly spread key as a central limiter would', async () => {
+    // 8 gateways (default maxDefaultHolders 20: each holds an eighth of every key); 7 check (the
+    // HTTP edge's path), one only ever calls tryAcquire.
+    const families = await gateways(8)
+    expect(families.every((f) => (f.lease?.capacity ?? 0) > 0.1)).toBe(true)
+    const checking = families.slice(0, 7)
+    const local = families[7]!
+    // One check each says so in the next report; the round after moves their shares.
+    for (const f of checking) await f.check('hello')
+    for (let i = 0; i < 30; i++) await cluster!.step(refreshMs / 2)
+    expect(checking.every((f) => (f.lease?.capacity ?? 1) === 0)).toBe(true)
+    // The tryAcquire gateway keeps its default share (it cannot ask), the central part the rest.
+    expect(local.lease?.capacity ?? 0).toBeGreaterThan(0.1)
+    // A key asked 20/s round-robin over the 7 checking gateways for 10 s: a central limiter
+    // admits 10/s and its burst, 110 of the 200; each process's eighth (1.25 tokens) could not.
+    const seconds = 10
+    const admitted = await drive(checking, 'spread', 20, seconds, 'check')
+    const bound = 10 * seconds + 10
+    expect(admitted).toBeLessThanOrEqual(bound)
+    expect(admitted).toBeGreaterThanOrEqual(bound - 10 * 0.9)
+    // Hot now at the coordinator's part alone: no checking gateway holds a part of the key.
+    expect(checking.every((f) => f.leaseOf('spread').capacity === 0)).toBe(true)
+  })
+
   it("decides a keyed quota's key at the coordinator too, never past its budget, naming the window it came from", async () => {
     const families = await gateways(8, {
       maxDefaultHolders: 1,

@@ -1,3 +1,4 @@
+import { crowdedShare } from '../../../shared/index.js'
 import type { Entry, ResourceState } from '../entry.js'
 
 /**
@@ -18,16 +19,48 @@ export function defaultHolders(r: ResourceState, sharing: readonly Entry[]): num
   const max = r.settings.family!.maxDefaultHolders
   let centrals = 0
   for (const e of sharing) if (e.client.clientId === centralClientId) centrals++
-  if (centrals === 0) return byTraffic(r, sharing, max)
+  if (centrals === 0) {
+    for (const e of sharing) e.decidedCentrally = false
+    return byTraffic(r, sharing, max)
+  }
   // The coordinator's own part (remote decisions, coordinator/central.ts) holds no default
-  // share while every process holds one (it would only thin theirs); when some hold none, it
-  // is placed first: it decides for every process that holds none.
-  const others = sharing.filter((e) => e.client.clientId !== centralClientId)
-  const central = sharing.length - others.length <= max && others.length > max
-  const wants = byTraffic(r, others, central ? max - centrals : max)
+  // share while every process holds one (it would only thin theirs). A crowded family (a share
+  // below crowdedShare: a key's burst split too thin to decide on) is decided centrally for each
+  // process that asks the coordinator (`decide`): such a process holds no default share, and the
+  // coordinator's part holds it instead, the whole of every key where every process asks, so a
+  // key asked thinly everywhere is decided as one central limiter would (#41). When processes
+  // are past `maxDefaultHolders`, it is placed first too: it decides for every one that holds none.
+  const others = sharing.length - centrals
+  const crowded = others * crowdedShare > 1
+  const local = sharing.filter(
+    (e) => e.client.clientId !== centralClientId && !(crowded && e.decidesRemotely),
+  )
+  const central = centrals <= max && (local.length < others || local.length > max)
+  const wants = byTraffic(r, local, central ? max - centrals : max)
+  // Said on each entry, for the family's hot keys (hot-key.ts): none of a key for them either.
+  for (const e of sharing) e.decidedCentrally = crowded && e.decidesRemotely
   let i = 0
   return sharing.map((e) =>
-    e.client.clientId === centralClientId ? (central ? 1 : 0) : wants[i++]!,
+    e.client.clientId === centralClientId
+      ? central
+        ? 1
+        : 0
+      : e.decidedCentrally
+        ? 0
+        : wants[i++]!,
+  )
+}
+
+/**
+ * The weight each of `sharing` has in the default split: its own, but the coordinator's part's
+ * is that of every process it decides for (those decided centrally: their part is its part), at
+ * least its own. Call after defaultHolders (it marks those).
+ */
+export function defaultWeights(sharing: readonly Entry[]): number[] {
+  let standsFor = 0
+  for (const e of sharing) if (e.decidedCentrally) standsFor += e.weight
+  return sharing.map((e) =>
+    e.client.clientId === centralClientId ? Math.max(e.weight, standsFor) : e.weight,
   )
 }
 

@@ -1,4 +1,4 @@
-import { defaultHolders } from './default-holders.js'
+import { defaultHolders, defaultWeights } from './default-holders.js'
 import { maxMinTargets } from './max-min.js'
 import { settle, type Shape } from './shape.js'
 
@@ -12,7 +12,11 @@ export const familyShareShape: Shape = Object.freeze<Shape>({
   familyShare: true,
   hotKey: false,
   round(pool, r, sharing, reserved, nowMs) {
-    maxMinTargets(r, sharing, defaultHolders(r, sharing), reserved, { wholeTokens: false })
+    const wants = defaultHolders(r, sharing)
+    maxMinTargets(r, sharing, wants, reserved, {
+      wholeTokens: false,
+      weights: defaultWeights(sharing),
+    })
     settle(pool, r, sharing, nowMs)
   },
 })

@@ -20,7 +20,15 @@ export const hotKeyShape: Shape = Object.freeze<Shape>({
   round(pool, r, sharing, reserved, nowMs) {
     const wants: number[] = []
     let asked = false
-    for (const e of sharing) {
+    // A process the coordinator's own part decides for (a crowded family, default-holders.ts)
+    // holds none of the key, not even the surplus: the key's capacity stays where it is asked.
+    const familyId = r.settings.family!.familyId
+    let sharers: readonly Entry[] = sharing
+    if (sharing.some((e) => e.client.entries.get(familyId)?.decidedCentrally === true)) {
+      sharers = sharing.filter((e) => e.client.entries.get(familyId)?.decidedCentrally !== true)
+      for (const e of sharing as Entry[]) e.target = 0
+    }
+    for (const e of sharers) {
       const d = demandOf(e, nowMs)
       if (d > 0) asked = true
       wants.push(d)
@@ -29,8 +37,8 @@ export const hotKeyShape: Shape = Object.freeze<Shape>({
     // a silent holder still holds some (cut off: counted until it lapses), the key cannot go cold
     // anyway, and the rest stays spread, or a gateway's first check of it would be refused all
     // the while (#41).
-    if (asked || reserved > 0) maxMinTargets(r, sharing, wants, reserved, { wholeTokens: true })
-    else for (const e of sharing as Entry[]) e.target = 0
+    if (asked || reserved > 0) maxMinTargets(r, sharers, wants, reserved, { wholeTokens: true })
+    else for (const e of sharers as Entry[]) e.target = 0
     // A key just gone hot (someone else asked first: another process, or the coordinator's own
     // part for a remote decision): a holder that has not reported it since keeps the lease it
     // was seeded with until it does, or for a refresh period, as a quota key's holder does

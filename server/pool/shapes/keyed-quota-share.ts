@@ -1,7 +1,7 @@
 import { handOver } from '../handover.js'
 import { grantIncreases } from '../increases.js'
 import { send } from '../lease-out.js'
-import { defaultHolders } from './default-holders.js'
+import { defaultHolders, defaultWeights } from './default-holders.js'
 import type { Shape } from './shape.js'
 
 /**
@@ -29,6 +29,7 @@ export const keyedQuotaShareShape: Shape = Object.freeze<Shape>({
     const windowIndex = pool.windowOf(r, nowMs)!.index
     handOver(pool, r, sharing, windowIndex, nowMs)
     const defaults = defaultHolders(r, sharing)
+    const weightOf = defaultWeights(sharing)
     // The holders that share, those that hold a share of this window without sharing now (gone,
     // or replaced: theirs stays spent), and one more of the largest weight: room for one that
     // comes later. Counting the absent keeps their part from going to the others as growth.
@@ -36,7 +37,7 @@ export const keyedQuotaShareShape: Shape = Object.freeze<Shape>({
     let spare = 0
     for (let i = 0; i < sharing.length; i++)
       if (defaults[i]! > 0) {
-        weights += sharing[i]!.weight
+        weights += weightOf[i]!
         spare = Math.max(spare, sharing[i]!.weight)
       }
     const shares = new Set(sharing)
@@ -46,7 +47,7 @@ export const keyedQuotaShareShape: Shape = Object.freeze<Shape>({
     const whole = r.settings.family!.defaultShare ?? 1
     for (let i = 0; i < sharing.length; i++) {
       const e = sharing[i]!
-      const fair = defaults[i]! > 0 ? (whole * e.weight) / weights : 0
+      const fair = defaults[i]! > 0 ? (whole * weightOf[i]!) / weights : 0
       // What it holds of an earlier window is no share of this one (it lapses with its window).
       e.target = Math.max(e.leaseWindow === windowIndex ? e.newest : 0, fair)
     }

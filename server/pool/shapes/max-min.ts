@@ -19,16 +19,24 @@ export function maxMinTargets(
   active: readonly Entry[],
   wants: readonly number[],
   reserved: number,
-  options: { readonly wholeTokens: boolean },
+  options: {
+    readonly wholeTokens: boolean
+    /** The default split's weights (defaultWeights): its central part is no lower band there. */
+    readonly weights?: readonly number[]
+  },
 ): void {
   const s = r.settings
   const clients: ClientDemand[] = active.map((e, i) => ({
     id: e.client.key,
     wants: wants[i]!,
-    weight: e.weight,
+    weight: options.weights?.[i] ?? e.weight,
     // The coordinator's own part of a key (remote decisions) is its lowest band: it gets what the
-    // processes asking for the key leave, never a part of what they use themselves.
-    priority: e.client.clientId === centralClientId ? -domainLimits.maxPriority : e.priority,
+    // processes asking for the key leave, never a part of what they use themselves. In the
+    // default split it holds the part of the processes it decides for, at their weight.
+    priority:
+      e.client.clientId === centralClientId && options.weights === undefined
+        ? -domainLimits.maxPriority
+        : e.priority,
     tenant: tenantOf(r, e),
   }))
   // Slots are whole: what is left beside the reserved slots is shared in whole slots.
