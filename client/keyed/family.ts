@@ -196,7 +196,9 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
    * for thinly at many processes moves to the coordinator's part whole.
    */
   decide(key: string, cost = 1): boolean | Promise<RemoteAnswer> {
-    this.#decides = true
+    // The first says so in an early report: crowded, the coordinator's part then decides for
+    // this process from the next round, not a refresh period later.
+    if (!this.#decides) this.#startDeciding()
     const state = this.#state(key)
     if (state === undefined) return false
     // Admitted here: tryAcquire's path exactly (no look at the part, nothing allocated).
@@ -675,6 +677,13 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
       this.#keyKind.leaseOf(this.#shares, key, state).capacity <= 0 ||
       this.#shares.share < crowdedShare
     )
+  }
+
+  #startDeciding(): void {
+    this.#decides = true
+    if (!this.#mayAskRemote()) return
+    this.#earlyReportWish = true
+    this.#owner.requestEarlyReport()
   }
 
   /** Whether the coordinator may be asked at all: a rate or quota family, an owner that can ask. */

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest'
 import { resolveKeyedOptions } from '../../../client/options.js'
 import { KeyedFamily } from '../../../client/keyed/index.js'
 import type { FamilySettings, ResourceSettings } from '../../../server/config/index.js'
-import { Pool, type LeaseBatch } from '../../../server/pool/index.js'
+import { Pool, centralClientId, type LeaseBatch } from '../../../server/pool/index.js'
 import { ManualClock, keyOfId } from '../../../shared/index.js'
 import { resourceSettings } from '../../helpers/settings.js'
 
@@ -17,6 +17,11 @@ import { resourceSettings } from '../../helpers/settings.js'
  * reconnects and crashes (a process that never comes back, enforcing what
  * it holds until it lapses), and time.
  *
+ * Three of the processes check through `decide` (they say so in their reports: remote
+ * decisions) and one is the coordinator's own part (its client id), so with every process
+ * joined the family is crowded and that part holds the deciding processes' default shares
+ * (server/pool/shapes/default-holders.ts), and moves them back as processes come and go.
+ *
  * The check after every step is the promise, key by key, measured on the
  * processes: Σ over processes of what each may enforce of a key never
  * exceeds the key's capacity.
@@ -24,7 +29,7 @@ import { resourceSettings } from '../../helpers/settings.js'
 
 const FAMILY = 'k/*'
 const keys = ['k/a', 'k/b', 'k/c'] as const
-const ids = ['p', 'q', 'r', 's'] as const
+const ids = ['p', 'q', 'r', 's', 't', 'u', 'c'] as const
 type Id = (typeof ids)[number]
 const capacity = 12
 const family: FamilySettings = Object.freeze({
@@ -55,6 +60,14 @@ const settings = new Map<string, ResourceSettings>([
   ),
 ])
 const owner = { requestEarlyReport: () => undefined, drained: () => undefined }
+/** Processes that check by `decide`: a remote ask is refused here (the model has no coordinator's part to answer). */
+const deciders = new Set<Id>(['p', 'q', 'r'])
+const deciding = {
+  ...owner,
+  askRemote: () => Promise.resolve({ admitted: false, retryAfterMs: 0 }),
+}
+/** The coordinator's own part of every key, as a client of the pool. */
+const central: Id = 'c'
 
 class Process {
   connected = false
@@ -69,7 +82,13 @@ class Process {
     readonly id: Id,
     clock: ManualClock,
   ) {
-    this.family = new KeyedFamily('k', resolveKeyedOptions('k', {}), clock, clock, owner)
+    this.family = new KeyedFamily(
+      'k',
+      resolveKeyedOptions('k', {}),
+      clock,
+      clock,
+      deciders.has(id) ? deciding : owner,
+    )
   }
 
   /** What this process may enforce of `key` now: the client's own answer. */
@@ -101,7 +120,9 @@ class World {
     p.lastReportMs = this.nowMs
     for (const k of keys) {
       const wants = p.wants[k] ?? 0
-      if (wants > 0) p.family.tryAcquire(keyOfId('k', k)!, wants * sinceSec)
+      if (wants <= 0) continue
+      if (deciders.has(p.id)) void p.family.decide(keyOfId('k', k)!, wants * sinceSec)
+      else p.family.tryAcquire(keyOfId('k', k)!, wants * sinceSec)
     }
     this.enqueue(this.pool.reportDemand(p.id, p.family.takeReport(), this.nowMs).batches)
   }
@@ -109,7 +130,8 @@ class World {
   connect(p: Process): void {
     p.connected = true
     p.inFlight = []
-    this.pool.connect(p.id, p.id, undefined, `${p.id}-instance`, this.nowMs)
+    const clientId = p.id === central ? centralClientId : p.id
+    this.pool.connect(p.id, clientId, undefined, `${p.id}-instance`, this.nowMs)
     this.report(p)
   }
 
@@ -248,6 +270,17 @@ const tick: Step = {
   lost: ids.map(() => false),
 }
 
+/** Every other process joins, and the deciders ask for k/a: crowded once they report. */
+const crowd: Step[] = [
+  { op: 'join', p: 's' },
+  { op: 'join', p: 't' },
+  { op: 'join', p: 'u' },
+  { op: 'join', p: 'c' },
+  { op: 'want', p: 'p', key: 0, wants: 1 },
+  { op: 'want', p: 'q', key: 0, wants: 1 },
+  { op: 'want', p: 'r', key: 0, wants: 1 },
+]
+
 const tickWithout = (p: Id): Step => ({
   op: 'tick',
   ms: 100,
@@ -319,19 +352,53 @@ describe('keyed families in the pool (model)', () => {
     }
   })
 
+  it("moves the deciding processes' default shares to the coordinator's part once the family is crowded, and back when it is not", () => {
+    const w = run([
+      { op: 'join', p: 'p' },
+      { op: 'join', p: 'q' },
+      { op: 'join', p: 'r' },
+      ...crowd,
+      ...Array.from({ length: 6 }, () => tick),
+    ])
+    // p, q and r decide: none holds a default share; the coordinator's part holds theirs (a
+    // weight of 3), s, t and u a sixth each.
+    for (const id of ['p', 'q', 'r'] as const) expect(w.processes.get(id)!.enforces('k/b')).toBe(0)
+    expect(w.processes.get('c')!.enforces('k/b')).toBeCloseTo(capacity / 2, 9)
+    for (const id of ['s', 't', 'u'] as const)
+      expect(w.processes.get(id)!.enforces('k/b')).toBeCloseTo(capacity / 6, 9)
+    // Two leave for good: five processes are not crowded; every one holds a default again.
+    for (const id of ['t', 'u'] as const) w.disconnect(w.processes.get(id)!)
+    for (let i = 0; i < 40; i++) {
+      w.clock.advance(100)
+      for (const q of w.processes.values()) w.report(q)
+      w.round(FAMILY)
+      for (const q of w.processes.values()) for (let n = 0; n < 3; n++) w.deliver(q, false)
+      w.check()
+    }
+    for (const id of ['p', 'q', 'r', 's'] as const)
+      expect(w.processes.get(id)!.enforces('k/b'), id).toBeGreaterThan(0)
+  })
+
   it('never lets the processes together enforce more of a key than its capacity, through joins, hot keys, lost acks, crashes and lapses', () => {
     fc.assert(
       // From three holders with their default shares split, so random steps start somewhere.
-      fc.property(fc.array(step, { minLength: 1, maxLength: 160, size: 'max' }), (steps) => {
-        run([
-          { op: 'join', p: 'p' },
-          { op: 'join', p: 'q' },
-          { op: 'join', p: 'r' },
-          tick,
-          tick,
-          ...steps,
-        ])
-      }),
+      // Half the runs start with every process joined and the deciders asking: crowded, so the
+      // coordinator's part holds their default shares.
+      fc.property(
+        fc.boolean(),
+        fc.array(step, { minLength: 1, maxLength: 160, size: 'max' }),
+        (crowded, steps) => {
+          run([
+            { op: 'join', p: 'p' },
+            { op: 'join', p: 'q' },
+            { op: 'join', p: 'r' },
+            ...(crowded ? crowd : []),
+            tick,
+            tick,
+            ...steps,
+          ])
+        },
+      ),
       { numRuns: fc.readConfigureGlobal().numRuns ?? 100 },
     )
   })
