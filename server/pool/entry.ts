@@ -103,6 +103,11 @@ export class ResourceState {
   heldUntilMs: number
   /** The time of the round whose grants started full: every grant of that instant may. */
   fullAtMs = Number.NaN
+  /**
+   * A keyed family's own resource: crowded at its last round (shapes/default-holders.ts). It
+   * stays so with one process fewer, so a rolling deploy does not move shares back and forth.
+   */
+  crowded = false
   rounds = 0
   /** While learning: what each client's hello claimed, and what of it was confirmed (made when first needed). */
   #claims: Map<Entry, Claim> | undefined

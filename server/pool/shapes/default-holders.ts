@@ -20,6 +20,7 @@ export function defaultHolders(r: ResourceState, sharing: readonly Entry[]): num
   let centrals = 0
   for (const e of sharing) if (e.client.clientId === centralClientId) centrals++
   if (centrals === 0) {
+    r.crowded = false
     for (const e of sharing) e.decidedCentrally = false
     return byTraffic(r, sharing, max)
   }
@@ -31,7 +32,11 @@ export function defaultHolders(r: ResourceState, sharing: readonly Entry[]): num
   // key asked thinly everywhere is decided as one central limiter would (#41). When processes
   // are past `maxDefaultHolders`, it is placed first too: it decides for every one that holds none.
   const others = sharing.length - centrals
-  const crowded = others * crowdedShare > 1
+  // Crowded past five processes, and still with five once it was (hysteresis): a rolling deploy
+  // of six gateways closes one before its replacement comes, and every switch costs the burst
+  // of what moves (a moved share brings none).
+  const crowded = others * crowdedShare > 1 || (r.crowded && (others + 1) * crowdedShare > 1)
+  r.crowded = crowded
   const local = sharing.filter(
     (e) => e.client.clientId !== centralClientId && !(crowded && e.decidesRemotely),
   )
