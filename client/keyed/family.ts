@@ -829,10 +829,6 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
 
   #refuse(state: KeyState, cost: number): boolean {
     state.refused += cost
-    // A refusal is demand the coordinator should hear of early (a key to lease here, or more of
-    // it), as a named resource throttled below its demand reports early: within a fifth of the
-    // refresh period, at most maxEarlyReportsPerRefresh times a period.
-    this.#earlyReportWish = true
     this.#owner.requestEarlyReport()
     return false
   }

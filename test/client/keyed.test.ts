@@ -378,26 +378,6 @@ describe('a keyed family’s buckets', () => {
   })
   const owner = { requestEarlyReport: () => undefined, drained: () => undefined }
 
-  it('asks for an early report when it refuses: the coordinator hears of the key within a fifth of a period, not the next one', () => {
-    const clock = new ManualClock()
-    let asked = 0
-    const f = new KeyedFamily('k', resolveKeyedOptions('k', {}), clock, clock, {
-      requestEarlyReport: () => void asked++,
-      drained: () => undefined,
-    })
-    f.applyFamilyLease(grant(1))
-    clock.advance(5000)
-    for (let i = 0; i < 10; i++) expect(f.tryAcquire('a')).toBe(true)
-    expect(f.takeEarlyReportWish()).toBe(false)
-    expect(f.tryAcquire('a')).toBe(false)
-    expect(asked).toBeGreaterThan(0)
-    expect(f.takeEarlyReportWish()).toBe(true)
-    expect(f.takeEarlyReportWish()).toBe(false)
-    // The early report carries the refused key, to be leased on its own.
-    clock.advance(100)
-    expect(f.takeReport().map((e) => e.resource)).toContain('k/a')
-  })
-
   it('never forget a key that has spent anything: a key evicted and met again cannot start full twice', () => {
     const clock = new ManualClock()
     const f = new KeyedFamily('k', resolveKeyedOptions('k', { maxKeys: 2 }), clock, clock, owner)
