@@ -136,6 +136,8 @@ export class Central {
    * (server/pool/shapes/default-holders.ts) rather than after a first refusal.
    */
   holdFor(session: SessionPort, familyId: string): void {
+    // Only a family's own id can be one (`<prefix>/*`): anything else is not looked up.
+    if (!familyId.endsWith('/*')) return
     const family = this.#host.familyOf(familyId)
     if (family === undefined || family.keyKind === 'concurrency') return
     if (!this.#host.allows(session.tenant, familyId)) return

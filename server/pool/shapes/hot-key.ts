@@ -22,11 +22,14 @@ export const hotKeyShape: Shape = Object.freeze<Shape>({
     let asked = false
     // A process the coordinator's own part decides for (a crowded family, default-holders.ts)
     // holds none of the key, not even the surplus: the key's capacity stays where it is asked.
+    // Looked up only in a crowded family (its last round said so): most rounds of most keys
+    // scan nothing more.
     const familyId = r.settings.family!.familyId
     let sharers: readonly Entry[] = sharing
-    if (sharing.some((e) => e.client.entries.get(familyId)?.decidedCentrally === true)) {
+    if (pool.resources.get(familyId)?.crowded === true) {
       sharers = sharing.filter((e) => e.client.entries.get(familyId)?.decidedCentrally !== true)
-      for (const e of sharing as Entry[]) e.target = 0
+      if (sharers.length < sharing.length) for (const e of sharing as Entry[]) e.target = 0
+      else sharers = sharing
     }
     for (const e of sharers) {
       const d = demandOf(e, nowMs)
