@@ -154,6 +154,18 @@ const tryAcquireScenarios: readonly EfficiencyScenario[] = [
     durationMs: 60 * s,
     deploy: { firstAtMs: 12 * s, everyMs: 9 * s },
   },
+  {
+    // A budget nobody comes near (a busy key asks half of it): what is lost is the edges'.
+    name: 'keyed quota nobody spends, 1,000 per key per 5 s window, 3 gateways, 600 req/s over 1,000 keys',
+    kind: 'quota',
+    capacity: 1000,
+    windowMs: 5 * s,
+    processes: 3,
+    gatewaysPerProcess: 1,
+    keys: 1000,
+    ratePerSec: 600,
+    durationMs: 30 * s,
+  },
   daily,
   {
     ...daily,

@@ -673,6 +673,8 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
    */
   #asksRemote(key: string, state: KeyState): boolean {
     if (!this.#mayAskRemote()) return false
+    // At a quota window's edge the coordinator's part has ended as well: nothing to ask of it.
+    if (this.#keyKind.lapsed(this.#shares, state)) return false
     return (
       this.#keyKind.leaseOf(this.#shares, key, state).capacity <= 0 ||
       this.#shares.share < crowdedShare
@@ -828,6 +830,8 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
   }
 
   #refuse(state: KeyState, cost: number): boolean {
+    // A refusal by time alone (a quota's window's edge) asks nothing of the coordinator.
+    if (this.#keyKind.lapsed(this.#shares, state)) return false
     state.refused += cost
     this.#owner.requestEarlyReport()
     return false

@@ -18,6 +18,12 @@ export interface KeyKind {
   refresh(shares: FamilyShares, state: KeyState): void
   /** Admits `cost` if what the key may use now allows (the state refreshed). */
   take(shares: FamilyShares, state: KeyState, cost: number): boolean
+  /**
+   * Whether a refusal of the key now is time's, not its budget's: what it may use ran out with
+   * its lease's life (a quota's window's edge, its next window's lease to come by itself). Such
+   * a refusal is no demand: it neither asks an early report nor a lease of the key's own.
+   */
+  lapsed(shares: FamilyShares, state: KeyState): boolean
   /** Milliseconds until `cost` would be admitted (Infinity: not by waiting). */
   msUntil(shares: FamilyShares, state: KeyState, cost: number): number
   /** Whole tokens, slots or units available now. */

@@ -41,6 +41,15 @@ function quotaNow(
   }
 }
 
+/**
+ * Whether the key's window is over here by time (its budget in force ended, and the family's
+ * lease of its window did), the next window's lease not come yet: a window's edge, not a lapse
+ * mid-window (the coordinator unreachable) nor a budget spent.
+ */
+function pastWindow(shares: FamilyShares, state: KeyState, nowMs: number): boolean {
+  return nowMs >= state.endAtMs && shares.windowEndAtMs > 0 && nowMs >= shares.windowEndAtMs
+}
+
 /** Sets the key's budget to what it may spend now; a newer window starts its count at 0. */
 function refresh(shares: FamilyShares, state: KeyState): void {
   const q = quotaNow(shares, state.key, state)
@@ -94,10 +103,20 @@ export const quotaKeys: KeyKind = Object.freeze<KeyKind>({
     state.used += cost
     return true
   },
+  // Past the window's spending by time alone: the family's lease of the window and the key's
+  // end `windowGraceMs` before their window (none spills into the next), and the next window's
+  // come with the round at its edge. Refusals there are not the key's demand: counted as such,
+  // every key refused in that gap was leased on its own from the next window, in blocks of two
+  // refresh periods' asking, and ran dry at the end of every window after (measured:
+  // docs/benchmarks.md); asked of the coordinator, its part (ended as well) refused too.
+  lapsed: (shares, state) => pastWindow(shares, state, shares.hotClock.now()),
   msUntil(shares, state, cost) {
     const nowMs = shares.hotClock.now()
     const leftMs = state.endAtMs - nowMs
     if (state.used + cost <= state.slots && leftMs > 0) return 0
+    // Refused at the window's edge: the next window's lease is a round away, not a window
+    // (Retry-After: never the window's length when the next window is about to start).
+    if (pastWindow(shares, state, nowMs)) return quotaHorizonMs(shares.refreshMs)
     // This process's default share of the key is spent: the key is leased on its own within a
     // report or two, from what the other processes leave of its budget.
     if (!keyLeaseRules(shares, state) && shares.windowEndAtMs > nowMs)
@@ -158,6 +177,8 @@ export const quotaKeys: KeyKind = Object.freeze<KeyKind>({
   wantsOwnLease(shares, state, _key, wants, refused) {
     if (state.epoch !== shares.epoch || shares.hotClock.now() >= state.changeAtMs)
       refresh(shares, state)
+    // At a window's edge nothing is known of the next window's asking yet (lapsed, above).
+    if (pastWindow(shares, state, shares.hotClock.now())) return false
     const left = state.slots - state.used
     return refused > 0 || (wants > 0 && wants * (quotaHorizonMs(shares.refreshMs) / 1000) >= left)
   },

@@ -29,6 +29,7 @@ export const rateKeys: KeyKind = Object.freeze<KeyKind>({
   newState: newLimitState,
   refresh: refreshLimit,
   take: (_shares, state, cost) => state.bucket.tryTake(cost),
+  lapsed: () => false,
   msUntil: (_shares, state, cost) => state.bucket.msUntil(cost),
   remaining: (_shares, state) => Math.floor(state.bucket.tokens),
   msUntilFull: (_shares, state) => (state === undefined ? 0 : state.bucket.msUntilFull()),

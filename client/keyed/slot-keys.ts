@@ -12,6 +12,7 @@ export const slotKeys: KeyKind = Object.freeze<KeyKind>({
   refills: false,
   newState: newLimitState,
   refresh: refreshLimit,
+  lapsed: () => false,
   take: (_shares, state, cost) => {
     if (state.inFlight + cost > state.slots) return false
     state.inFlight += cost

@@ -386,6 +386,40 @@ describe('keyed quotas (real sockets, manual clock)', () => {
     }
   })
 
+  it('refuses at a window’s edge by time, not as demand: a key asked through the edge stays on the default share, told to come back within a round (#41)', async () => {
+    cluster = new Cluster()
+    await cluster.start(config())
+    const [a, b] = await families(2)
+    const got = new Map<string, number>()
+    // gus is asked 0.5/s at each gateway: 40 of his 100 a window, below either share (a third).
+    await run([a!, b!], [{ key: 'gus', perSec: [0.5, 0.5] }], 2_000, got)
+    expect(a!.leaseOf('gus').source).toBe('default')
+    const firstWindow = a!.leaseOf('gus').window!
+    // To the last 100 ms of the first window (it ends 40 s in), asked all the way.
+    while (cluster.clock.now() < 40_000 - 300)
+      await run([a!, b!], [{ key: 'gus', perSec: [0.5, 0.5] }], 100, got)
+    await cluster.step(40_000 - 100 - cluster.clock.now())
+    // Leases end windowGraceMs (200 ms) before their window: refused by time, budget unspent.
+    for (const f of [a!, b!]) {
+      expect(f.tryAcquire('gus')).toBe(false)
+      // Nor asked of the coordinator: its part ended there too (and a key asked of it would be
+      // its demand: leased on its own from the next window).
+      expect(f.decide('gus')).toBe(false)
+      expect(
+        f.msUntil('gus'),
+        'two refresh periods: the next window’s lease, not the window’s length',
+      ).toBe(400)
+    }
+    // Over the edge, asked as before: the gap's refusals asked no lease of gus's own (each
+    // such key was leased on its own from the next window, in blocks of two refresh periods'
+    // asking, and ran dry before every window's end after).
+    await run([a!, b!], [{ key: 'gus', perSec: [5, 5] }], 1_000, got)
+    for (const f of [a!, b!]) {
+      expect(f.leaseOf('gus').window).toBe(firstWindow + 1)
+      expect(f.leaseOf('gus').source).toBe('default')
+    }
+  })
+
   it('tells HTTP callers the key’s quota and window, and when it comes back once spent', async () => {
     cluster = new Cluster()
     await cluster.start(config())
