@@ -50,12 +50,14 @@ export async function runEfficiency(s: EfficiencyScenario): Promise<EfficiencyRe
   const root = findRoot()
   const dir = await mkdtemp(join(tmpdir(), 'sluice-efficiency-'))
   const configPath = join(dir, 'sluice.json')
+  // A keyed family `key/*`, or (named) a template each `key/<k>` is a named resource of.
+  const keyed = s.named === true ? {} : { keyed: true }
   const template =
     s.kind === 'rate'
-      ? { match: 'key/*', keyed: true, kind: 'rate', capacity: s.capacity, burst: s.burst }
+      ? { match: 'key/*', ...keyed, kind: 'rate', capacity: s.capacity, burst: s.burst }
       : {
           match: 'key/*',
-          keyed: true,
+          ...keyed,
           kind: 'quota',
           capacity: s.capacity,
           window: `${s.windowMs! / 1000}s`,
@@ -85,6 +87,7 @@ export async function runEfficiency(s: EfficiencyScenario): Promise<EfficiencyRe
       untilWallMs,
       youngMs,
       ...(s.remote === true ? { remote: true } : {}),
+      ...(s.named === true ? { named: true } : {}),
       ...(s.probe === undefined
         ? {}
         : {

@@ -31,6 +31,12 @@ export interface EfficiencyScenario {
   readonly gatewayKill?: { readonly atMs: number }
   /** Checks by remote decisions (`family.decide`, as the HTTP edge), not `tryAcquire` alone. */
   readonly remote?: boolean
+  /**
+   * Named resources rather than a keyed family: each key is a resource of the glob template
+   * `key/*` (`client.resource('key/k3')`), leased on its own by max-min over the gateways'
+   * demand, its capacity the whole cluster's.
+   */
+  readonly named?: boolean
 }
 
 const s = 1000
@@ -174,6 +180,34 @@ const tryAcquireScenarios: readonly EfficiencyScenario[] = [
   },
 ]
 
+/** Named resources and named quotas (remote decisions are a keyed family's: not run twice). */
+const namedScenarios: readonly EfficiencyScenario[] = [
+  {
+    name: 'named rates: 10 resources of 100/s each, 3 gateways, 1,500 req/s over them',
+    kind: 'rate',
+    capacity: 100,
+    burst: 100,
+    processes: 3,
+    gatewaysPerProcess: 1,
+    keys: 10,
+    ratePerSec: 1500,
+    durationMs: 30 * s,
+    named: true,
+  },
+  {
+    name: 'named quotas: 10 resources of 1,000 per 5 s window each, 3 gateways, 600 req/s over them',
+    kind: 'quota',
+    capacity: 1000,
+    windowMs: 5 * s,
+    processes: 3,
+    gatewaysPerProcess: 1,
+    keys: 10,
+    ratePerSec: 600,
+    durationMs: 30 * s,
+    named: true,
+  },
+]
+
 /**
  * Each scenario again with remote decisions (`family.decide`, what the HTTP edge and `check`
  * do): a check its gateway's share cannot decide is asked of the coordinator.
@@ -181,4 +215,5 @@ const tryAcquireScenarios: readonly EfficiencyScenario[] = [
 export const efficiencyScenarios: readonly EfficiencyScenario[] = [
   ...tryAcquireScenarios,
   ...tryAcquireScenarios.map((x) => ({ ...x, name: `${x.name} — remote decisions`, remote: true })),
+  ...namedScenarios,
 ]

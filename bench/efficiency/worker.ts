@@ -1,4 +1,9 @@
-import { createClient, type KeyedFamily, type SluiceClient } from '../../client/index.js'
+import {
+  createClient,
+  type KeyedFamily,
+  type Resource,
+  type SluiceClient,
+} from '../../client/index.js'
 import { seededRandom, systemClock, zipf } from '../../shared/index.js'
 import { hostMs } from '../faults/host-time.js'
 
@@ -33,6 +38,8 @@ export interface EfficiencyWorkerSpec {
    * coordinator, as the HTTP edge and `check` do) rather than `tryAcquire` alone.
    */
   readonly remote?: boolean
+  /** Each key a named resource `<prefix>/<key>` (`client.resource`), not a key of a family. */
+  readonly named?: boolean
 }
 
 /** Remote decisions' latencies kept for the percentiles (the first ones; enough for p99). */
@@ -70,16 +77,29 @@ async function main(): Promise<void> {
     })
     client.on('error', () => undefined)
     clients.push(client)
-    families.push(client.keyed(spec.prefix))
+    if (spec.named !== true) families.push(client.keyed(spec.prefix))
   }
+  // Named: every resource at every gateway from the start, as a service declares its limits.
+  const named = clients.map((c) => {
+    const byKey = new Map<string, Resource>()
+    if (spec.named === true)
+      for (let k = 0; k < spec.keys; k++) byKey.set(`k${k}`, c.resource(`${spec.prefix}/k${k}`))
+    return byKey
+  })
+  const resourceOf = (g: number, key: string): Resource => named[g]!.get(key)!
   // As a gateway would: serve once ready (a first start serves at once).
-  await Promise.all(families.map((f) => f.ready({ timeoutMs: 10_000 }).catch(() => undefined)))
+  await Promise.all([
+    ...families.map((f) => f.ready({ timeoutMs: 10_000 }).catch(() => undefined)),
+    ...named.flatMap((m) =>
+      [...m.values()].map((r) => r.ready({ timeoutMs: 10_000 }).catch(() => undefined)),
+    ),
+  ])
   const readyAt = hostMs()
   out.push(JSON.stringify({ t: readyAt, ready: spec.gateways }))
   flush()
   const random = seededRandom(spec.seed)
   const draw = zipf(spec.keys, spec.zipfS, random)
-  const seen = families.map(() => new Uint8Array(spec.keys))
+  const seen = clients.map(() => new Uint8Array(spec.keys))
   let stopping = false
   const stop = async (): Promise<void> => {
     if (stopping) return
@@ -134,7 +154,7 @@ async function main(): Promise<void> {
     const young = t - readyAt < spec.youngMs
     const count = (
       into: typeof late,
-      family: KeyedFamily,
+      family: KeyedFamily | undefined,
       g: number,
       key: string,
       k: number,
@@ -146,7 +166,10 @@ async function main(): Promise<void> {
         if (key === spec.probe?.key) probeAdmitted++
         into.a[key] = (into.a[key] ?? 0) + 1
         // A remote admission's window is the coordinator's part's (its answer says it).
-        const window = remoteWindow ?? family.leaseOf(key).window
+        const window =
+          spec.named === true
+            ? resourceOf(g, key).lease?.window?.index
+            : (remoteWindow ?? family!.leaseOf(key).window)
         if (window !== undefined) into.q[`${key}@${window}`] = (into.q[`${key}@${window}`] ?? 0) + 1
       } else into.r[key] = (into.r[key] ?? 0) + 1
       if (first) {
@@ -157,12 +180,15 @@ async function main(): Promise<void> {
     }
     const here = { a, r, q, f, y }
     const ask = (key: string, k: number): void => {
-      const g = Math.floor(random() * families.length)
-      const family = families[g]!
+      const g = Math.floor(random() * clients.length)
+      const family = families[g]
       const first = k >= 0 && seen[g]![k] === 0
       if (first) seen[g]![k] = 1
-      if (spec.remote !== true) return count(here, family, g, key, k, family.tryAcquire(key), first)
-      const decided = family.decide(key)
+      if (spec.named === true)
+        return count(here, family, g, key, k, resourceOf(g, key).tryAcquire(), first)
+      if (spec.remote !== true)
+        return count(here, family, g, key, k, family!.tryAcquire(key), first)
+      const decided = family!.decide(key)
       if (typeof decided === 'boolean') return count(here, family, g, key, k, decided, first)
       remoteAsked++
       const askedAt = hostMs()
