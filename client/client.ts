@@ -21,6 +21,7 @@ import {
   isErrorCode,
   type ClientMessage,
   type DemandEntry,
+  type LeaseGrant,
   type LeaseMessage,
   type ServerMessage,
   type Clock,
@@ -37,6 +38,7 @@ import {
   type ClientOptions,
   type ResolvedClientOptions,
 } from './options.js'
+import { ReportTimes } from './report-times.js'
 import { Resource, type ResourceOptions, type ResourceOwner } from './resource.js'
 
 /** Refusals that stop a resource until the next connection. */
@@ -118,6 +120,9 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
   #earlyBudget: number
   #earlyRequested = false
   #earlyTimer: Timer | undefined
+  /** Reports numbered so far (`demand.n`), and when the newest of them were sent (by n mod the ring). */
+  #reportCount = 0
+  readonly #reportSentAt = new ReportTimes()
   /** What every resource's `tryAcquire` reads: one coarse clock (one timer) for the client, or its clock. */
   readonly #hotClock: Clock
   /** Checks asked of the coordinator where a share could not decide (client/remote.ts). */
@@ -526,7 +531,8 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
     let held = 0
     const ready: string[] = []
     let period = Infinity
-    for (const grant of msg.leases) {
+    for (const leased of msg.leases) {
+      const grant = this.#onOwnClock(leased)
       period = Math.min(period, grant.refreshMs)
       const holder = this.#holderOf(grant.resource)
       // A lease of what this process no longer holds needs nothing but its ack.
@@ -548,6 +554,25 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
     if (held === 0) this.#send({ type: 'ack', seq: msg.seq })
     else if (ready.length > 0)
       this.#connection.sendSplit(ready, (resources) => ({ type: 'ack', seq: msg.seq, resources }))
+  }
+
+  /**
+   * A quota lease whose window's end is measured from one of this process's reports (`edge`):
+   * spent until that end on this process's clock (the report was sent before the coordinator
+   * handled it, so no delay can carry it past the window's end), rather than `endsInMs` after
+   * the lease came (`windowGraceMs` early, safe only while a lease's one-way delay is shorter).
+   */
+  #onOwnClock(grant: LeaseGrant): LeaseGrant {
+    const w = grant.window
+    if (w?.edge === undefined) return grant
+    const sentAtMs = this.#reportSentAt.get(w.edge[0])
+    if (sentAtMs === undefined) return grant
+    const endsInMs = Math.max(0, Math.floor(sentAtMs + w.edge[1] - this.options.clock.now()))
+    return {
+      ...grant,
+      ttlMs: Math.max(0, grant.ttlMs + endsInMs - w.endsInMs),
+      window: { ...w, endsInMs },
+    }
   }
 
   /**
@@ -584,11 +609,12 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
       if (h.refused === undefined) for (const entry of h.reportEntries()) resources.push(entry)
     // A process with more hot keys than one message may carry (in entries or in bytes)
     // reports them in several (the usual report, within the bounds, goes as it is: no copy).
-    this.#connection.sendSplit(resources, (part) => ({
-      type: 'demand',
-      resources: part,
-      ...(early ? { early: true } : {}),
-    }))
+    this.#connection.sendSplit(resources, (part) => {
+      // Numbered, and its sending noted before it goes (earlier than it leaves: on the safe side).
+      const n = ++this.#reportCount
+      this.#reportSentAt.set(n, this.options.clock.now())
+      return { type: 'demand', resources: part, ...(early ? { early: true } : {}), n }
+    })
   }
 
   /** Stops for good (the connection already has): ready() and every resource's ready() reject. */

@@ -26,6 +26,7 @@ export function demand(core: Core, session: SessionPort, msg: DemandMessage): vo
     key,
     reports,
     core.clock.now(),
+    msg.n,
   )
   core.sendLeases(batches)
   if (overReported.length > 0) {

@@ -181,6 +181,7 @@ export function reportDemand(
   key: string,
   reports: readonly DemandReport[],
   nowMs: number,
+  n?: number,
 ): {
   newResources: readonly string[]
   /** Reports whose `used` passed what the client was ever leased (counted as that much). */
@@ -188,6 +189,8 @@ export function reportDemand(
 } {
   const client = pool.clients.get(key)
   if (client === undefined) return { newResources: noResources, overReported: noResources }
+  // Before any lease this report renews: their window edges are measured from it.
+  if (n !== undefined && !(n <= (client.lastReport?.n ?? 0))) client.lastReport = { n, atMs: nowMs }
   let newResources: string[] | undefined
   let overReported: string[] | undefined
   for (const report of reports) {

@@ -54,6 +54,12 @@ export class ClientState {
   readonly entries = new Map<string, Entry>()
   /** Of `entries`, those of keys of keyed families. */
   keyEntries = 0
+  /**
+   * The newest numbered report handled (its `n`) and when: a quota lease's window edge is
+   * measured from it (`edge`), which the client places on its own clock by the report's
+   * sending. Undefined for a client that does not number its reports.
+   */
+  lastReport: { readonly n: number; readonly atMs: number } | undefined = undefined
 
   constructor(key: string, clientId: string, tenant: string | undefined, instance?: string) {
     this.key = key

@@ -139,9 +139,29 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
             ...(r.shape.hotKey
               ? { elsewhere: (entry.sentElsewhere = elsewhere(r, entry, window.index, nowMs)) }
               : {}),
+            ...windowEdge(entry, window.endMs),
           },
         }),
   })
+}
+
+/**
+ * How far the clocks may drift apart, or the windows' clock slew (1%, quota-clock.ts), between
+ * a report and its window's end: `edge` is shortened by this share of that time, and 1 ms.
+ */
+export const edgeDriftShare = 0.01
+
+/**
+ * A quota lease's window end measured from the client's newest numbered report (`edge`: the
+ * client places it on its own clock by when it sent the report, so no one-way delay can carry
+ * its spending past the window's end), shortened for drift. Nothing for a client that does not
+ * number its reports: it spends until `endsInMs` after the lease came, `windowGraceMs` early.
+ */
+function windowEdge(entry: Entry, endMs: number): { edge?: [number, number] } {
+  const last = entry.client.lastReport
+  if (last === undefined) return {}
+  const ms = Math.floor((endMs - last.atMs) * (1 - edgeDriftShare)) - 1
+  return ms > 0 ? { edge: [last.n, ms] } : {}
 }
 
 /**

@@ -133,12 +133,14 @@ export class Pool extends PoolView {
     key: string,
     reports: readonly DemandReport[],
     nowMs: number,
+    /** The report's number (`demand.n`): quota leases' window edges are measured from it. */
+    n?: number,
   ): {
     batches: readonly LeaseBatch[]
     newResources: readonly string[]
     overReported: readonly string[]
   } {
-    const { newResources, overReported } = reportDemand(this.state, key, reports, nowMs)
+    const { newResources, overReported } = reportDemand(this.state, key, reports, nowMs, n)
     return { batches: flush(this.state), newResources, overReported }
   }
 

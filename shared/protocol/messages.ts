@@ -148,6 +148,12 @@ export const demandMessage = z.strictObject({
   resources: z.array(demandEntry).max(L.maxEntries),
   /** Sent ahead of the refresh period because the client is throttled well below its demand. */
   early: z.boolean().optional(),
+  /**
+   * This report's number (a client counts its reports from 1): a quota lease's `window.edge`
+   * is measured from the moment the coordinator handled it, so the client, which knows when it
+   * sent it, knows the window's end in its own clock to within the report's one-way delay.
+   */
+  n: z.number().int().min(1).optional(),
 })
 
 export const ackMessage = z.strictObject({
@@ -268,6 +274,14 @@ export const leaseGrant = z.strictObject({
        * spent while some is left elsewhere comes back within a round, not at the window's end.
        */
       elsewhere: quantity.optional(),
+      /**
+       * `[n, ms]`: the window ends `ms` after the coordinator handled the client's report
+       * number `n` (its `n`), at most: the client spends the window's budget until `ms` after
+       * it sent that report (never past the window's end: it was sent before it was handled),
+       * rather than until `endsInMs` after this lease came. Sent only to a client that numbers
+       * its reports.
+       */
+      edge: z.tuple([z.number().int().min(1), z.number().int().min(0)]).optional(),
     })
     .optional(),
   /**

@@ -35,7 +35,9 @@ export const namedQuotaShape: Shape = Object.freeze<Shape>({
   round(pool, r, sharing, reserved, nowMs) {
     const s = r.settings
     const window = pool.windowOf(r, nowMs)!
-    const leftMs = Math.max(0, window.endMs - nowMs - s.graceMs)
+    // To the window's end: a client spends its block until then, measured from its report
+    // (lease-out.ts, `edge`); one that does not number its reports stops `graceMs` early.
+    const leftMs = Math.max(0, window.endMs - nowMs)
     const horizonSec = Math.min(leftMs, quotaHorizonMs(s.refreshMs)) / 1000
     let usedAll = 0
     const used = sharing.map((e) => {

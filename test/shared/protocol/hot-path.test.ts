@@ -110,6 +110,7 @@ const demand = withExtra(
         fc.array(withExtra(entry as fc.Arbitrary<Record<string, unknown>>), { maxLength: 4 }),
       ),
       early: maybe(fc.boolean()),
+      n: maybe(fc.oneof(fc.integer({ min: -2, max: 2 ** 40 }), fc.double())),
     },
     { requiredKeys: ['type'] },
   ),
@@ -162,7 +163,12 @@ const sentDemand = fc
   )
   .chain((resources) =>
     fc.record(
-      { type: fc.constant('demand'), resources: fc.constant(resources), early: fc.boolean() },
+      {
+        type: fc.constant('demand'),
+        resources: fc.constant(resources),
+        early: fc.boolean(),
+        n: fc.integer({ min: 1, max: 2 ** 40 }),
+      },
       { requiredKeys: ['type', 'resources'] },
     ),
   )

@@ -1,0 +1,122 @@
+import { afterEach, describe, expect, it } from 'vitest'
+import { WebSocketServer, type WebSocket } from 'ws'
+import { createClient, type SluiceClient } from '../../client/index.js'
+import { ManualClock, type DemandMessage, type LeaseGrant } from '../../shared/index.js'
+
+// A scripted coordinator (a lease must come late on purpose, which a real one does only by
+// bad luck): it welcomes, records every demand report with the manual clock's time, and sends
+// the quota leases the test writes. The real coordinator's side of `edge` is tested in
+// test/client/keyed-quota.test.ts.
+let server: WebSocketServer | undefined
+let client: SluiceClient | undefined
+afterEach(async () => {
+  await client?.close()
+  client = undefined
+  await new Promise((resolve) => server?.close(resolve))
+})
+
+/** A quota lease of 10 units in window 5, `ttlMs` its life from receipt, `edge` as given. */
+function quotaLease(ttlMs: number, edge?: [number, number]): LeaseGrant {
+  return {
+    resource: 'q',
+    kind: 'quota',
+    capacity: 10,
+    burst: 10,
+    ttlMs,
+    refreshMs: 60_000,
+    safeCapacity: 0,
+    safeHoldMs: 0,
+    window: {
+      index: 5,
+      endsInMs: ttlMs,
+      quota: 10,
+      lengthMs: 60_000,
+      ...(edge === undefined ? {} : { edge }),
+    },
+  }
+}
+
+async function start(clock: ManualClock): Promise<{
+  reports: { msg: DemandMessage; atMs: number }[]
+  send: (grant: LeaseGrant) => Promise<void>
+}> {
+  const reports: { msg: DemandMessage; atMs: number }[] = []
+  let socket: WebSocket | undefined
+  let seq = 0
+  server = new WebSocketServer({ host: '127.0.0.1', port: 0 })
+  await new Promise((resolve) => server!.once('listening', resolve))
+  server.on('connection', (ws) => {
+    socket = ws
+    ws.on('message', (data: Buffer) => {
+      const msg = JSON.parse(data.toString()) as { type: string }
+      if (msg.type === 'hello')
+        ws.send(
+          JSON.stringify({
+            type: 'welcome',
+            v: 1,
+            clientId: 'x',
+            learningMs: 0,
+            heartbeatMs: 60000,
+          }),
+        )
+      if (msg.type === 'demand') reports.push({ msg: msg as DemandMessage, atMs: clock.now() })
+    })
+  })
+  const { port } = server.address() as { port: number }
+  client = createClient({ url: `ws://127.0.0.1:${port}/v1/connect`, clientId: 'x', clock })
+  client.resource('q')
+  // Welcomed, it reports at once: that report is read before the ping that follows it.
+  await new Promise<void>((resolve) => client!.once('connect', () => resolve()))
+  await client.roundTrip()
+  return {
+    reports,
+    send: async (grant) => {
+      socket!.send(JSON.stringify({ type: 'lease', seq: ++seq, leases: [grant] }))
+      await client!.roundTrip()
+    },
+  }
+}
+
+describe('a quota window’s end on the client’s own clock (#41)', () => {
+  it('spends a window until its end measured from a report, however late the lease comes, never past it', async () => {
+    const clock = new ManualClock()
+    const { reports, send } = await start(clock)
+    const report = reports.at(-1)!
+    expect(report.msg.n, 'reports are numbered').toBeGreaterThanOrEqual(1)
+    const sentAtMs = report.atMs
+    // The window ends 1,000 ms after the coordinator handled that report. The lease comes 600
+    // ms after it was written (a stalled connection, a pause), saying 750 ms left: a life from
+    // receipt would end 1,350 ms after the report, 350 ms into the next window.
+    clock.advance(600)
+    await send(quotaLease(750, [report.msg.n!, 1000]))
+    const q = client!.resource('q')
+    expect(q.tryAcquire()).toBe(true)
+    clock.advanceTo(sentAtMs + 999)
+    expect(q.tryAcquire(), 'spent until its measured end').toBe(true)
+    clock.advanceTo(sentAtMs + 1000)
+    expect(q.tryAcquire(), 'never past it').toBe(false)
+  })
+
+  it('keeps a lease’s own life when it names no report, or one this process does not know (an older coordinator, another process’s)', async () => {
+    const clock = new ManualClock()
+    const { reports, send } = await start(clock)
+    const startMs = clock.now()
+    await send(quotaLease(750))
+    const q = client!.resource('q')
+    clock.advanceTo(startMs + 749)
+    expect(q.tryAcquire()).toBe(true)
+    clock.advanceTo(startMs + 750)
+    expect(q.tryAcquire()).toBe(false)
+    // A report number never sent here: the lease's life from receipt, not the edge it names.
+    const unknown = (reports.at(-1)!.msg.n ?? 0) + 1000
+    const againMs = clock.now()
+    await send({
+      ...quotaLease(500, [unknown, 5_000]),
+      window: { ...quotaLease(500).window!, index: 6 },
+    })
+    clock.advanceTo(againMs + 499)
+    expect(q.tryAcquire()).toBe(true)
+    clock.advanceTo(againMs + 500)
+    expect(q.tryAcquire()).toBe(false)
+  })
+})
