@@ -54,6 +54,12 @@ export interface QuotaResult {
    * clock being caught up, docs/operations.md).
    */
   readonly leaseWindows: readonly { readonly index: number; readonly used: number }[]
+  /**
+   * Units admitted with a window's budget after that window ended by the wall clock (a tick
+   * whose lease was of an earlier window than its time's): what crossed an edge. 0 when a
+   * client stops spending a window by its end, whatever the delays.
+   */
+  readonly spilled: number
 }
 
 /** Runs the quota scenario with real processes; counts what the client processes logged. */
@@ -96,12 +102,14 @@ export function measureQuota(
   const used = new Array<number>(s.windows).fill(0)
   const asked = new Array<number>(s.windows).fill(0)
   const byLease = new Map<number, number>()
+  let spilled = 0
   for (const output of outputs)
     for (const line of output.split('\n')) {
       if (line === '') continue
       const r = JSON.parse(line) as { w?: number; i?: number; admitted?: number; refused?: number }
       if (r.w === undefined || r.admitted === undefined) continue
       if (r.i !== undefined) byLease.set(r.i, (byLease.get(r.i) ?? 0) + r.admitted)
+      if (r.i !== undefined && r.i < Math.floor(r.w / s.windowMs)) spilled += r.admitted
       const i = Math.floor(r.w / s.windowMs) - first
       // Admissions outside the scenario's windows (a tick before the first): counted nowhere.
       if (i < 0 || i >= s.windows) continue
@@ -110,6 +118,7 @@ export function measureQuota(
     }
   return {
     capacity: s.capacity,
+    spilled,
     leaseWindows: [...byLease]
       .sort((a, b) => a[0] - b[0])
       .map(([index, n]) => ({ index, used: n })),

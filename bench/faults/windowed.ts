@@ -2,6 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { CoordinatorProcess, freePort, sleep } from './harness.js'
+import { TcpProxy } from './proxy.js'
 import { startWorker, type WorkerProcess } from './workers.js'
 
 /** The faults a quota scenario (named or keyed) puts in its first window. */
@@ -14,6 +15,11 @@ export interface WindowedFaults {
   /** Process 1 SIGKILLed this far in, a new process under its id `restartAfterMs` later. */
   readonly clientKillMs?: number | undefined
   readonly restartAfterMs: number
+  /**
+   * Every client's link delayed this long each way (a TcpProxy per process, every chunk held):
+   * a lease comes later than `windowGraceMs` covers.
+   */
+  readonly delayMs?: number | undefined
   /** The restarted coordinator's wall clock, seconds off the host's (libfaketime, the coordinator only). */
   readonly restartWallOffsetSec?: number | undefined
   /**
@@ -49,6 +55,7 @@ export function windowedFaultText(s: WindowedFaults): string {
     )
   if (s.resets !== undefined)
     parts.push(`${s.resets.keys.length} spent keys reset ${s.resets.atMs / 1000} s in`)
+  if (s.delayMs !== undefined) parts.push(`every link delayed ${s.delayMs} ms each way`)
   for (const step of s.liveSteps ?? [])
     parts.push(
       `the coordinator's wall clock stepped to ${stepped(step.offsetSec)} ${step.atMs / 1000} s in (no restart)`,
@@ -107,6 +114,7 @@ export async function runWindowedFaults(
   )
   const coordinator = new CoordinatorProcess(configPath, await freePort())
   const workers: WorkerProcess[] = []
+  const proxies: TcpProxy[] = []
   const offsetFile = join(dir, 'wall-offset')
   try {
     if (s.liveSteps !== undefined) {
@@ -115,9 +123,18 @@ export async function runWindowedFaults(
     } else await coordinator.start()
     const firstMs = Math.ceil((Date.now() + 3000) / s.windowMs) * s.windowMs
     const untilMs = firstMs + s.windows * s.windowMs - 100
-    const url = `ws://127.0.0.1:${coordinator.port}/v1/connect`
+    const direct = `ws://127.0.0.1:${coordinator.port}/v1/connect`
+    // With a delay: each process's link through a proxy of its own (a replacement reuses it).
+    if (s.delayMs !== undefined)
+      for (let i = 0; i < s.processes; i++) {
+        const proxy = await TcpProxy.start(coordinator.port)
+        proxy.delay(s.delayMs)
+        proxies.push(proxy)
+      }
+    const urlOf = (i: number): string =>
+      proxies[i] === undefined ? direct : `ws://127.0.0.1:${proxies[i].port}/v1/connect`
     const spawnWorker = (i: number, fromWallMs: number): void => {
-      workers.push(startWorker(script, specOf(i, url, fromWallMs, untilMs, workers.length)))
+      workers.push(startWorker(script, specOf(i, urlOf(i), fromWallMs, untilMs, workers.length)))
     }
     for (let i = 0; i < s.processes; i++) spawnWorker(i, firstMs)
     const at = async (wallMs: number): Promise<void> => sleep(wallMs - Date.now())
@@ -189,6 +206,7 @@ export async function runWindowedFaults(
     }
   } finally {
     for (const w of workers) if (w.child.exitCode === null) w.child.kill('SIGKILL')
+    for (const proxy of proxies) await proxy.close()
     await coordinator.stop()
     await rm(dir, { recursive: true, force: true })
   }
