@@ -49,6 +49,13 @@ interface Flood {
   readonly entriesPerFrame: number
   readonly framesPerSec: number
   readonly decide?: string
+  /**
+   * What the coordinator may grow by, MiB. The flood of remote decisions keeps the central
+   * part's keys (10,000 at most) and decides 540,000 asks a second: 122-146 MiB on an idle
+   * 2-core machine before and after the window edge's change (446a425, 62b6a92), 159 once under
+   * the whole suite's load; unbounded, the never-reading flood grew by 638 MiB.
+   */
+  readonly maxGrowthMiB?: number
 }
 
 const floods: Flood[] = [
@@ -62,10 +69,11 @@ const floods: Flood[] = [
     entriesPerFrame: 150,
     framesPerSec: 900,
     decide: 'hkey',
+    maxGrowthMiB: 200,
   },
 ]
 
-for (const { name, read, entriesPerFrame, framesPerSec, decide } of floods)
+for (const { name, read, entriesPerFrame, framesPerSec, decide, maxGrowthMiB = 150 } of floods)
   describe(`a tenant flooding with ${name}`, () => {
     it(
       'leaves another tenant its leases, and the coordinator its memory',
@@ -138,7 +146,7 @@ for (const { name, read, entriesPerFrame, framesPerSec, decide } of floods)
           honest.map((h) => new Promise((resolve) => h.child.once('exit', resolve))),
         )
         expect(JSON.parse(flood.output()).frames, 'the flood ran').toBeGreaterThan(10)
-        expect(peak - before, 'coordinator memory growth, MiB').toBeLessThan(150)
+        expect(peak - before, 'coordinator memory growth, MiB').toBeLessThan(maxGrowthMiB)
         for (const h of honest) {
           const records = h
             .output()
