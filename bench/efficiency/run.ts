@@ -146,6 +146,8 @@ export async function runEfficiency(s: EfficiencyScenario): Promise<EfficiencyRe
           live[0] = spawnWorker(0)
         },
       })
+    if (s.scaleUp !== undefined)
+      actions.push({ atMs: s.scaleUp.atMs, run: () => void live.push(spawnWorker(s.processes)) })
     actions.sort((a, b) => a.atMs - b.atMs)
     for (const a of actions) {
       await sleep(t0 + a.atMs - hostMs())

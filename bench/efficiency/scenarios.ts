@@ -29,6 +29,8 @@ export interface EfficiencyScenario {
   readonly coordinatorKill?: { readonly atMs: number; readonly downMs: number }
   /** Process 0 SIGKILLed at `atMs`, a new one started at once. */
   readonly gatewayKill?: { readonly atMs: number }
+  /** One more process (its gateways asking as each other process's) started at `atMs`: a scale-up. */
+  readonly scaleUp?: { readonly atMs: number }
   /** Checks by remote decisions (`family.decide`, as the HTTP edge), not `tryAcquire` alone. */
   readonly remote?: boolean
   /**
@@ -90,6 +92,20 @@ const tryAcquireScenarios: readonly EfficiencyScenario[] = [
     keys: 1000,
     ratePerSec: 600,
     durationMs: 60 * s,
+  },
+  {
+    // Five processes hold the family; a sixth crowds it (a default share under a fifth): with
+    // remote decisions, every share moves to the coordinator's part, which earns its burst.
+    name: '"100 per minute per key": 5 gateways, a 6th joins at 20 s, 500 req/s over 1,000 keys',
+    kind: 'rate',
+    capacity: 100 / 60,
+    burst: 100,
+    processes: 5,
+    gatewaysPerProcess: 1,
+    keys: 1000,
+    ratePerSec: 500,
+    durationMs: 50 * s,
+    scaleUp: { atMs: 20 * s },
   },
   {
     name: '30 gateways, 20/s per key, 1,500 req/s over 500 keys',
