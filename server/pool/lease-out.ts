@@ -149,7 +149,7 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
  * How far the clocks may drift apart, or the windows' clock slew (1%, quota-clock.ts), between
  * a report and its window's end: `edge` is shortened by this share of that time, and 1 ms.
  */
-export const edgeDriftShare = 0.01
+const edgeDriftShare = 0.01
 
 /**
  * A quota lease's window end measured from the client's newest numbered report (`edge`: the

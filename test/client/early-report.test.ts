@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest'
-import { WebSocketServer, type WebSocket } from 'ws'
+import type { WebSocket, WebSocketServer } from 'ws'
 import { createClient, type SluiceClient } from '../../client/index.js'
 import { ManualClock, type DemandMessage } from '../../shared/index.js'
+import { scriptedCoordinator } from '../helpers/scripted-coordinator.js'
 
 // A scripted coordinator: welcomes, leases 10 tokens/s, and records every demand message.
 let server: WebSocketServer | undefined
@@ -16,45 +17,31 @@ describe('early demand reports', () => {
     const clock = new ManualClock()
     const reports: DemandMessage[] = []
     let socket: WebSocket | undefined
-    server = new WebSocketServer({ host: '127.0.0.1', port: 0 })
-    await new Promise((resolve) => server!.once('listening', resolve))
-    server.on('connection', (ws) => {
+    const scripted = await scriptedCoordinator((ws, msg) => {
       socket = ws
-      ws.on('message', (data: Buffer) => {
-        const msg = JSON.parse(data.toString()) as { type: string }
-        if (msg.type === 'hello') {
-          ws.send(
-            JSON.stringify({
-              type: 'welcome',
-              v: 1,
-              clientId: 'x',
-              learningMs: 0,
-              heartbeatMs: 60000,
-            }),
-          )
-          ws.send(
-            JSON.stringify({
-              type: 'lease',
-              seq: 1,
-              leases: [
-                {
-                  resource: 'api',
-                  kind: 'rate',
-                  capacity: 10,
-                  burst: 10,
-                  ttlMs: 60000,
-                  refreshMs: 1000,
-                  safeCapacity: 0,
-                  safeHoldMs: 0,
-                },
-              ],
-            }),
-          )
-        }
-        if (msg.type === 'demand') reports.push(msg as DemandMessage)
-      })
+      if (msg.type === 'hello')
+        ws.send(
+          JSON.stringify({
+            type: 'lease',
+            seq: 1,
+            leases: [
+              {
+                resource: 'api',
+                kind: 'rate',
+                capacity: 10,
+                burst: 10,
+                ttlMs: 60000,
+                refreshMs: 1000,
+                safeCapacity: 0,
+                safeHoldMs: 0,
+              },
+            ],
+          }),
+        )
+      if (msg.type === 'demand') reports.push(msg as DemandMessage)
     })
-    const { port } = server.address() as { port: number }
+    server = scripted.server
+    const { port } = scripted
     client = createClient({
       url: `ws://127.0.0.1:${port}/v1/connect`,
       clientId: 'x',

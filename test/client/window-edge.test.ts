@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest'
-import { WebSocketServer, type WebSocket } from 'ws'
+import type { WebSocket, WebSocketServer } from 'ws'
 import { createClient, type SluiceClient } from '../../client/index.js'
 import { ManualClock, type DemandMessage, type LeaseGrant } from '../../shared/index.js'
+import { scriptedCoordinator } from '../helpers/scripted-coordinator.js'
 
 // A scripted coordinator (a lease must come late on purpose, which a real one does only by
 // bad luck): it welcomes, records every demand report with the manual clock's time, and sends
@@ -43,26 +44,12 @@ async function start(clock: ManualClock): Promise<{
   const reports: { msg: DemandMessage; atMs: number }[] = []
   let socket: WebSocket | undefined
   let seq = 0
-  server = new WebSocketServer({ host: '127.0.0.1', port: 0 })
-  await new Promise((resolve) => server!.once('listening', resolve))
-  server.on('connection', (ws) => {
+  const scripted = await scriptedCoordinator((ws, msg) => {
     socket = ws
-    ws.on('message', (data: Buffer) => {
-      const msg = JSON.parse(data.toString()) as { type: string }
-      if (msg.type === 'hello')
-        ws.send(
-          JSON.stringify({
-            type: 'welcome',
-            v: 1,
-            clientId: 'x',
-            learningMs: 0,
-            heartbeatMs: 60000,
-          }),
-        )
-      if (msg.type === 'demand') reports.push({ msg: msg as DemandMessage, atMs: clock.now() })
-    })
+    if (msg.type === 'demand') reports.push({ msg: msg as DemandMessage, atMs: clock.now() })
   })
-  const { port } = server.address() as { port: number }
+  server = scripted.server
+  const { port } = scripted
   client = createClient({ url: `ws://127.0.0.1:${port}/v1/connect`, clientId: 'x', clock })
   client.resource('q')
   // Welcomed, it reports at once: that report is read before the ping that follows it.
