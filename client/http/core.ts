@@ -35,7 +35,10 @@ import {
 export type SharedLimit = Pick<
   Resource,
   'tryAcquire' | 'msUntil' | 'acquire' | 'id' | 'describe' | 'remaining' | 'msUntilReset'
->
+> & {
+  /** A keyed family's key: what it has left across the cluster, as this process knows it. */
+  readonly clusterRemaining?: () => number
+}
 
 export interface Decision {
   readonly allowed: boolean
@@ -132,6 +135,8 @@ export class RateLimitCore {
   readonly #maxDelayMs: number
   /** Whether a keyed family's key this process cannot decide is asked of the coordinator. */
   readonly #remote: boolean
+  /** Whether a keyed family's key's remaining is the cluster's (else this process's part). */
+  readonly #clusterRemaining: boolean
   readonly #maxKeys: number
   readonly #statusCode: number
   readonly #headerSet: Exclude<HeaderSet, 'draft-8'>
@@ -183,6 +188,7 @@ export class RateLimitCore {
     this.#clock = o.clock ?? systemClock
     this.#maxDelayMs = o.maxDelayMs
     this.#remote = o.remote && (o.mode ?? 'police') === 'police'
+    this.#clusterRemaining = o.remaining === 'cluster'
     this.#maxKeys = o.maxKeys
     this.#statusCode = o.statusCode
     // draft-8 is the structured form the current draft keeps: the IETF fields.
@@ -359,8 +365,9 @@ export class RateLimitCore {
       limit = this.#policyOf(decision.limiter)?.quota ?? 0
     }
     const shared = decision.shared
-    if (shared !== undefined && shared.remaining() < remaining) {
-      remaining = shared.remaining()
+    const sharedRemaining = shared === undefined ? Infinity : this.#remainingOf(shared)
+    if (shared !== undefined && sharedRemaining < remaining) {
+      remaining = sharedRemaining
       resetMs = shared.msUntilReset()
       limit = derivePolicy(shared.describe()).quota
     }
@@ -675,12 +682,19 @@ export class RateLimitCore {
       states.push({
         name: resource.id,
         policy: withPolicy ? derivePolicy(resource.describe()) : undefined,
-        remaining: resource.remaining(),
+        remaining: this.#remainingOf(resource),
         resetSec: resource.msUntilReset() / 1000,
       })
     }
     limitHeaders(states, this.#headerSet, headers)
     return headers
+  }
+
+  /** What a shared limit has left: a keyed family's key's across the cluster (`remaining` option). */
+  #remainingOf(resource: SharedLimit): number {
+    return this.#clusterRemaining && resource.clusterRemaining !== undefined
+      ? resource.clusterRemaining()
+      : resource.remaining()
   }
 
   /** Whether no response has yet stated this limit's policy (a key's first response), marking it stated. */

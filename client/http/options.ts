@@ -108,6 +108,13 @@ export interface RateLimitOptions {
    * only. Default true; false decides here only (`police` mode; `shape` waits here).
    */
   readonly remote?: boolean | undefined
+  /**
+   * What `remaining` (the headers' `r`, `X-RateLimit-Remaining`, `req.rateLimit.remaining`)
+   * says of a keyed family's key: `cluster` (the default) what the key has left across the
+   * cluster as well as this process knows it; `here` what this process will admit now, never
+   * more than the caller can get here (docs/http.md, how exact each is).
+   */
+  readonly remaining?: 'cluster' | 'here' | undefined
   /** Keys never limited. */
   readonly allowList?: readonly string[] | undefined
   /** Requests never limited (health checks, say). */
@@ -216,6 +223,7 @@ const schema = z
     mode: z.enum(['police', 'shape']),
     maxDelayMs: z.number().min(0).finite(),
     remote: z.boolean(),
+    remaining: z.enum(['cluster', 'here']),
     allowList: z.array(z.string()),
     skip: fn<(req: RequestInfo) => boolean>(),
     policy: z.strictObject({
@@ -335,6 +343,7 @@ const rateLimitDefaults = {
   ipv6Subnet: 64,
   blockMs: 0,
   remote: true,
+  remaining: 'cluster',
 } as const
 
 /** A whole option set, checked, with every default in place. */
@@ -347,6 +356,7 @@ export type FinalRateLimitOptions = RateLimitOptions & {
   readonly ipv6Subnet: number | false
   readonly blockMs: number
   readonly remote: boolean
+  readonly remaining: 'cluster' | 'here'
 }
 
 /** Checks what only a whole option set can show; fills in the defaults and freezes it. */

@@ -346,6 +346,27 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     return this.#keyKind.remaining(this.#shares, state)
   }
 
+  /**
+   * What `key` has left across the cluster, as well as this process knows it (the HTTP edge's
+   * remaining): its part here plus what its last lease said the key had left at the other
+   * processes (a keyed quota's key leased on its own: what the holders reported, less what this
+   * process may still spend); otherwise its part here scaled to the whole key, as if every
+   * other part were spent as this one is (a balancer spreads a key's requests as its shares
+   * are spread). Never more than the key's limit; the others' spending since their last report
+   * is not in it (docs/http.md: how exact).
+   */
+  clusterRemaining(key: string): number {
+    const here = this.remaining(key)
+    const limits = this.limitOf(key)
+    const whole = this.#keyKind.refills ? limits.burst : limits.capacity
+    const state = this.#keys.get(key)
+    const elsewhere = state === undefined ? undefined : this.#keyKind.elsewhere(this.#shares, state)
+    if (elsewhere !== undefined) return Math.min(whole, here + elsewhere)
+    const part = this.leaseOf(key).burst
+    if (!(part > 0) || !(whole > 0)) return here
+    return Math.min(whole, Math.floor((here * whole) / part + 1e-9))
+  }
+
   /** What a key not tracked yet would start with: its share's burst, less a quota's charge. */
   #untracked(key: string): number {
     const shares = this.#shares

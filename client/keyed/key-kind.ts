@@ -28,6 +28,11 @@ export interface KeyKind {
   msUntil(shares: FamilyShares, state: KeyState, cost: number): number
   /** Whole tokens, slots or units available now. */
   remaining(shares: FamilyShares, state: KeyState): number
+  /**
+   * What the key's last lease said it had left at the other processes (a keyed quota's key
+   * leased on its own: `elsewhere`), undefined where no lease says it.
+   */
+  elsewhere(shares: FamilyShares, state: KeyState): number | undefined
   /** Milliseconds until the key is whole again here (a bucket full, a quota's window over). */
   msUntilFull(shares: FamilyShares, state: KeyState | undefined): number
   /** What this process may use of `key` now, and where that comes from. */

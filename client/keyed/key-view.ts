@@ -55,6 +55,11 @@ export class KeyView {
     return this.#family.remaining(this.key)
   }
 
+  /** What the key has left across the cluster, as well as this process knows it (family.ts). */
+  clusterRemaining(): number {
+    return this.#family.clusterRemaining(this.key)
+  }
+
   msUntilReset(): number {
     return this.#family.msUntilFull(this.key)
   }

@@ -129,6 +129,10 @@ export const quotaKeys: KeyKind = Object.freeze<KeyKind>({
     return leftMs > 0 ? leftMs : Infinity
   },
   remaining: (_shares, state) => Math.max(0, state.slots - state.used),
+  // What the coordinator counted left of the key at the others as its lease left (their reports),
+  // while that lease rules the key here.
+  elsewhere: (shares, state) =>
+    keyLeaseRules(shares, state) ? state.lease?.window?.elsewhere : undefined,
   msUntilFull: (shares) => Math.max(0, shares.windowEndAtMs - shares.hotClock.now()),
   leaseOf(shares, key, state) {
     const q = quotaNow(shares, key, state)

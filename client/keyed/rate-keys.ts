@@ -32,6 +32,7 @@ export const rateKeys: KeyKind = Object.freeze<KeyKind>({
   lapsed: () => false,
   msUntil: (_shares, state, cost) => state.bucket.msUntil(cost),
   remaining: (_shares, state) => Math.floor(state.bucket.tokens),
+  elsewhere: () => undefined,
   msUntilFull: (_shares, state) => (state === undefined ? 0 : state.bucket.msUntilFull()),
   leaseOf: limitLeaseOf,
   evictable: (_shares, state) =>

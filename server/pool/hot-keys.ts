@@ -115,6 +115,9 @@ export function seedKey(pool: PoolState, r: ResourceState, nowMs: number, send: 
   if (holders === undefined) return
   const { kind, capacity } = r.settings
   const key = keyOfId(family.prefix, r.settings.id)
+  // Every holder is seeded before any is sent its lease: a keyed quota's lease says what the
+  // key has left at the others (`elsewhere`), which counts their seeds.
+  const seeded = []
   for (const fe of holders.entries.values()) {
     if (fe.leases.length === 0) continue
     const entry = subscribe(pool, fe.client, r.settings.id, r.settings)
@@ -135,6 +138,7 @@ export function seedKey(pool: PoolState, r: ResourceState, nowMs: number, send: 
     )
     entry.seededMs = Math.floor(nowMs)
     pool.touch(entry)
-    send(entry, entry.newest, nowMs)
+    seeded.push(entry)
   }
+  for (const entry of seeded) send(entry, entry.newest, nowMs)
 }

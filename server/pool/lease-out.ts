@@ -167,8 +167,12 @@ function windowEdge(entry: Entry, endMs: number): { edge?: [number, number] } {
 /**
  * What a keyed quota's key may still admit outside `entry`'s process: what the key has left
  * of the window's budget (its capacity and what a reset gave back, less what every holder
- * reported used) less what this process may still spend of it. An estimate for a refusal's
- * Retry-After, never for admitting. Σ used is summed once per instant (a round leases every
+ * spent) less what this process may still spend of it. What a holder spent is what it
+ * reported, or, while it has not reported the key since it was seeded from its default share
+ * (hot-keys.ts), that whole seed: what it spent of its share is not known yet, and the figure
+ * must not say more is left than is (clients add it to their part for the cluster's
+ * remaining: client/keyed/family.ts). An estimate for a refusal's Retry-After and for that
+ * remaining, never for admitting. Σ spent is summed once per instant (a round leases every
  * holder of the key at once).
  */
 export function elsewhere(
@@ -180,12 +184,18 @@ export function elsewhere(
   let memo = usedSums.get(r)
   if (memo === undefined || memo.atMs !== nowMs || memo.window !== windowIndex) {
     let sum = 0
-    for (const e of r.entries.values()) if (e.usedWindow === windowIndex) sum += e.used
+    for (const e of r.entries.values()) sum += spentOf(e, windowIndex)
     usedSums.set(r, (memo = { atMs: nowMs, window: windowIndex, sum }))
   }
-  const own = entry.usedWindow === windowIndex ? entry.used : 0
+  const own = spentOf(entry, windowIndex)
   const left = r.settings.capacity + r.resetUnits(windowIndex) - memo.sum
   return Math.max(0, Math.floor(left - Math.max(0, entry.newest - own)))
+}
+
+/** What a holder of a quota key spent of window `windowIndex`, as far as the pool knows (`elsewhere`). */
+function spentOf(e: Entry, windowIndex: number): number {
+  const used = e.usedWindow === windowIndex ? e.used : 0
+  return e.reportedMs < e.seededMs ? Math.max(used, e.newest) : used
 }
 
 /** Σ used of a quota key at an instant (`elsewhere`); weak, so a forgotten key takes its memo. */

@@ -4,6 +4,9 @@ import { elsewhere, send } from '../lease-out.js'
 import { settleReset } from '../reset.js'
 import { settle, tenantOf, type Shape } from './shape.js'
 
+/** A key's holder hears what is left elsewhere again once it is below this part of what it was told. */
+const staleElsewhere = 0.75
+
 /**
  * The least block a quota's process holds while the budget lasts, asked for or
  * not: one unit, or a ten-thousandth of the quota. What idle processes hold of
@@ -94,14 +97,14 @@ export const namedQuotaShape: Shape = Object.freeze<Shape>({
     }
     settle(pool, r, sharing, nowMs)
     // A key's holder told some of it was left elsewhere (its refusals said to retry soon) hears
-    // when none is left (they then say the window's end): its lease again, with that said.
+    // when none is left (they then say the window's end), and when a quarter of what it was
+    // told has gone since (the cluster's remaining it shows callers: client/keyed/family.ts):
+    // its lease again, with that said. At most log(quota)/log(4/3) + 1 times a window.
     if (r.shape.hotKey)
-      for (const e of sharing)
-        if (
-          e.sentElsewhere > 0 &&
-          e.leases.length > 0 &&
-          elsewhere(r, e, window.index, nowMs) === 0
-        )
-          send(pool, e, e.newest, nowMs)
+      for (const e of sharing) {
+        if (e.sentElsewhere <= 0 || e.leases.length === 0) continue
+        const now = elsewhere(r, e, window.index, nowMs)
+        if (now === 0 || now < e.sentElsewhere * staleElsewhere) send(pool, e, e.newest, nowMs)
+      }
   },
 })

@@ -68,6 +68,11 @@ describe('the HTTP edge with a keyed family', () => {
     expect(admitted).toBeGreaterThanOrEqual(5)
     // The policy is the key's configured limit, not a gateway's share of it.
     expect(first?.['ratelimit-policy']).toBe('"ip";q=6;w=1')
+    // Remaining is the key's across the cluster as well as a gateway knows it: its part (a
+    // third of the burst, 2) scaled to the key, as if the others were spent as it is: after
+    // the first request 1 of 2 here, so 3 of 6 (a central bucket says 5; this gateway alone
+    // would admit 1 more: `remaining: 'here'`).
+    expect(first?.['ratelimit']).toBe('"ip";r=3;t=1')
     // Another IP is a limit of its own, decided at once.
     const other = await gateways[0]!.app.inject({
       url: '/hello',

@@ -184,7 +184,7 @@ function expectSameAnswers(central: readonly Answer[], sluice: readonly Answer[]
 }
 
 describe('parity with express-rate-limit on a Redis store (rate-limit-redis), 3 gateways each', () => {
-  it('admits the same requests of each key, and says the same limit; remaining never says more than the central counter', async () => {
+  it("admits the same requests of each key, says the same limit, and remaining near the central counter's", async () => {
     const central = await Promise.all(
       Array.from({ length: gateways }, () => {
         const app = express()
@@ -231,6 +231,7 @@ describe('parity with express-rate-limit on a Redis store (rate-limit-redis), 3 
     expect(statuses(b, 'alpha').filter((s) => s === 200)).toHaveLength(limit)
     expect(statuses(b, 'beta').every((s) => s === 200)).toBe(true)
     expectSameAnswers(a, b)
+    const gaps: number[] = []
     for (let i = 0; i < plan.length; i++) {
       const at = `request ${i} (${plan[i]!.key} at gateway ${plan[i]!.gateway})`
       const [x, y] = [a[i]!.headers, b[i]!.headers]
@@ -238,14 +239,26 @@ describe('parity with express-rate-limit on a Redis store (rate-limit-redis), 3 
       // The limit: the key's, not a gateway's share of it.
       expect(dy.limit, at).toBe(dx.limit)
       expect(y.get('ratelimit-policy'), at).toBe(x.get('ratelimit-policy'))
-      // Remaining: the central counter's is the key's across the gateways; Sluice's is what
-      // this gateway will admit now, never more than the key has left (docs/http.md).
-      expect(dy.remaining, at).toBeLessThanOrEqual(dx.remaining!)
+      // Remaining: both say what the key has left across the gateways; Sluice's as the
+      // coordinator last heard it, so the others' spending since their last report is not
+      // in it (docs/http.md).
+      gaps.push(dy.remaining! - dx.remaining!)
       // A refusal says when to come back, in whole seconds, within the window.
       if (b[i]!.status === 429) {
         expect(Number(y.get('retry-after')), at).toBeGreaterThanOrEqual(1)
         expect(Number(y.get('retry-after')), at).toBeLessThanOrEqual(60)
       }
+    }
+    // Measured (mean |gap| 6.7, from 22 under to 10 over): on the default shares a gateway's
+    // part scaled to the key counts the coordinator's own part as spent like the rest (under);
+    // once the key is leased on its own, the others' spending since their last report (a
+    // refresh period: 10 requests here) is not in it (over). With `remaining: 'here'` (what
+    // this gateway will admit now) the mean was 35.1, up to 75 under.
+    const mean = gaps.reduce((sum, g) => sum + Math.abs(g), 0) / gaps.length
+    expect(mean, JSON.stringify(gaps)).toBeLessThan(10)
+    for (const g of gaps) {
+      expect(g, JSON.stringify(gaps)).toBeLessThanOrEqual(15)
+      expect(g, JSON.stringify(gaps)).toBeGreaterThanOrEqual(-25)
     }
   })
 })
@@ -273,6 +286,8 @@ describe('parity with @fastify/rate-limit on a Redis store, 3 gateways each', ()
           resource: family,
           key: (req) => String(req.headers['x-api-key'] ?? 'none'),
           headers: 'legacy',
+          // What this gateway will admit now (the default, 'cluster', is the other test's).
+          remaining: 'here',
           clock: cluster.clock,
         })
         return listenFastify(app)
