@@ -484,6 +484,8 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     state.fallbackUntilMs = state.leaseUntilMs + grant.safeHoldMs
     state.epoch = -1
     this.#keyKind.refresh(this.#shares, state)
+    // A rate key reset (server/pool/reset.ts): its bucket is full again, once, at this lease's burst.
+    if (grant.full === true && this.#keyKind.refills) state.bucket.fill()
     if (state.waiters !== undefined) this.#serve(state)
     // In force once what this process holds (slots) or spent (a quota) of the key fits it.
     return this.#keyKind.fits(state)

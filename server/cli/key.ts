@@ -56,8 +56,8 @@ export function formatKey(k: KeyLookup): string {
 
 /**
  * `sluice key <family> <key> [--reset]`: one key of a keyed family, from the coordinator's
- * HTTP API; with --reset, a keyed quota's key gets its whole budget again (POST
- * /v1/key/reset, the admin token) and the key is printed as it then stands.
+ * HTTP API; with --reset, a keyed quota's key gets its whole budget again, a rate key a full
+ * bucket (POST /v1/key/reset, the admin token), and the key is printed as it then stands.
  */
 export async function keyCommand(args: readonly string[], io: CommandIo): Promise<number> {
   const { values, positionals } = parseFlags('key', args, keyFlags, { min: 2, max: 2 })
@@ -78,11 +78,18 @@ export async function keyCommand(args: readonly string[], io: CommandIo): Promis
         `${base}: a reset needs the admin token: --token or SLUICE_TOKEN`,
       )
     if (!reset.ok) return failed(io, reset)
-    const r = reset.body as { reset: string; takesEffectWithinMs?: number; detail?: string }
+    const r = reset.body as {
+      reset: string
+      takesEffectWithinMs?: number
+      holders?: number
+      detail?: string
+    }
     io.stdout.write(
       r.reset === 'pending'
         ? `reset: ${family} ${key} has its whole budget again within ${Math.ceil((r.takesEffectWithinMs ?? 0) / 1000)} s (once its holders say what they spent)\n`
-        : `reset: ${r.detail ?? r.reset}\n`,
+        : r.reset === 'refilled'
+          ? `reset: ${family} ${key} has a full bucket again (sent to ${r.holders ?? 0} holders)\n`
+          : `reset: ${r.detail ?? r.reset}\n`,
     )
   }
   const query = new URLSearchParams({ family, key })

@@ -388,8 +388,9 @@ export class Coordinator {
   }
 
   /**
-   * Resets a keyed quota's key: its whole budget again for the rest of the window, through
-   * the pool's safe path (server/pool/reset.ts). The leader only; a round of the key follows.
+   * Resets a keyed quota's key (its whole budget again for the rest of the window; a round of
+   * the key follows) or a rate key (its holders' buckets full again), through the pool's safe
+   * path (server/pool/reset.ts). The leader only.
    */
   resetKey(prefix: string, key: string): KeyResetOutcome | { readonly outcome: 'not-leader' } {
     if (!this.#mayGrant()) return { outcome: 'not-leader' }
@@ -400,7 +401,8 @@ export class Coordinator {
       this.#rounds.ensure(id)
       this.#rounds.prompt(id)
       this.#log.info({ family: familyIdOf(prefix), key, ...result }, 'key reset asked')
-    }
+    } else if (result.outcome === 'refilled')
+      this.#log.info({ family: familyIdOf(prefix), key, ...result }, 'key reset: buckets sent full')
     return result
   }
 

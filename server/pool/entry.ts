@@ -261,6 +261,8 @@ export class Entry {
   seededMs = neverReported
   /** A keyed quota's key: the `elsewhere` its newest lease said (lease-out.ts). */
   sentElsewhere = 0
+  /** A rate key reset (reset.ts): the next lease sent says to fill the bucket (`full`), once. */
+  refillDue = false
   /** Keyed quota share, set aside on a release that said what it spent: it may be handed on (handover.ts). */
   vacancy: Vacancy | undefined = undefined
   /**

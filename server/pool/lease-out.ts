@@ -100,8 +100,11 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
       ? leaseTtlMsAt(s, nowMs)
       : Math.max(0, Math.floor(window.endMs - nowMs - s.graceMs))
   // Before this lease is recorded (which marks the resource held): may its bucket start full?
+  // A rate key reset (reset.ts) fills its holders' buckets once, whatever came before.
   const full =
-    window === undefined && capacity > 0 && entry.leases.length === 0 && quietFor(pool, r, nowMs)
+    window === undefined &&
+    (entry.refillDue || (capacity > 0 && entry.leases.length === 0 && quietFor(pool, r, nowMs)))
+  entry.refillDue = false
   // The fallback never exceeds the lease: what a silent client may enforce is what it was leased.
   const safeShare = s.safeCapacity ?? s.capacity / Math.max(1, r.entries.size)
   const safeCapacity = Math.min(capacity, inKindUnits(s.kind, safeShare))

@@ -6,7 +6,7 @@ import { subscribe } from './registry.js'
 import type { PoolState } from './state.js'
 
 /**
- * A keyed quota's key reset (`POST /v1/key/reset`, `sluice key --reset`):
+ * A keyed family's key reset (`POST /v1/key/reset`, `sluice key --reset`). A keyed quota's:
  * the key gets its whole budget again for the rest of the window, as one
  * central counter set back to 0 would, through the same path as any
  * change of a budget, so the bound holds.
@@ -39,6 +39,8 @@ export const waitRefreshes = 3
 export type KeyResetOutcome =
   /** Asked: it takes effect within `waitRefreshes` refresh periods. */
   | { readonly outcome: 'pending'; readonly window: number; readonly madeHot: boolean }
+  /** A rate key: every holder's bucket of it is sent full (`refilled` leases), at once. */
+  | { readonly outcome: 'refilled'; readonly holders: number; readonly madeHot: boolean }
   /** No process holds any of the family: nothing of the key is spent. */
   | { readonly outcome: 'unused' }
   | { readonly outcome: 'not-keyed' | 'not-quota' }
@@ -56,7 +58,8 @@ export function resetKey(
   const family = settings?.family
   if (settings === undefined || family === undefined || family.role !== 'key')
     return { outcome: 'not-keyed' }
-  if (settings.quotaWindow === undefined) return { outcome: 'not-quota' }
+  if (settings.quotaWindow === undefined && settings.kind !== 'rate')
+    return { outcome: 'not-quota' }
   let r = pool.resources.get(keyId)
   const madeHot = r === undefined
   if (r === undefined) {
@@ -69,9 +72,36 @@ export function resetKey(
     r = subscribe(pool, first.client, keyId, settings).resource
     seedKey(pool, r, nowMs, (e, c, n) => send(pool, e, c, n))
   }
+  if (settings.quotaWindow === undefined) return refill(pool, r, nowMs, madeHot)
   const window = pool.windowOf(r, nowMs)!.index
   r.reset = { window, units: r.resetUnits(window), askedMs: nowMs }
   return { outcome: 'pending', window, madeHot }
+}
+
+/**
+ * A rate key's reset: each holder of the key is sent its lease again, its bucket to be filled
+ * to the lease's burst (`full`), as one central bucket set back to full would be. The key's
+ * leases together hold at most its capacity, so at most its burst: from the moment each holder
+ * fills its bucket, the key admits at most a burst plus its rate, as a fresh key does. Over an
+ * interval across the reset, one burst more: what a central bucket reset in it admits too. A
+ * holder not connected, or one that lost the lease on the way, keeps its bucket as it was (less,
+ * never more); a client that does not know `full` on a key's lease ignores it the same way.
+ * Nothing of it is in the ledger: nothing needs to be (a restart loses no bound by it).
+ */
+function refill(
+  pool: PoolState,
+  r: ResourceState,
+  nowMs: number,
+  madeHot: boolean,
+): KeyResetOutcome {
+  let holders = 0
+  for (const e of r.entries.values()) {
+    if (!e.client.connected || e.leases.length === 0) continue
+    e.refillDue = true
+    send(pool, e, e.newest, nowMs)
+    holders++
+  }
+  return { outcome: 'refilled', holders, madeHot }
 }
 
 /**

@@ -293,7 +293,9 @@ export const leaseGrant = z.strictObject({
   /**
    * Rate: the bucket may start full (its `burst`) rather than empty. Sent only when nobody
    * could enforce any of the resource for burst ÷ capacity seconds before this lease (so no
-   * token of the burst can have been spent by another process), once per such quiet spell.
+   * token of the burst can have been spent by another process), once per such quiet spell;
+   * and once on a rate key's lease after the key is reset (server/pool/reset.ts): the bucket is
+   * filled to this lease's burst, whatever it held.
    */
   full: z.literal(true).optional(),
   /**

@@ -228,7 +228,10 @@ describe('keyed quotas (real sockets, manual clock)', () => {
     await cluster.start({
       ...base,
       server: { ...base.server, adminToken: 'admin-token-0123456789' },
-      resources: [...base.resources, { match: 'ip/*', keyed: true, kind: 'rate', capacity: 10 }],
+      resources: [
+        ...base.resources,
+        { match: 'job/*', keyed: true, kind: 'concurrency', capacity: 5 },
+      ],
     })
     const gws = await families(3)
     const got = new Map<string, number>()
@@ -284,12 +287,78 @@ describe('keyed quotas (real sockets, manual clock)', () => {
     const more = new Map<string, number>()
     await run(gws, [{ key: 'ivy', perSec: [30, 30, 30] }], 3_000, more)
     expect(more.get('ivy')).toBe(100)
-    // A rate family's key is not reset (its bucket fills by itself): said, not ignored.
-    const rate = await reset({ family: 'ip', key: '10.0.0.1' })
-    expect(rate.statusCode).toBe(400)
-    expect(rate.json<{ error: { message: string } }>().error.message).toContain(
-      'ip/* is not a keyed quota',
+    // A concurrency family's key is not reset (its slots come back as work ends): said.
+    const slots = await reset({ family: 'job', key: 'build-1' })
+    expect(slots.statusCode).toBe(400)
+    expect(slots.json<{ error: { message: string } }>().error.message).toContain(
+      'job/* is a concurrency family',
     )
+  })
+
+  it('resets a rate key: its bucket full again across the gateways, one burst, never more (#42.5)', async () => {
+    cluster = new Cluster()
+    // "10 at once, then 6 a minute" per IP: a spent key earns under 1 in 3 s by itself.
+    await cluster.start({
+      server: { limits: { roundDebounceMs: 0 }, adminToken: 'admin-token-0123456789' },
+      resources: [
+        {
+          match: 'ip/*',
+          keyed: true,
+          kind: 'rate',
+          capacity: 6,
+          per: '1m',
+          burst: 10,
+          leaseTtlMs: 5000,
+          refreshMs: 200,
+          graceMs: 200,
+          learningMs: 0,
+          unsafeLearning: true,
+        },
+      ],
+    })
+    const clients = await Promise.all([0, 1, 2].map((i) => cluster!.client(`gw-${i}`)))
+    const gws = clients.map((c) => c.keyed('ip'))
+    for (let i = 0; i < 30 && gws.some((f) => f.lease === undefined); i++) await cluster.step(100)
+    // A share earns a new key's burst over the burst's refill (100 s): nobody's before.
+    for (let t = 0; t < 100_000; t += 500) await cluster.step(500)
+    const ip = '10.0.0.1'
+    const before = new Map<string, number>()
+    await run(gws, [{ key: ip, perSec: [20, 20, 20] }], 3_000, before)
+    expect(before.get(ip)).toBeLessThanOrEqual(10)
+    // Spent: a second more earns nothing.
+    const spent = new Map<string, number>()
+    await run(gws, [{ key: ip, perSec: [20, 20, 20] }], 1_000, spent)
+    expect(spent.get(ip) ?? 0).toBeLessThanOrEqual(1)
+    const asked = await cluster.server.http.inject({
+      method: 'POST',
+      url: '/v1/key/reset',
+      headers: { authorization: 'Bearer admin-token-0123456789' },
+      payload: { family: 'ip', key: ip },
+    })
+    expect(asked.statusCode).toBe(200)
+    expect(asked.json()).toMatchObject({ family: 'ip/*', key: ip, reset: 'refilled' })
+    expect(asked.json<{ holders: number }>().holders).toBeGreaterThanOrEqual(3)
+    // A full bucket again, shared by the gateways: the burst once more (what the leases hold of
+    // it), never more than the burst and the minute's trickle.
+    const after = new Map<string, number>()
+    await run(gws, [{ key: ip, perSec: [20, 20, 20] }], 3_000, after)
+    expect(after.get(ip)).toBeLessThanOrEqual(10 + 1)
+    expect(after.get(ip)).toBeGreaterThanOrEqual(8)
+    // From the command line too.
+    const { out, io } = cliIo()
+    const url = `http://127.0.0.1:${cluster.port}`
+    const cli = runCli(
+      ['key', 'ip', ip, '--reset', '--url', url, '--token', 'admin-token-0123456789'],
+      io,
+    )
+    expect(await cli, out.stderr).toBe(0)
+    expect(out.stdout).toMatch(
+      /reset: ip 10\.0\.0\.1 has a full bucket again \(sent to \d+ holders\)/,
+    )
+    const again = new Map<string, number>()
+    await run(gws, [{ key: ip, perSec: [20, 20, 20] }], 3_000, again)
+    expect(again.get(ip)).toBeLessThanOrEqual(10 + 1)
+    expect(again.get(ip)).toBeGreaterThanOrEqual(8)
   })
 
   it('hands out only defaultShare of every key by default: each restart strands less', async () => {

@@ -37,7 +37,8 @@ export function adminRoutes(
   })
 
   // A keyed quota's key gets its whole budget again for the rest of the window (once its
-  // holders said what they spent: server/pool/reset.ts). An admin action: it gives budget.
+  // holders said what they spent), a rate key a full bucket (server/pool/reset.ts). An admin
+  // action: it gives budget.
   app.post('/v1/key/reset', { preHandler: adminHook(coordinator) }, async (req, reply) => {
     const usage = 'POST /v1/key/reset {"family": "<prefix>", "key": "<key>"}'
     const body = keyResetBody.safeParse(req.body)
@@ -64,6 +65,14 @@ export function adminRoutes(
           takesEffectWithinMs: (resetWaitRefreshes + 1) * refreshMs,
         })
       }
+      case 'refilled':
+        return {
+          family,
+          key,
+          reset: 'refilled',
+          holders: result.holders,
+          detail: `every connected holder of the key is sent its lease with a full bucket: it admits a burst again from when each gets it (within a lease's one-way delay)`,
+        }
       case 'unused':
         return {
           family,
@@ -81,7 +90,7 @@ export function adminRoutes(
           .send(
             errorBody(
               'SLUICE_ERR_HTTP_BAD_REQUEST',
-              `${family} is not a keyed quota: only a window's budget is reset; a rate key's bucket fills again by itself within burst ÷ capacity, and a concurrency key's slots come back as work ends`,
+              `${family} is a concurrency family: a key's slots come back as its work ends; a keyed quota's budget and a rate key's bucket can be reset`,
             ),
           )
       case 'hot-keys-full':
