@@ -27,6 +27,7 @@ export function demand(core: Core, session: SessionPort, msg: DemandMessage): vo
     reports,
     core.clock.now(),
     msg.n,
+    session.rttMs,
   )
   core.sendLeases(batches)
   if (overReported.length > 0) {

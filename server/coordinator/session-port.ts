@@ -15,6 +15,11 @@ export interface SessionPort {
    * decisions, central.ts): trusted as `tenant`'s, no token asked.
    */
   readonly internal?: { readonly tenant: string | undefined } | undefined
+  /**
+   * The connection's round trip as last measured (a ping and its pong), in ms; undefined
+   * before any. A quota's blocks last it longer (server/pool/shapes/named-quota.ts).
+   */
+  readonly rttMs?: number | undefined
   send(message: ServerMessage): void
   /** Ends the connection with the error's close code. */
   fail(code: ErrorCode, detail: string): void

@@ -182,6 +182,7 @@ export function reportDemand(
   reports: readonly DemandReport[],
   nowMs: number,
   n?: number,
+  rttMs?: number,
 ): {
   newResources: readonly string[]
   /** Reports whose `used` passed what the client was ever leased (counted as that much). */
@@ -191,6 +192,7 @@ export function reportDemand(
   if (client === undefined) return { newResources: noResources, overReported: noResources }
   // Before any lease this report renews: their window edges are measured from it.
   if (n !== undefined && !(n <= (client.lastReport?.n ?? 0))) client.lastReport = { n, atMs: nowMs }
+  if (rttMs !== undefined) client.rttMs = rttMs
   let newResources: string[] | undefined
   let overReported: string[] | undefined
   for (const report of reports) {

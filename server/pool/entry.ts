@@ -60,6 +60,11 @@ export class ClientState {
    * sending. Undefined for a client that does not number its reports.
    */
   lastReport: { readonly n: number; readonly atMs: number } | undefined = undefined
+  /**
+   * The connection's round trip as its session last measured it (ms; 0 unknown), as of the
+   * newest report: a quota's blocks last a refresh period's renewal and this (named-quota.ts).
+   */
+  rttMs = 0
 
   constructor(key: string, clientId: string, tenant: string | undefined, instance?: string) {
     this.key = key

@@ -135,12 +135,14 @@ export class Pool extends PoolView {
     nowMs: number,
     /** The report's number (`demand.n`): quota leases' window edges are measured from it. */
     n?: number,
+    /** The connection's round trip as last measured (ms): a quota's blocks last it longer. */
+    rttMs?: number,
   ): {
     batches: readonly LeaseBatch[]
     newResources: readonly string[]
     overReported: readonly string[]
   } {
-    const { newResources, overReported } = reportDemand(this.state, key, reports, nowMs, n)
+    const { newResources, overReported } = reportDemand(this.state, key, reports, nowMs, n, rttMs)
     return { batches: flush(this.state), newResources, overReported }
   }
 

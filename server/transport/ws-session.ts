@@ -45,6 +45,10 @@ export class WsSession implements SessionPort {
   readonly remoteAddress: string | undefined
   /** Set on every pong; the heartbeat closes a session that stays silent for a whole period. */
   alive = true
+  /** The round trip of the newest ping answered (ms); undefined before any (SessionPort). */
+  rttMs: number | undefined = undefined
+  /** When the ping awaiting its pong went (undefined: none awaits). */
+  #pingAtMs: number | undefined = undefined
   readonly #ws: WebSocket
   readonly #coordinator: Coordinator
   readonly #clock: Clock
@@ -113,11 +117,14 @@ export class WsSession implements SessionPort {
       if (this.#waiting.length === 0) ws.pong(data)
       else this.#waiting.push({ data, isBinary: false, ping: true })
     })
-    ws.on('pong', () => (this.alive = true))
+    ws.on('pong', () => this.#onPong())
     ws.on('close', () => this.#onClose())
     ws.on('error', (error) =>
       this.#log.debug({ err: error, clientId: this.clientId }, 'socket error'),
     )
+    // The link's round trip from the start, not a heartbeat period later (alive is left as it
+    // is: the heartbeat may visit before this pong comes back).
+    this.#ping()
   }
 
   send(message: ServerMessage): void {
@@ -154,7 +161,22 @@ export class WsSession implements SessionPort {
 
   ping(): void {
     this.alive = false
-    if (this.#ws.readyState === WebSocket.OPEN) this.#ws.ping()
+    this.#ping()
+  }
+
+  #ping(): void {
+    if (this.#ws.readyState !== WebSocket.OPEN) return
+    this.#ws.ping()
+    this.#pingAtMs = this.#clock.now()
+  }
+
+  /** A pong: the peer is alive, and the link's round trip is measured. */
+  #onPong(): void {
+    this.alive = true
+    const sentMs = this.#pingAtMs
+    if (sentMs === undefined) return
+    this.#pingAtMs = undefined
+    this.rttMs = Math.max(0, Math.round(this.#clock.now() - sentMs))
   }
 
   /** A frame arrives: handled now while this turn's share lasts, else at a later turn, in order. */

@@ -39,8 +39,10 @@ describe('quota under faults (real processes)', () => {
     capacity: 1000,
     windowMs: 5000,
     windows: 3,
-    // Blocks of two refresh periods' asking outlast a renewal's round trip (0.8 s here).
-    refreshMs: 1000,
+    // Blocks are sized for two refresh periods and the link's round trip as the coordinator
+    // measures it (0.8 s here): sized for the periods alone they ran dry for half of every
+    // renewal (measured 38-42% of what was asked in each window; with refreshMs 1000, 57-77%).
+    refreshMs: 250,
     coordinatorKillMs: undefined,
     clientKillMs: undefined,
     delayMs: 400,
@@ -56,9 +58,9 @@ describe('quota under faults (real processes)', () => {
         const label = `window ${w.index}: ${w.used} used of ${r.capacity}, ${w.asked} asked`
         expect(w.used, label).toBeLessThanOrEqual(r.capacity)
         // What a 0.8 s round trip costs: the last report's delay before each edge, the first
-        // lease's after it (16% of a 5 s window), and blocks renewed a round trip late
-        // (measured 57-60% in the first window, from the start; 76-77% after).
-        if (i > 0) expect(w.used, label).toBeGreaterThanOrEqual(0.6 * w.asked)
+        // lease's after it (16% of a 5 s window). Measured 67-68% in the first window, from
+        // the start; 74-80% after (38-42% before blocks lasted the round trip).
+        if (i > 0) expect(w.used, label).toBeGreaterThanOrEqual(0.65 * w.asked)
       }
     },
   )
