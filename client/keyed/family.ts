@@ -356,13 +356,23 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
    * is not in it (docs/http.md: how exact).
    */
   clusterRemaining(key: string): number {
-    const here = this.remaining(key)
+    const kind = this.#keyKind
     const limits = this.limitOf(key)
-    const whole = this.#keyKind.refills ? limits.burst : limits.capacity
+    const whole = kind.refills ? limits.burst : limits.capacity
     const state = this.#keys.get(key)
-    const elsewhere = state === undefined ? undefined : this.#keyKind.elsewhere(this.#shares, state)
-    if (elsewhere !== undefined) return Math.min(whole, here + elsewhere)
-    const part = this.leaseOf(key).burst
+    let here: number
+    let part: number
+    if (state === undefined) {
+      here = Math.floor(this.#untracked(key))
+      part = this.leaseOf(key).burst
+    } else {
+      // One look-up, no object made: a response's headers ask this of every keyed request.
+      this.#refreshIfStale(state)
+      here = kind.remaining(this.#shares, state)
+      const elsewhere = kind.elsewhere(this.#shares, state)
+      if (elsewhere !== undefined) return Math.min(whole, here + elsewhere)
+      part = kind.refills ? state.bucket.burst : state.slots
+    }
     if (!(part > 0) || !(whole > 0)) return here
     return Math.min(whole, Math.floor((here * whole) / part + 1e-9))
   }
