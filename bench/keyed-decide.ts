@@ -1,6 +1,4 @@
-import { KeyedFamily } from '../client/keyed/index.js'
-import { resolveKeyedOptions } from '../client/options.js'
-import { ManualClock } from '../shared/index.js'
+import { benchFamily } from './keyed-family.js'
 
 /**
  * The admit path of `KeyedFamily.decide` (what the HTTP edge calls for a keyed family) against
@@ -8,24 +6,7 @@ import { ManualClock } from '../shared/index.js'
  * a bucket that never runs dry (the manual clock is moved between calls). Median of 5 runs.
  * `node dist/bench/keyed-decide.js`
  */
-const owner = {
-  requestEarlyReport: () => undefined,
-  drained: () => undefined,
-  askRemote: () => Promise.resolve({ admitted: false, retryAfterMs: 0 }),
-}
-const clock = new ManualClock()
-const family = new KeyedFamily('k', resolveKeyedOptions('k', {}), clock, clock, owner)
-family.applyFamilyLease({
-  resource: 'k/*',
-  kind: 'rate',
-  capacity: 1 / 3,
-  burst: 1 / 3,
-  ttlMs: 1e12,
-  refreshMs: 1000,
-  safeCapacity: 1 / 3,
-  safeHoldMs: 1000,
-  family: { kind: 'rate', capacity: 1e9, burst: 1e9 },
-})
+const { family, clock } = benchFamily(1e9)
 const n = 2_000_000
 function run(how: 'decide' | 'tryAcquire'): { ns: number; bytes: number } {
   globalThis.gc?.()

@@ -1,6 +1,4 @@
-import { KeyedFamily } from '../client/keyed/index.js'
-import { resolveKeyedOptions } from '../client/options.js'
-import { ManualClock } from '../shared/index.js'
+import { benchFamily } from './keyed-family.js'
 
 /**
  * What a keyed response's `remaining` costs (docs/http.md, how exact `r` is): the cluster's
@@ -8,24 +6,7 @@ import { ManualClock } from '../shared/index.js'
  * the process holds a third of. ns per call and bytes allocated per call, median of 5 runs.
  * `node --expose-gc dist/bench/keyed-remaining.js`
  */
-const owner = {
-  requestEarlyReport: () => undefined,
-  drained: () => undefined,
-  askRemote: () => Promise.resolve({ admitted: false, retryAfterMs: 0 }),
-}
-const clock = new ManualClock()
-const family = new KeyedFamily('k', resolveKeyedOptions('k', {}), clock, clock, owner)
-family.applyFamilyLease({
-  resource: 'k/*',
-  kind: 'rate',
-  capacity: 1 / 3,
-  burst: 1 / 3,
-  ttlMs: 1e12,
-  refreshMs: 1000,
-  safeCapacity: 1 / 3,
-  safeHoldMs: 1000,
-  family: { kind: 'rate', capacity: 100, burst: 100 },
-})
+const { family, clock } = benchFamily(100)
 family.tryAcquire('customer-42')
 const n = 2_000_000
 let sink = 0
