@@ -16,6 +16,9 @@ export function quotaStandingBlock(capacity: number): number {
   return Math.max(1, Math.floor(capacity / 10_000))
 }
 
+/** Refresh periods of round trip a block may be sized for on top of the horizon. */
+const maxRttPeriods = 8
+
 /**
  * Seconds a client's block is sized for: the quota horizon (two refresh periods) and its
  * link's round trip, at most `maxRttPeriods` refresh periods of it (a client that answers its
@@ -30,9 +33,6 @@ export function blockSec(
   const extraMs = Math.min(Math.max(0, rttMs), maxRttPeriods * refreshMs)
   return Math.min(leftMs, horizonMs + extraMs) / 1000
 }
-
-/** Refresh periods of round trip a block may be sized for on top of the horizon. */
-const maxRttPeriods = 8
 
 /**
  * A quota (named, or a family's hot key of a keyed quota). Each client's
