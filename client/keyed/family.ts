@@ -478,6 +478,10 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
       // forgetting it would bring back the default share here.
       state = this.#keyKind.newState(this.#shares, key)
       this.#keys.set(key, state)
+      // A lease of nothing for a key this process never held (it was hot before this process
+      // joined): no default share of it was ever this process's, whatever a new key of the
+      // default split starts with here (a first share may start full), so it starts empty.
+      if (grant.capacity === 0 && this.#keyKind.refills) state.bucket.setRate(0, 0)
     }
     const nowMs = this.#hotClock.now()
     // A quota's key leased here for the first time (it went hot, maybe elsewhere): the

@@ -1,3 +1,4 @@
+import type { BurstSlack } from './burst-slack.js'
 import type { Vacancy } from './handover.js'
 import { kindTraits } from '../../shared/index.js'
 import type { ResourceSettings } from '../config/index.js'
@@ -102,18 +103,24 @@ export class ResourceState {
   shape: Shape
   readonly entries = new Map<string, Entry>()
   /** Σ entry.committed, kept incrementally and recomputed exactly each round. */
-  committedSum = 0
+  #committedSum = 0
+  /**
+   * A rate resource's (a keyed family's) burst that no lease may hold: how much of it a lease
+   * may start full with (lease-out.ts). Made by the registry for kinds that refill; it hears
+   * every change of `committedSum`, at `seenMs`.
+   */
+  burstSlack: BurstSlack | undefined = undefined
+  /** The newest time an entry of this resource recomputed what it commits. */
+  seenMs = -Infinity
   /** Entries whose target is above their newest lease, waiting for free capacity (made when first needed). */
   #starved: Set<Entry> | undefined
   learningUntilMs: number
   /**
    * The latest time any lease of this resource recorded so far may be enforced (its fallback
    * hold included); before any, when the pool began to know what is held. A grant may start a
-   * bucket full only once this is burst ÷ capacity in the past (`quietFor`).
+   * bucket full only with what of the burst nobody may hold (`burstSlack`).
    */
   heldUntilMs: number
-  /** The time of the round whose grants started full: every grant of that instant may. */
-  fullAtMs = Number.NaN
   /**
    * A keyed family's own resource: crowded at its last round (shapes/default-holders.ts). It
    * stays so with one process fewer, so a rolling deploy does not move shares back and forth.
@@ -146,6 +153,16 @@ export class ResourceState {
     this.shape = shape
     this.learningUntilMs = learningUntilMs
     this.heldUntilMs = quietSinceMs
+  }
+
+  get committedSum(): number {
+    return this.#committedSum
+  }
+
+  set committedSum(sum: number) {
+    this.#committedSum = sum
+    const capacity = this.settings.capacity
+    this.burstSlack?.hold(capacity > 0 ? Math.min(1, Math.max(0, sum / capacity)) : 1, this.seenMs)
   }
 
   // A family's hot keys come by the thousand and most never starve or learn: their sets are
@@ -466,6 +483,7 @@ export class Entry {
 
   #setCommitted(nowMs: number): void {
     const value = this.committedAt(nowMs)
+    if (nowMs > this.resource.seenMs) this.resource.seenMs = nowMs
     this.resource.committedSum += value - this.committed
     this.committed = value
     const last = this.leases.at(-1)

@@ -4,7 +4,7 @@ import { batchOf, putLease } from './batches.js'
 import type { Entry, ResourceState } from './entry.js'
 import { pendingInherit } from './handover.js'
 import { keyIsCold, retireKey } from './hot-keys.js'
-import { burstRefillMs, subscribe } from './registry.js'
+import { subscribe } from './registry.js'
 import type { PoolState } from './state.js'
 
 /**
@@ -99,11 +99,15 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
     window === undefined
       ? leaseTtlMsAt(s, nowMs)
       : Math.max(0, Math.floor(window.endMs - nowMs - s.graceMs))
-  // Before this lease is recorded (which marks the resource held): may its bucket start full?
-  // A rate key reset (reset.ts) fills its holders' buckets once, whatever came before.
+  // Before this lease is recorded (which marks it held): may its bucket start full? A first
+  // lease may, with what of the burst nobody may hold. A rate key reset (reset.ts) fills its
+  // holders' buckets once, whatever came before.
   const full =
     window === undefined &&
-    (entry.refillDue || (capacity > 0 && entry.leases.length === 0 && quietFor(pool, r, nowMs)))
+    (entry.refillDue ||
+      (capacity > 0 &&
+        entry.leases.length === 0 &&
+        r.burstSlack?.take(capacity / s.capacity, nowMs) === true))
   entry.refillDue = false
   // The fallback never exceeds the lease: what a silent client may enforce is what it was leased.
   const safeShare = s.safeCapacity ?? s.capacity / Math.max(1, r.entries.size)
@@ -203,30 +207,3 @@ function spentOf(e: Entry, windowIndex: number): number {
 
 /** Σ used of a quota key at an instant (`elsewhere`); weak, so a forgotten key takes its memo. */
 const usedSums = new WeakMap<ResourceState, { atMs: number; window: number; sum: number }>()
-
-/**
- * Whether a rate lease sent now may start its bucket full: nobody could enforce any of the
- * resource (no lease, no fallback, no learning) for the burst's refill time before now, so
- * no token of the burst was spent in it and the bound capacity·t + burst holds over any
- * interval (docs/allocation.md). Every grant of the round that finds it so may (together
- * they hold at most the capacity, so at most the burst); the next round sees them held.
- * A keyed family's first shares may (every key starts full of its share of the burst); its
- * hot keys never (burstRefillMs).
- */
-function quietFor(pool: PoolState, r: ResourceState, nowMs: number): boolean {
-  if (r.fullAtMs === nowMs) return true
-  const refillMs = burstRefillMs(r.settings)
-  if (!(refillMs < Infinity)) return false
-  // While a resource learns, the pool does not know what is held: quiet from its end at the
-  // earliest. A pool that never learned knows every lease from its quietSinceMs on.
-  let quietFromMs =
-    r.learningUntilMs > pool.startMs ? Math.max(r.heldUntilMs, r.learningUntilMs) : r.heldUntilMs
-  // A family: its hot keys' leases too (a key that went back to the default split is spent
-  // on the default shares' buckets; the forgotten ones are in the family's heldUntilMs).
-  if (r.shape.familyShare)
-    for (const key of pool.familyKeys.get(r.settings.id) ?? [])
-      if (key.heldUntilMs > quietFromMs) quietFromMs = key.heldUntilMs
-  if (nowMs < quietFromMs + refillMs) return false
-  r.fullAtMs = nowMs
-  return true
-}

@@ -19,6 +19,7 @@ import { grantIncreases } from './increases.js'
 import { ledgerEntries, restoreEntries, takeChanges } from './ledger-projection.js'
 import { PoolView } from './queries.js'
 import { resetKey, type KeyResetOutcome } from './reset.js'
+import { burstRefillMs, unsettledSlack } from './registry.js'
 import { round, sweepResource } from './rounds.js'
 import { shapeOf } from './shapes/index.js'
 import {
@@ -194,8 +195,17 @@ export class Pool extends PoolView {
     const r = pool.resources.get(resourceId)
     if (r === undefined) return true
     const next = pool.settingsFor(resourceId)
+    const before = r.settings
     r.settings = next ?? copySettings(r.settings, { capacity: 0, burst: 0 })
     r.shape = shapeOf(r.settings)
+    // The shares held were of the old capacity: none of the burst counts as free until every
+    // lease of them may have ended.
+    if (
+      r.settings.capacity !== before.capacity ||
+      r.settings.burst !== before.burst ||
+      burstRefillMs(r.settings) !== burstRefillMs(before)
+    )
+      r.burstSlack = unsettledSlack(r)
     return next !== undefined
   }
 

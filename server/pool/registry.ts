@@ -1,5 +1,6 @@
 import { kindTraits, slowestRefillMs } from '../../shared/index.js'
 import { isFamilyKey, type ResourceSettings } from '../config/index.js'
+import { BurstSlack } from './burst-slack.js'
 import { ClientState, Entry, ResourceState } from './entry.js'
 import { hotSlotKey, type PoolState } from './state.js'
 
@@ -29,6 +30,27 @@ export function burstRefillMs(s: ResourceSettings): number {
   return (s.burst / s.capacity) * 1000
 }
 
+/**
+ * What of a rate resource's burst a lease may start full with (burst-slack.ts): none for a kind
+ * that does not refill or a family's hot key (burstRefillMs). Until the pool knows every lease
+ * that may be enforced (its leases of a forgotten state of the resource, a restart's learning),
+ * anything may be held.
+ */
+export function burstSlackOf(pool: PoolState, r: ResourceState): BurstSlack | undefined {
+  const refillMs = burstRefillMs(r.settings)
+  if (!(refillMs < Infinity) || !(refillMs > 0)) return undefined
+  const unknownUntilMs =
+    r.learningUntilMs > pool.startMs ? Math.max(r.heldUntilMs, r.learningUntilMs) : r.heldUntilMs
+  return new BurstSlack(refillMs, unknownUntilMs)
+}
+
+/** After a change of capacity or burst: nothing free until every lease of the old ones may have ended. */
+export function unsettledSlack(r: ResourceState): BurstSlack | undefined {
+  const refillMs = burstRefillMs(r.settings)
+  if (!(refillMs < Infinity) || !(refillMs > 0)) return undefined
+  return new BurstSlack(refillMs, Math.max(r.heldUntilMs, r.seenMs, r.learningUntilMs))
+}
+
 /** The entry of `client` for `resourceId`, made (with its resource, if new) when there is none. */
 export function subscribe(
   pool: PoolState,
@@ -49,6 +71,7 @@ export function subscribe(
       Math.max(pool.quietSinceMs, pool.quietAfter.get(resourceId)?.heldUntilMs ?? -Infinity),
     )
     pool.quietAfter.delete(resourceId)
+    r.burstSlack = burstSlackOf(pool, r)
     pool.resources.set(resourceId, r)
     const family = settings.family
     if (isKey && family !== undefined) {
@@ -148,7 +171,7 @@ export function setAside(
 }
 
 /** A resource with no entries left leaves the pool (and its family's hot keys). */
-export function forget(pool: PoolState, r: ResourceState): void {
+export function forget(pool: PoolState, r: ResourceState, nowMs = r.seenMs): void {
   pool.resources.delete(r.settings.id)
   // Until the resource is quiet, a new state of it must know when its last lease may end.
   const refillMs = burstRefillMs(r.settings)
@@ -158,7 +181,8 @@ export function forget(pool: PoolState, r: ResourceState): void {
   if (!r.shape.hotKey || family === undefined) return
   // What the key's holders may still spend of it was spent on a default share's keys too: the
   // family is not quiet (a first share that starts full) until its hot keys are, forgotten or not.
-  if (r.heldUntilMs > -Infinity) familyHeld(pool, family.familyId, r.heldUntilMs)
+  if (r.heldUntilMs > -Infinity)
+    familyHeld(pool, family.familyId, r.heldUntilMs, Math.max(nowMs, r.seenMs))
   const keys = pool.familyKeys.get(family.familyId)
   if (keys?.delete(r) === true && r.hotFor !== undefined) {
     const slot = hotSlotKey(family.familyId, r.hotFor)
@@ -170,9 +194,14 @@ export function forget(pool: PoolState, r: ResourceState): void {
 }
 
 /** Notes that a key of family `familyId` may be enforced until `untilMs`, its resource forgotten or not. */
-function familyHeld(pool: PoolState, familyId: string, untilMs: number): void {
+function familyHeld(pool: PoolState, familyId: string, untilMs: number, nowMs: number): void {
   const family = pool.resources.get(familyId)
-  if (family !== undefined) return family.held(untilMs)
+  if (family !== undefined) {
+    // The key's own buckets were outside what the family's default shares hold: from now, for
+    // all the family's bound knows, any of every key's burst may be held until they end.
+    family.burstSlack?.disturb(Math.max(untilMs, nowMs), nowMs)
+    return family.held(untilMs)
+  }
   const refillMs = pool.quietAfter.get(familyId)?.refillMs
   const settings = pool.settingsFor(familyId)
   const ms = refillMs ?? (settings === undefined ? Infinity : burstRefillMs(settings))

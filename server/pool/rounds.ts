@@ -57,6 +57,7 @@ export function round(pool: PoolState, resourceId: string, nowMs: number): void 
  */
 export function sweepResource(pool: PoolState, r: ResourceState, nowMs: number): void {
   let sum = 0
+  if (nowMs > r.seenMs) r.seenMs = nowMs
   for (const e of r.entries.values()) {
     if (e.refresh(nowMs)) pool.touch(e)
     sum += e.committed

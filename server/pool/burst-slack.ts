@@ -1,0 +1,149 @@
+/**
+ * What of a rate resource's burst nobody may be holding: a lower bound, as a share of the burst,
+ * on what one exact central bucket fed the same admissions would hold beyond every token the
+ * processes' buckets hold. A lease may start its bucket full (`full`) while this is at least
+ * its share, and takes that much of it: across every process and every grant, the tokens out
+ * never exceed what the central bucket holds, so the bound capacity·t + burst holds over any
+ * interval (docs/allocation.md, "A bucket that starts full").
+ *
+ * For a keyed family's own resource the bound holds for every key on the default split: each
+ * key has its own central bucket, and the default shares hold the same share of each. A hot
+ * key that goes back to the default split left its own tokens unknown here (`disturb`).
+ *
+ * Why it holds. Let v be the central bucket (burst B, rate C) and s = v − Σ tokens the slack.
+ * Admissions take from both, so they leave s as it is. The processes' buckets hold at most
+ * `held` × B, plus what falls left above their new bursts: an excess that goes at the rate that
+ * left, so a fall of f leaves at most f × B, gone linearly within the refill time B ÷ C. While v
+ * is below B it refills at C and the buckets at most at `held` × C (an excess earns nothing):
+ * s grows at least (1 − held) × C. Whenever v is full, s = B − Σ tokens ≥ B × (1 − held −
+ * excess). A grant that starts full takes its share of s at once. `#advance` keeps, over each
+ * step, the worse of the two cases: grown from the step's start, or from any instant of it at
+ * which v may have been full. Until `unknownUntilMs` (a restart's learning, leases of a
+ * forgotten state, a hot key gone back) anything counts as held, and all of it as a fall then.
+ * Pure: the pool gives it the time.
+ */
+export class BurstSlack {
+  readonly #refillMs: number
+  /** The bound at `#atMs`, a share of the burst (0..1). */
+  #slack = 0
+  #atMs: number
+  /** The share committed to leases since `#atMs` (Σ committed ÷ capacity). */
+  #held = 0
+  /** Anything counts as held until then. */
+  #unknownUntilMs: number
+  /** Falls of `held` in the last refill time: what each may have left above the new bursts. */
+  readonly #falls: Fall[] = []
+
+  /**
+   * @param refillMs the burst's refill time (burst ÷ capacity; a family's slowest key's)
+   * @param unknownUntilMs until then anything may be held (-Infinity: nothing ever was)
+   */
+  constructor(refillMs: number, unknownUntilMs: number) {
+    this.#refillMs = refillMs
+    this.#unknownUntilMs = unknownUntilMs
+    this.#atMs = unknownUntilMs
+    if (!(unknownUntilMs > -Infinity)) this.#slack = 1
+  }
+
+  /** The share of the burst a lease may start full with now. */
+  available(nowMs: number): number {
+    this.#advance(nowMs)
+    return this.#slack
+  }
+
+  /** A lease of `share` starts full now, if the bound allows it: true when it took it. */
+  take(share: number, nowMs: number): boolean {
+    this.#advance(nowMs)
+    if (!(share <= this.#slack + 1e-9)) return false
+    this.#slack = Math.max(0, this.#slack - share)
+    return true
+  }
+
+  /** The leases now commit `share` of the capacity (Σ committed ÷ capacity). */
+  hold(share: number, nowMs: number): void {
+    if (share === this.#held) return
+    this.#advance(nowMs)
+    if (share < this.#held) {
+      const falls = this.#falls
+      if (falls.length >= maxFalls) {
+        // Merged the safe way: both, from the later time.
+        const [a, b] = falls.splice(0, 2) as [Fall, Fall]
+        falls.unshift({ share: a.share + b.share, atMs: Math.max(a.atMs, b.atMs) })
+      }
+      falls.push({ share: this.#held - share, atMs: Math.max(this.#atMs, nowMs) })
+    }
+    this.#held = share
+  }
+
+  /** Anything may be held until `untilMs` (a hot key gone back to the default split): nothing is free until then. */
+  disturb(untilMs: number, nowMs: number): void {
+    this.#advance(nowMs)
+    this.#slack = 0
+    if (untilMs > this.#unknownUntilMs) this.#unknownUntilMs = untilMs
+  }
+
+  /** What falls may still hold above the buckets' bursts at `tauMs`, as a share (1 while unknown). */
+  #excessAt(tauMs: number): number {
+    const unknownUntilMs = this.#unknownUntilMs
+    if (tauMs < unknownUntilMs) return 1
+    const refillMs = this.#refillMs
+    let excess =
+      unknownUntilMs > -Infinity ? Math.max(0, 1 - (tauMs - unknownUntilMs) / refillMs) : 0
+    for (const f of this.#falls) excess += f.share * Math.max(0, 1 - (tauMs - f.atMs) / refillMs)
+    return excess
+  }
+
+  /**
+   * The bound at `nowMs`: the worse of growing from `#slack` at (1 − held) ÷ refill, and, for
+   * each instant τ of the step at which the central bucket may have been full, 1 − held − the
+   * excess at τ (never below 0), grown from τ on. Between the instants where an excess ends
+   * (and where the first case reaches 0) that is linear in τ, so those instants and the step's
+   * ends are the ones to try.
+   */
+  #advance(nowMs: number): void {
+    const fromMs = this.#atMs
+    if (!(nowMs > fromMs)) return
+    this.#atMs = nowMs
+    if (fromMs === -Infinity) return // nothing was ever held before now: all of it is free
+    const refillMs = this.#refillMs
+    const unknownUntilMs = this.#unknownUntilMs
+    const perMs = Math.max(0, 1 - this.#held) / refillMs
+    const grownFrom = (tauMs: number): number =>
+      Math.max(0, nowMs - Math.max(tauMs, unknownUntilMs)) * perMs
+    const fullAt = (tauMs: number): number => 1 - this.#held - this.#excessAt(tauMs)
+    const times = [fromMs, nowMs]
+    const within = (t: number): void => {
+      if (t > fromMs && t < nowMs) times.push(t)
+    }
+    within(unknownUntilMs)
+    within(unknownUntilMs + refillMs)
+    for (const f of this.#falls) within(f.atMs + refillMs)
+    times.sort((a, b) => a - b)
+    let bound = this.#slack + grownFrom(fromMs)
+    let before = Number.NaN
+    let beforeMs = fromMs
+    for (const t of times) {
+      const full = fullAt(t)
+      // Where 1 − held − excess passes 0 between two tries: the worst instant of that stretch.
+      if (before < 0 && full > 0 && t > beforeMs && beforeMs >= unknownUntilMs) {
+        const crossMs = beforeMs + ((t - beforeMs) * -before) / (full - before)
+        if (grownFrom(crossMs) < bound) bound = grownFrom(crossMs)
+      }
+      const b = Math.max(0, full) + grownFrom(t)
+      if (b < bound) bound = b
+      before = full
+      beforeMs = t
+    }
+    this.#slack = Math.max(0, Math.min(bound, 1))
+    const falls = this.#falls
+    while (falls.length > 0 && falls[0]!.atMs + refillMs <= nowMs) falls.shift()
+  }
+}
+
+interface Fall {
+  share: number
+  atMs: number
+}
+
+/** Falls kept at most; more are merged (both, from the later time). */
+const maxFalls = 32

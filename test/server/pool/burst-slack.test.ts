@@ -1,0 +1,171 @@
+import fc from 'fast-check'
+import { describe, expect, it } from 'vitest'
+import { BurstSlack } from '../../../server/pool/burst-slack.js'
+import { ManualClock } from '../../../shared/index.js'
+import { TokenBucket } from '../../../shared/limiters/index.js'
+
+/**
+ * BurstSlack against the promise it serves: processes' real token buckets (a share each,
+ * falls keeping their excess as a share's lease does), buckets started full only when the
+ * bound allows it, spending all they may as an enemy would, and one exact central bucket fed
+ * every admission. The central bucket never goes below 0: what every process admitted is
+ * what one bucket of the burst and capacity admits (capacity·t + burst over any interval).
+ */
+
+const burst = 100
+const ratePerSec = 100
+const refillMs = (burst / ratePerSec) * 1000
+
+describe('BurstSlack', () => {
+  it('a resource nobody ever held may start one lease full of all of it, then nothing more', () => {
+    const slack = new BurstSlack(refillMs, -Infinity)
+    expect(slack.take(0.5, 0)).toBe(true)
+    expect(slack.take(0.5, 0)).toBe(true)
+    expect(slack.take(0.01, 0)).toBe(false)
+  })
+
+  it('what a share holds is not free, and what a share gave up is free once its excess is gone', () => {
+    const slack = new BurstSlack(refillMs, -Infinity)
+    slack.hold(0.75, 0)
+    // The central bucket may be full while three quarters of it sit in the holders' buckets.
+    expect(slack.available(10_000)).toBeCloseTo(0.25, 6)
+    expect(slack.take(0.25, 10_000)).toBe(true)
+    slack.hold(1, 10_000)
+    expect(slack.available(10_000 + 5 * refillMs)).toBe(0)
+    // A holder of half leaves: its bucket may spend what it held above its new burst, going at
+    // the rate that left, so it frees its half over a refill time as the central bucket refills.
+    slack.hold(0.5, 20_000)
+    expect(slack.available(20_000 + refillMs / 2)).toBeCloseTo(0.25, 6)
+    expect(slack.available(20_000 + refillMs)).toBeCloseTo(0.5, 6)
+    expect(slack.available(20_000 + 4 * refillMs)).toBeCloseTo(0.5, 6)
+  })
+
+  it('a share that falls keeps its tokens above its new burst for a while: they are not free', () => {
+    const slack = new BurstSlack(refillMs, -Infinity)
+    slack.hold(0.5, 0)
+    expect(slack.available(5_000)).toBeCloseTo(0.5, 6)
+    slack.hold(0.25, 5_000)
+    // Its bucket may still hold half the burst (a central one full beside it), and spends
+    // what is above its new quarter at the rate that left.
+    expect(slack.available(5_000)).toBeCloseTo(0.5, 6)
+    expect(slack.available(5_000 + refillMs / 2)).toBeCloseTo(0.625, 6)
+    expect(slack.available(5_000 + refillMs)).toBeCloseTo(0.75, 6)
+  })
+
+  it('nothing is free while anything may be held unseen, and it frees over a refill time after', () => {
+    const slack = new BurstSlack(refillMs, 5_000)
+    expect(slack.available(4_000)).toBe(0)
+    expect(slack.available(5_000)).toBe(0)
+    expect(slack.available(5_000 + refillMs / 2)).toBeCloseTo(0.5, 6)
+    expect(slack.available(5_000 + refillMs)).toBeCloseTo(1, 6)
+    slack.disturb(9_000, 8_000)
+    expect(slack.available(8_500)).toBe(0)
+    expect(slack.available(9_000 + refillMs / 2)).toBeCloseTo(0.5, 6)
+    expect(slack.available(9_000 + refillMs)).toBeCloseTo(1, 6)
+  })
+
+  it('never lets the processes admit more than one central bucket would (property)', () => {
+    const step = fc.oneof(
+      fc.record({ t: fc.constant('tick' as const), ms: fc.integer({ min: 1, max: 1500 }) }),
+      fc.record({
+        t: fc.constant('spend' as const),
+        i: fc.integer({ min: 0, max: 2 }),
+        all: fc.boolean(),
+      }),
+      fc.record({
+        t: fc.constant('share' as const),
+        i: fc.integer({ min: 0, max: 2 }),
+        share: fc.constantFrom(0, 0.25, 1 / 3, 0.5, 0.75, 1),
+        full: fc.boolean(),
+      }),
+      fc.record({
+        t: fc.constant('hidden' as const),
+        share: fc.constantFrom(0.25, 0.5, 1),
+        forMs: fc.integer({ min: 0, max: 3000 }),
+      }),
+    )
+    fc.assert(
+      fc.property(
+        fc.integer({ min: -1, max: 3000 }),
+        fc.array(step, { minLength: 1, maxLength: 120 }),
+        (unknownForMs, steps) => {
+          const clock = new ManualClock(0)
+          let centralLevel = burst
+          let centralAtMs = 0
+          const central = (): number => {
+            const now = clock.now()
+            centralLevel = Math.min(burst, centralLevel + ((now - centralAtMs) * ratePerSec) / 1000)
+            centralAtMs = now
+            return centralLevel
+          }
+          const shares = [0, 0, 0]
+          const buckets = shares.map(() => new TokenBucket(clock, 0, 0, 0))
+          // Something the bound does not see (a hot key's own leases, a restart's unknown
+          // holders): a share, with as many tokens as the central bucket allows, until it ends.
+          let hidden = { share: 0, untilMs: -Infinity, bucket: new TokenBucket(clock, 0, 0, 0) }
+          const startHidden = (share: number, untilMs: number): void => {
+            const room = Math.max(0, 1 - shares.reduce((a, b) => a + b, 0))
+            const s = Math.min(share, room)
+            const free =
+              central() - buckets.reduce((a, b) => a + b.tokens, 0) - hidden.bucket.tokens
+            hidden = {
+              share: s,
+              untilMs,
+              bucket: new TokenBucket(
+                clock,
+                s * ratePerSec,
+                s * burst,
+                Math.max(0, Math.min(s * burst, free)),
+              ),
+            }
+          }
+          let slack: BurstSlack
+          if (unknownForMs < 0) slack = new BurstSlack(refillMs, -Infinity)
+          else {
+            startHidden(1, unknownForMs)
+            slack = new BurstSlack(refillMs, unknownForMs)
+          }
+          const spend = (b: TokenBucket, all: boolean): void => {
+            const take = all ? b.tokens : b.tokens / 2
+            if (!(take > 0) || !b.tryTake(take)) return
+            const level = central()
+            expect(take).toBeLessThanOrEqual(level + 1e-6)
+            centralLevel = level - take
+          }
+          for (const s of steps) {
+            if (s.t === 'tick') {
+              const toMs = clock.now() + s.ms
+              // What was unseen ends when it was said to (its excess goes on as a fall's does).
+              if (hidden.share > 0 && hidden.untilMs <= toMs) {
+                clock.advance(Math.max(0, hidden.untilMs - clock.now()))
+                hidden.share = 0
+                hidden.bucket.setRate(0, 0, true)
+              }
+              clock.advance(toMs - clock.now())
+              spend(hidden.bucket, true)
+            } else if (s.t === 'spend') spend(buckets[s.i]!, s.all)
+            else if (s.t === 'hidden') {
+              if (hidden.share > 0) continue
+              startHidden(s.share, clock.now() + s.forMs)
+              slack.disturb(clock.now() + s.forMs, clock.now())
+            } else {
+              const others = shares.reduce((a, b, j) => (j === s.i ? a : a + b), 0) + hidden.share
+              const share = Math.min(s.share, Math.max(0, 1 - others))
+              const before = shares[s.i]!
+              shares[s.i] = share
+              const b = buckets[s.i]!
+              b.setRate(share * ratePerSec, share * burst, true)
+              slack.hold(
+                shares.reduce((a, c) => a + c, 0),
+                clock.now(),
+              )
+              // A process that held nothing may start full, as a first lease does.
+              if (before === 0 && share > 0 && s.full && slack.take(share, clock.now())) b.fill()
+            }
+          }
+        },
+      ),
+      { numRuns: 2000 },
+    )
+  })
+})
