@@ -70,8 +70,13 @@ export function subscribe(
       pool.startMs + (pool.learn ? settings.learningMs : 0),
       Math.max(pool.quietSinceMs, pool.quietAfter.get(resourceId)?.heldUntilMs ?? -Infinity),
     )
+    // What of its burst nobody may hold goes on from where its forgotten state left it.
+    const kept = pool.quietAfter.get(resourceId)
     pool.quietAfter.delete(resourceId)
-    r.burstSlack = burstSlackOf(pool, r)
+    r.burstSlack =
+      kept?.slack !== undefined && kept.refillMs === burstRefillMs(settings)
+        ? kept.slack
+        : burstSlackOf(pool, r)
     pool.resources.set(resourceId, r)
     const family = settings.family
     if (isKey && family !== undefined) {
@@ -176,7 +181,11 @@ export function forget(pool: PoolState, r: ResourceState, nowMs = r.seenMs): voi
   // Until the resource is quiet, a new state of it must know when its last lease may end.
   const refillMs = burstRefillMs(r.settings)
   if (refillMs < Infinity && r.heldUntilMs > -Infinity)
-    pool.quietAfter.set(r.settings.id, { heldUntilMs: r.heldUntilMs, refillMs })
+    pool.quietAfter.set(r.settings.id, {
+      heldUntilMs: r.heldUntilMs,
+      refillMs,
+      slack: r.burstSlack,
+    })
   const family = r.settings.family
   if (!r.shape.hotKey || family === undefined) return
   // What the key's holders may still spend of it was spent on a default share's keys too: the
@@ -202,10 +211,15 @@ function familyHeld(pool: PoolState, familyId: string, untilMs: number, nowMs: n
     family.burstSlack?.disturb(Math.max(untilMs, nowMs), nowMs)
     return family.held(untilMs)
   }
-  const refillMs = pool.quietAfter.get(familyId)?.refillMs
+  const kept = pool.quietAfter.get(familyId)
   const settings = pool.settingsFor(familyId)
-  const ms = refillMs ?? (settings === undefined ? Infinity : burstRefillMs(settings))
+  const ms = kept?.refillMs ?? (settings === undefined ? Infinity : burstRefillMs(settings))
   if (!(ms < Infinity)) return
-  const before = pool.quietAfter.get(familyId)?.heldUntilMs ?? -Infinity
-  pool.quietAfter.set(familyId, { heldUntilMs: Math.max(before, untilMs), refillMs: ms })
+  kept?.slack?.disturb(Math.max(untilMs, nowMs), nowMs)
+  const before = kept?.heldUntilMs ?? -Infinity
+  pool.quietAfter.set(familyId, {
+    heldUntilMs: Math.max(before, untilMs),
+    refillMs: ms,
+    slack: kept?.slack,
+  })
 }

@@ -1,3 +1,4 @@
+import type { BurstSlack } from './burst-slack.js'
 import { windowAt, type ResourceSettings, type WindowSpec } from '../config/index.js'
 import type { LeaseGrant } from '../../shared/index.js'
 import type { ClientState, Entry, ResourceState } from './entry.js'
@@ -62,8 +63,14 @@ export class PoolState {
   readonly hotKeysByTenant = new Map<string, number>()
   /** Per tenant, the resources its clients use and how many of them use each. */
   readonly tenantResources = new Map<string, Map<string, number>>()
-  /** Resources forgotten (no entries) whose last lease may still be enforced, or was lately. */
-  readonly quietAfter = new Map<string, { heldUntilMs: number; refillMs: number }>()
+  /**
+   * Resources forgotten (no entries) whose last lease may still be enforced, or was lately, and
+   * what of their burst nobody may hold (`slack`), which a new state of them takes up.
+   */
+  readonly quietAfter = new Map<
+    string,
+    { heldUntilMs: number; refillMs: number; slack?: BurstSlack | undefined }
+  >()
   /** Resources whose acks or releases left increases waiting (see `takeWaiting`). */
   readonly waiting = new Set<string>()
   /** The batch being made for each client, until the flush. */

@@ -115,6 +115,27 @@ describe('a first lease on a quiet resource starts full', () => {
     expect(burstOf(apiD, 5)).toBe(5)
   })
 
+  it("a replacement starts full once the one it replaces gave the resource up and a refill time passed, not its lease's life", async () => {
+    const c = await cluster()
+    await c.step(1000)
+    const a = await c.client('a')
+    const apiA = a.resource('api', { wants: 1000 })
+    for (let i = 0; i < 50 && apiA.lease === undefined; i++) await c.step(10)
+    expect(apiA.lease?.full).toBe(true)
+    expect(burstOf(apiA, 1000)).toBe(1000)
+    // a gives the resource up (release, then close). Its lease would have counted for its life,
+    // its grace and its safe hold (2.7 s here) before any bucket could start full again; what
+    // its bucket held is all that may still be spent, and that is gone within a refill time.
+    apiA.release()
+    await a.close()
+    await c.step(1100)
+    const d = await c.client('d')
+    const apiD = d.resource('api', { wants: 1000 })
+    for (let i = 0; i < 50 && apiD.lease === undefined; i++) await c.step(10)
+    expect(apiD.lease?.full).toBe(true)
+    expect(burstOf(apiD, 2000)).toBe(1000) // the whole burst, never more
+  })
+
   it("a keyed family's first share: every key starts full; a share that moved since earns its burst", async () => {
     const c = await cluster()
     await c.step(1000)
