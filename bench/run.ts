@@ -10,6 +10,7 @@ import { benchHttp, benchHttpInstructions } from './http.js'
 import { benchKeys } from './keys.js'
 import { benchKeysScale } from './keys-scale.js'
 import { benchQuota } from './quota.js'
+import { benchRemote, remoteRow } from './remote.js'
 import { benchMassRestart } from './mass-restart.js'
 import { benchSafeHold } from './safe-hold.js'
 
@@ -148,6 +149,27 @@ if (only === 'efficiency') {
   for (const s of efficiencyScenarios)
     if (pick === undefined || s.name.includes(pick))
       console.log(efficiencyRow(await runEfficiency(s)))
+}
+
+// Not in the default set: a real coordinator. BENCH_REMOTE_PROCESSES, BENCH_REMOTE_PACED (asks/s),
+// BENCH_REMOTE_WINDOW (asks in flight per process), BENCH_MEASURE_MS.
+if (only === 'remote') {
+  const processes = Number(process.env.BENCH_REMOTE_PROCESSES ?? 6)
+  console.log(
+    '\n## remote decisions (a crowded keyed family: every check asked of the coordinator, loopback)\n',
+  )
+  console.log(
+    '| phase | processes | asked/s | answered/s | admitted | p50 ms | p99 ms | p99.9 ms |',
+  )
+  console.log('| --- | --- | --- | --- | --- | --- | --- | --- |')
+  const rows = await benchRemote({
+    processes,
+    keys: 10_000,
+    pacedPerSec: Number(process.env.BENCH_REMOTE_PACED ?? 5_000),
+    window: Number(process.env.BENCH_REMOTE_WINDOW ?? 64),
+    measureMs: Number(process.env.BENCH_MEASURE_MS ?? 5_000),
+  })
+  for (const r of rows) console.log(remoteRow(r, processes))
 }
 
 if (only === 'safe-hold') {

@@ -10,8 +10,19 @@ export interface RemoteAnswer {
   readonly window?: number | undefined
 }
 
-/** Frames of asks leave at least this far apart (at most 500 a second). */
-const minFrameGapMs = 2
+/**
+ * Frames of asks leave at most this many a second, sustained (the coordinator allows 1,000:
+ * `maxDecideFramesPerSec`, bursts of twice that)...
+ */
+const framesPerSec = 500
+/**
+ * ...and up to this many at once after a quiet spell: an ask made while the pacer has room
+ * leaves in the turn it was made, so a gateway that asks less than `framesPerSec` times a
+ * second waits one round trip for each answer, no more (#41: a 2 ms gap between frames made
+ * the median answer 1.6-2 ms where the round trip is 0.3 ms). Within the coordinator's budget
+ * over any interval: at most 50 + 500·t frames against its 2,000 + 1,000·t.
+ */
+const frameBurst = 50
 
 /** No connection, or too many asks in flight: refused here, at once, as a share would. */
 const unanswered: RemoteAnswer = Object.freeze({ admitted: false, retryAfterMs: 0 })
@@ -19,10 +30,11 @@ const unanswered: RemoteAnswer = Object.freeze({ admitted: false, retryAfterMs: 
 /**
  * Remote decisions: checks a process could not decide by its own share, asked
  * of the coordinator (docs/protocol.md, `decide`). Asks made in one turn of
- * the event loop leave together (frames of at most maxEntries), and frames
- * leave `minFrameGapMs` apart at the closest: a gateway whose requests each
- * come in a turn of their own sends at most 500 frames a second, each with
- * what was asked since the last (the coordinator's budget is 1,000). Each
+ * the event loop leave together (frames of at most maxEntries), at once
+ * while a pacer of `framesPerSec` (bursts of `frameBurst`) has room, else when
+ * it has: a gateway whose requests each come in a turn of their own sends at
+ * most 500 frames a second, each with what was asked since the last (the
+ * coordinator's budget is 1,000). Each
  * promise resolves with the answer naming its number, or refused when the
  * connection drops first (an ask is never retried: the request it stands
  * for is waiting). At most `maxInFlight` asks are out at once; more are
@@ -37,12 +49,15 @@ export class RemoteDecisions {
   #next = 0
   #flushing = false
   #timer: Timer | undefined = undefined
-  #lastSentMs = -Infinity
+  /** The pacer: frames that may leave now, as of `#pacedAtMs`. */
+  #frames = frameBurst
+  #pacedAtMs: number
 
   constructor(send: (asks: DecideMessage['asks']) => void, maxInFlight: number, clock: Clock) {
     this.#send = send
     this.#maxInFlight = maxInFlight
     this.#clock = clock
+    this.#pacedAtMs = clock.now()
   }
 
   /** Asks in flight (sent or queued). */
@@ -58,7 +73,7 @@ export class RemoteDecisions {
     this.#queue.push([n, resource, cost])
     if (!this.#flushing) {
       this.#flushing = true
-      const waitMs = this.#lastSentMs + minFrameGapMs - this.#clock.now()
+      const waitMs = this.#paceMs()
       if (waitMs <= 0) queueMicrotask(() => this.#flush())
       else this.#timer = this.#clock.setTimeout(() => this.#flush(), waitMs)
     }
@@ -71,8 +86,18 @@ export class RemoteDecisions {
     const asks = this.#queue
     this.#queue = []
     if (asks.length === 0) return
-    this.#lastSentMs = this.#clock.now()
+    this.#paceMs()
+    this.#frames -= 1
     this.#send(asks)
+  }
+
+  /** Refills the pacer; how long until a frame may leave (0: now). */
+  #paceMs(): number {
+    const nowMs = this.#clock.now()
+    const earned = Math.max(0, nowMs - this.#pacedAtMs) * (framesPerSec / 1000)
+    this.#frames = Math.min(frameBurst, this.#frames + earned)
+    this.#pacedAtMs = nowMs
+    return this.#frames >= 1 ? 0 : ((1 - this.#frames) * 1000) / framesPerSec
   }
 
   /** The coordinator's answers. An answer to no ask in flight (one from an old connection) is ignored. */
