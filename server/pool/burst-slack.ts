@@ -96,9 +96,9 @@ export class BurstSlack {
   /**
    * The bound at `nowMs`: the worse of growing from `#slack` at (1 − held) ÷ refill, and, for
    * each instant τ of the step at which the central bucket may have been full, 1 − held − the
-   * excess at τ (never below 0), grown from τ on. Between the instants where an excess ends
-   * (and where the first case reaches 0) that is linear in τ, so those instants and the step's
-   * ends are the ones to try.
+   * excess at τ, grown from τ on (taken as it is when below 0: a weaker bound, linear between the
+   * instants where an excess ends, so those instants and the step's ends are the ones to try).
+   * Nothing allocated: it runs at every change of what the leases commit.
    */
   #advance(nowMs: number): void {
     const fromMs = this.#atMs
@@ -107,36 +107,32 @@ export class BurstSlack {
     if (fromMs === -Infinity) return // nothing was ever held before now: all of it is free
     const refillMs = this.#refillMs
     const unknownUntilMs = this.#unknownUntilMs
-    const perMs = Math.max(0, 1 - this.#held) / refillMs
-    const grownFrom = (tauMs: number): number =>
-      Math.max(0, nowMs - Math.max(tauMs, unknownUntilMs)) * perMs
-    const fullAt = (tauMs: number): number => 1 - this.#held - this.#excessAt(tauMs)
-    const times = [fromMs, nowMs]
-    const within = (t: number): void => {
-      if (t > fromMs && t < nowMs) times.push(t)
-    }
-    within(unknownUntilMs)
-    within(unknownUntilMs + refillMs)
-    for (const f of this.#falls) within(f.atMs + refillMs)
-    times.sort((a, b) => a - b)
-    let bound = this.#slack + grownFrom(fromMs)
-    let before = Number.NaN
-    let beforeMs = fromMs
-    for (const t of times) {
-      const full = fullAt(t)
-      // Where 1 − held − excess passes 0 between two tries: the worst instant of that stretch.
-      if (before < 0 && full > 0 && t > beforeMs && beforeMs >= unknownUntilMs) {
-        const crossMs = beforeMs + ((t - beforeMs) * -before) / (full - before)
-        if (grownFrom(crossMs) < bound) bound = grownFrom(crossMs)
-      }
-      const b = Math.max(0, full) + grownFrom(t)
-      if (b < bound) bound = b
-      before = full
-      beforeMs = t
+    let bound = this.#slack + this.#grown(fromMs, nowMs)
+    bound = Math.min(bound, this.#fullAt(fromMs, nowMs), this.#fullAt(nowMs, nowMs))
+    if (unknownUntilMs > fromMs && unknownUntilMs < nowMs)
+      bound = Math.min(bound, this.#fullAt(unknownUntilMs, nowMs))
+    const unknownEndsMs = unknownUntilMs + refillMs
+    if (unknownEndsMs > fromMs && unknownEndsMs < nowMs)
+      bound = Math.min(bound, this.#fullAt(unknownEndsMs, nowMs))
+    const falls = this.#falls
+    for (let i = 0; i < falls.length; i++) {
+      const endsMs = falls[i]!.atMs + refillMs
+      if (endsMs > fromMs && endsMs < nowMs) bound = Math.min(bound, this.#fullAt(endsMs, nowMs))
     }
     this.#slack = Math.max(0, Math.min(bound, 1))
-    const falls = this.#falls
     while (falls.length > 0 && falls[0]!.atMs + refillMs <= nowMs) falls.shift()
+  }
+
+  /** What grows from `tauMs` to `nowMs` while the central bucket refills (none while unknown). */
+  #grown(tauMs: number, nowMs: number): number {
+    const fromMs = tauMs > this.#unknownUntilMs ? tauMs : this.#unknownUntilMs
+    if (!(nowMs > fromMs)) return 0
+    return ((nowMs - fromMs) / this.#refillMs) * Math.max(0, 1 - this.#held)
+  }
+
+  /** The bound had the central bucket been full at `tauMs`, grown to `nowMs`. */
+  #fullAt(tauMs: number, nowMs: number): number {
+    return 1 - this.#held - this.#excessAt(tauMs) + this.#grown(tauMs, nowMs)
   }
 }
 
