@@ -42,6 +42,25 @@ const quantile = (sorted: Float64Array, q: number): number =>
     ? Number.NaN
     : sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!
 
+/** One phase's row: rates over `seconds`, and the latencies' quantiles. */
+function phaseRow(
+  phase: string,
+  seconds: number,
+  counts: { asked: number; answered: number; admitted: number },
+  latencies: readonly number[],
+): RemoteBenchRow {
+  const sorted = Float64Array.from(latencies).sort()
+  return {
+    phase,
+    askedPerSec: counts.asked / seconds,
+    answeredPerSec: counts.answered / seconds,
+    admittedShare: counts.answered > 0 ? counts.admitted / counts.answered : 0,
+    p50Ms: quantile(sorted, 0.5),
+    p99Ms: quantile(sorted, 0.99),
+    p999Ms: quantile(sorted, 0.999),
+  }
+}
+
 export async function benchRemote(options: RemoteBenchOptions): Promise<RemoteBenchRow[]> {
   const dir = await mkdtemp(join(tmpdir(), 'sluice-remote-'))
   const configPath = join(dir, 'sluice.json')
@@ -116,16 +135,14 @@ export async function benchRemote(options: RemoteBenchOptions): Promise<RemoteBe
       }
       await sleep(200)
       const seconds = (hostMs() - startMs - 200) / 1000
-      const sorted = Float64Array.from(latencies).sort()
-      rows.push({
-        phase: `paced, ${options.pacedPerSec.toLocaleString('en')} asks/s`,
-        askedPerSec: asked / seconds,
-        answeredPerSec: answered / seconds,
-        admittedShare: answered > 0 ? admitted / answered : 0,
-        p50Ms: quantile(sorted, 0.5),
-        p99Ms: quantile(sorted, 0.99),
-        p999Ms: quantile(sorted, 0.999),
-      })
+      rows.push(
+        phaseRow(
+          `paced, ${options.pacedPerSec.toLocaleString('en')} asks/s`,
+          seconds,
+          { asked, answered, admitted },
+          latencies,
+        ),
+      )
     }
 
     // Saturated: each client keeps `window` asks in flight.
@@ -154,16 +171,14 @@ export async function benchRemote(options: RemoteBenchOptions): Promise<RemoteBe
       stop = true
       const seconds = (hostMs() - startMs) / 1000
       await Promise.all(loops)
-      const sorted = Float64Array.from(latencies).sort()
-      rows.push({
-        phase: `saturated, ${options.window} in flight per process`,
-        askedPerSec: asked / seconds,
-        answeredPerSec: answered / seconds,
-        admittedShare: answered > 0 ? admitted / answered : 0,
-        p50Ms: quantile(sorted, 0.5),
-        p99Ms: quantile(sorted, 0.99),
-        p999Ms: quantile(sorted, 0.999),
-      })
+      rows.push(
+        phaseRow(
+          `saturated, ${options.window} in flight per process`,
+          seconds,
+          { asked, answered, admitted },
+          latencies,
+        ),
+      )
     }
     return rows
   } finally {
