@@ -37,6 +37,11 @@ export interface CoordinatorOptions {
   port?: number | undefined
   /** Default: the system clock. */
   clock?: Clock | undefined
+  /**
+   * What times the event loop's turns, which the connections' frames share (transport/turns.ts):
+   * the system clock, even where `clock` is a manual one. Tests may make frames look slow.
+   */
+  loopClock?: Clock | undefined
   /** Default: pino at level info on stdout. */
   logger?: Logger | undefined
   /** Watch the config file and reload on change; default true when `config` is a path. */
@@ -182,7 +187,7 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
     reload,
     ready: () => ready && !coordinator.closed,
   })
-  const gateway = new Gateway(app.server, coordinator, clock, logger)
+  const gateway = new Gateway(app.server, coordinator, clock, logger, options.loopClock)
   const host = options.host ?? config.server.host
   const port = await listen(app, host, options.port ?? config.server.port).catch(async (e) => {
     await ledger?.close().catch(() => undefined)

@@ -2,7 +2,7 @@ import type { IncomingMessage, Server } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { Logger } from 'pino'
 import { WebSocketServer, type WebSocket } from 'ws'
-import { connectPath, type Clock, type Timer } from '../../shared/index.js'
+import { connectPath, systemClock, type Clock, type Timer } from '../../shared/index.js'
 import type { Coordinator } from '../coordinator/index.js'
 import { HeartbeatSlots } from './heartbeat-slots.js'
 import { Turns } from './turns.js'
@@ -20,10 +20,18 @@ export class Gateway {
   readonly #onUpgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) => void
   readonly #server: Server
   readonly #coordinator: Coordinator
-  /** The event loop's turns: each connection's frames take at most a share of one (ws-session.ts). */
-  readonly #turns = new Turns()
+  /** The event loop's turns: the frames of all connections take at most a share of each (turns.ts). */
+  readonly #turns: Turns
 
-  constructor(server: Server, coordinator: Coordinator, clock: Clock, log: Logger) {
+  /** `loopClock` times the event loop's turns (the real clock, whatever `clock` is). */
+  constructor(
+    server: Server,
+    coordinator: Coordinator,
+    clock: Clock,
+    log: Logger,
+    loopClock: Clock = systemClock,
+  ) {
+    this.#turns = new Turns(loopClock)
     this.#server = server
     this.#coordinator = coordinator
     // Frames up to twice the limit reach the session, which closes with 4413;

@@ -16,20 +16,19 @@ import {
 } from '../../shared/index.js'
 import type { Coordinator, SessionPort } from '../coordinator/index.js'
 import { MessageBudget } from './message-budget.js'
-import type { Turns } from './turns.js'
+import type { TurnWaiter, Turns } from './turns.js'
 
 /** A `decide` frame counts in limits.maxDecideFramesPerSec once per this many bytes begun. */
 const decideFrameUnitBytes = 4096
 
 /**
- * What one connection's frames may take of one turn of the event loop; past it they wait
- * for the next turn, and past `maxWaitingBytes` waiting its socket is paused (TCP then holds
- * the sender back). libuv reads up to 32 × 64 KiB of a socket in a turn and ws hands every
- * frame of it on at once: a connection flooding remote decisions held the loop 0.8–1.6 s at
- * a time, and another tenant's lease waited 2.9 s for its renewal (docs/security.md).
+ * Frames past what a turn of the event loop has left wait, in order, for the next turns
+ * (turns.ts), and past `maxWaitingBytes` waiting a connection's socket is paused (TCP then
+ * holds the sender back). libuv reads up to 32 × 64 KiB of a socket in a turn and ws hands
+ * every frame of it on at once: a connection flooding remote decisions held the loop
+ * 0.8–1.6 s at a time, and another tenant's lease waited 2.9 s for its renewal
+ * (docs/security.md).
  */
-const framesPerTurn = 8
-const bytesPerTurn = 64 * 1024
 const maxWaitingBytes = 256 * 1024
 
 /**
@@ -38,7 +37,7 @@ const maxWaitingBytes = 256 * 1024
  * messages to the coordinator. Anything thrown inside is logged with its
  * cause and ends only this connection.
  */
-export class WsSession implements SessionPort {
+export class WsSession implements SessionPort, TurnWaiter {
   clientId: string | undefined = undefined
   tenant: string | undefined = undefined
   readonly upgradeToken: string | undefined
@@ -63,10 +62,6 @@ export class WsSession implements SessionPort {
   #helloTimer: Timer | undefined
   #closing = false
   readonly #turns: Turns
-  /** The turn `#turnFrames` and `#turnBytes` count in. */
-  #turn = -1
-  #turnFrames = 0
-  #turnBytes = 0
   /** Frames past this turn's share, in order, and their bytes; a ping among them is answered in its place. */
   #waiting: { data: Buffer; isBinary: boolean; ping?: true }[] = []
   #waitingBytes = 0
@@ -179,51 +174,32 @@ export class WsSession implements SessionPort {
     this.rttMs = Math.max(0, Math.round(this.#clock.now() - sentMs))
   }
 
-  /** A frame arrives: handled now while this turn's share lasts, else at a later turn, in order. */
+  /** A frame arrives: handled now if this turn has room and none of this connection's wait, else later, in order. */
   #arrive(data: Buffer, isBinary: boolean): void {
-    if (this.#waiting.length === 0 && this.#takeTurn(data.length))
-      return this.#onFrame(data, isBinary)
-    if (this.#waiting.length === 0) this.#turns.later(() => this.#drain())
+    if (this.#waiting.length === 0 && this.#turns.mayHandle()) return this.#onFrame(data, isBinary)
+    if (this.#waiting.length === 0) this.#turns.wait(this)
     this.#waiting.push({ data, isBinary })
     this.#waitingBytes += data.length
     if (this.#waitingBytes > maxWaitingBytes && !this.#ws.isPaused) this.#ws.pause()
   }
 
-  /** Whether a frame of `bytes` fits what is left of this turn's share. */
-  #takeTurn(bytes: number): boolean {
-    const turn = this.#turns.now
-    if (turn !== this.#turn) {
-      this.#turn = turn
-      this.#turnFrames = 0
-      this.#turnBytes = 0
+  /** Its turn has come (Turns): answers the pings at the front, then handles one frame if the turn has room. */
+  serveOne(): 'more' | 'done' | 'full' {
+    let next = this.#waiting[0]
+    while (next?.ping === true) {
+      this.#waiting.shift()
+      if (this.#ws.readyState === WebSocket.OPEN) this.#ws.pong(next.data)
+      next = this.#waiting[0]
     }
-    // The first frame of a turn always fits, however large.
-    if (
-      this.#turnFrames > 0 &&
-      (this.#turnFrames >= framesPerTurn || this.#turnBytes + bytes > bytesPerTurn)
-    )
-      return false
-    this.#turnFrames++
-    this.#turnBytes += bytes
-    return true
-  }
-
-  /** Handles waiting frames while this turn's share lasts; the rest wait for the next. */
-  #drain(): void {
-    for (;;) {
-      const next = this.#waiting[0]
-      if (next?.ping === true) {
-        this.#waiting.shift()
-        if (this.#ws.readyState === WebSocket.OPEN) this.#ws.pong(next.data)
-        continue
-      }
-      if (next === undefined || !this.#takeTurn(next.data.length)) break
+    if (next !== undefined) {
+      if (!this.#turns.mayHandle()) return 'full'
       this.#waiting.shift()
       this.#waitingBytes -= next.data.length
       this.#onFrame(next.data, next.isBinary)
     }
-    if (this.#waiting.length > 0) this.#turns.later(() => this.#drain())
-    else if (this.#ws.isPaused) this.#ws.resume()
+    if (this.#waiting.length > 0) return 'more'
+    if (this.#ws.isPaused) this.#ws.resume()
+    return 'done'
   }
 
   #onFrame(data: Buffer, isBinary: boolean): void {

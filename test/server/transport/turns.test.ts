@@ -1,26 +1,80 @@
 import { describe, expect, it } from 'vitest'
-import { Turns } from '../../../server/transport/turns.js'
-import type { ServerMessage } from '../../../shared/index.js'
-import { closedAfterEach, simpleConfig, startCoordinator } from '../../helpers/coordinator.js'
+import { Turns, type TurnWaiter } from '../../../server/transport/turns.js'
+import { createCoordinator } from '../../../server/index.js'
+import { ManualClock, systemClock, type ServerMessage } from '../../../shared/index.js'
+import { closedAfterEach, silentLogger, simpleConfig } from '../../helpers/coordinator.js'
 import { TestClient } from '../../helpers/ws-client.js'
 
+/** A connection's frames, each taking `ms` of `clock`, served through `turns`; `log` records them. */
+function waiter(
+  turns: Turns,
+  clock: ManualClock,
+  name: string,
+  frames: number,
+  log: string[],
+  ms = 2,
+): TurnWaiter {
+  return {
+    serveOne() {
+      if (frames === 0) return 'done'
+      if (!turns.mayHandle()) return 'full'
+      frames--
+      log.push(`${turns.now}:${name}`)
+      clock.advance(ms)
+      return frames > 0 ? 'more' : 'done'
+    },
+  }
+}
+
 describe('Turns', () => {
-  it('numbers turns, asks for a next turn only when read or waited on, and runs what waits there', () => {
+  it('handles frames for at most its budget of a turn, the first always', () => {
     const pending: (() => void)[] = []
-    const turns = new Turns((f) => pending.push(f))
+    const clock = new ManualClock()
+    const turns = new Turns(clock, 5, (f) => pending.push(f))
     expect(pending).toHaveLength(0)
+    expect(turns.mayHandle(), 'the first frame of a turn').toBe(true)
+    // A turn that handled anything asks for the next, once.
+    expect(pending).toHaveLength(1)
+    clock.advance(50)
+    expect(turns.mayHandle(), 'however long the first took').toBe(false)
+    expect(pending).toHaveLength(1)
+    pending.shift()!()
+    const handled: boolean[] = []
+    for (let i = 0; i < 6; i++) {
+      handled.push(turns.mayHandle())
+      clock.advance(1)
+    }
+    expect(handled).toEqual([true, true, true, true, true, false])
+    expect(pending).toHaveLength(1)
+  })
+
+  it('serves waiting connections a frame at a time, round robin, the one cut off first at the next turn', () => {
+    const pending: (() => void)[] = []
+    const clock = new ManualClock()
+    // Frames of 2 ms, a budget of 5: three frames a turn (the third begins at 4 ms).
+    const turns = new Turns(clock, 5, (f) => pending.push(f))
+    const log: string[] = []
+    // A flood of five frames and two of one frame each, one of them arriving later.
+    turns.wait(waiter(turns, clock, 'flood', 5, log))
+    turns.wait(waiter(turns, clock, 'a', 1, log))
+    expect(pending).toHaveLength(1)
+    pending.shift()!()
     const first = turns.now
-    expect(turns.now).toBe(first)
-    expect(pending).toHaveLength(1)
-    const ran: number[] = []
-    turns.later(() => ran.push(turns.now))
-    expect(pending).toHaveLength(1)
-    pending.shift()!()
-    expect(ran).toEqual([first + 1])
-    // Read during the turn it ran in: the next turn is asked for again.
-    expect(pending).toHaveLength(1)
-    pending.shift()!()
-    expect(turns.now).toBe(first + 2)
+    turns.wait(waiter(turns, clock, 'b', 1, log))
+    // The flood's frame cut off goes first at the next turn; 'b', come since, behind it alone.
+    while (pending.length > 0) pending.shift()!()
+    const at = (turn: number, name: string) => `${first + turn}:${name}`
+    expect(log).toEqual([
+      at(0, 'flood'),
+      at(0, 'a'),
+      at(0, 'flood'),
+      at(1, 'flood'),
+      at(1, 'b'),
+      at(1, 'flood'),
+      at(2, 'flood'),
+    ])
+    expect(turns.waiting).toBe(0)
+    expect(pending, 'no turn asked for once nothing waits').toHaveLength(0)
   })
 })
 
@@ -39,13 +93,29 @@ async function start() {
       unsafeLearning: true,
     },
   ]
-  const { server, clock } = await startCoordinator(config)
+  // Every frame looks slow to the turns (10 ms of the loop's clock each): a turn handles one,
+  // and every frame behind it in a burst waits for a later turn.
+  let loopMs = 0
+  const clock = new ManualClock()
+  const server = await createCoordinator({
+    config,
+    host: '127.0.0.1',
+    port: 0,
+    clock,
+    loopClock: { ...systemClock, now: () => (loopMs += 10) },
+    logger: silentLogger,
+  })
   running.push(server)
   const c = await TestClient.connect(server.wsUrl)
   clients.push(c)
   await c.hello('a')
   return { server, clock, c }
 }
+
+const decidedIds = (c: TestClient): number[] =>
+  c.received
+    .filter((m): m is Extract<ServerMessage, { type: 'decided' }> => m.type === 'decided')
+    .flatMap((m) => m.answers.map((a) => a[0]))
 
 const burst = 40
 
@@ -56,12 +126,25 @@ describe('a connection’s frames past its share of a turn (ws-session.ts)', () 
     // One round trip: every frame sent before the ping was handled (ws's automatic pong
     // would answer at once, before the frames that wait).
     await c.flush()
-    const decided = c.received.filter(
-      (m): m is Extract<ServerMessage, { type: 'decided' }> => m.type === 'decided',
-    )
-    expect(decided.flatMap((m) => m.answers.map((a) => a[0]))).toEqual(
-      Array.from({ length: burst }, (_, i) => i),
-    )
+    expect(decidedIds(c)).toEqual(Array.from({ length: burst }, (_, i) => i))
+  })
+
+  it('wait behind one frame of each other connection, not behind all of a flood', async () => {
+    const { server, c } = await start()
+    const other = await TestClient.connect(server.wsUrl)
+    clients.push(other)
+    await other.hello('b')
+    const flood = 400
+    for (let i = 0; i < flood; i++) c.send({ type: 'decide', asks: [[i, 'k/f', 1]] })
+    other.send({ type: 'decide', asks: [[0, 'k/o', 1]] })
+    await other.flush()
+    expect(decidedIds(other)).toEqual([0])
+    // When the other's answer came, most of the flood was still waiting (one frame a turn
+    // each: the other's came in among the flood's first).
+    const floodAnsweredBefore = decidedIds(c).length
+    expect(floodAnsweredBefore).toBeLessThan(flood / 2)
+    await c.flush()
+    expect(decidedIds(c)).toEqual(Array.from({ length: flood }, (_, i) => i))
   })
 
   it('are handled before the close that came after them (a release is not lost)', async () => {
