@@ -59,13 +59,14 @@ export function newLimitState(shares: FamilyShares, key: string): KeyState {
 
 /**
  * Sets the key's bucket and slots to what it may use now. A fall keeps the bucket's tokens
- * above the new burst, going at the rate that left (TokenBucket.setRate): where that rate
- * went, the key's burst is earned at it, so across the processes the key's tokens never grow
- * by a move, and the burst a move used to drop is spent (docs/keys.md, "A share that falls").
+ * above the new burst, going at the rate every other process may earn the key at together
+ * (the key's rate less this process's new one; TokenBucket.setRate): so across the processes
+ * the key's tokens never grow while any is kept, even where a riser's part was full, and the
+ * burst a move used to drop is spent (docs/keys.md, "A share that falls").
  */
 export function refreshLimit(shares: FamilyShares, state: KeyState): void {
   const { capacity, burst, changeAtMs } = limitsNow(shares, state.key, state)
-  state.bucket.setRate(capacity, burst, true)
+  state.bucket.setRate(capacity, burst, shares.keyLimits(state.key).capacity - capacity)
   state.slots = capacity
   state.changeAtMs = changeAtMs
   state.epoch = shares.epoch

@@ -22,8 +22,8 @@ export class TokenBucket {
   #taken = 0
   #lastMs: number
   /**
-   * Tokens above the burst kept from a fall (`setRate` with `keepExcess`) leave at this rate
-   * per ms, the rate that left; 0 when the bucket holds no such excess (the common case).
+   * Tokens above the burst kept from a fall (`setRate` with `excessGoesPerSec`) leave at this
+   * rate per ms; 0 when the bucket holds no such excess (the common case).
    */
   #excessDecayPerMs = 0
   /** The coarse clock's index of the reading `#lastMs` is. */
@@ -105,26 +105,30 @@ export class TokenBucket {
 
   /**
    * Changes rate and burst. Tokens earned so far are counted at the old rate;
-   * none are invented. What exceeds the new burst is dropped, or with
-   * `keepExcess` kept and left to go at the rate that left (the old rate less
-   * the new, added to what an earlier fall left going): spent here as it may
-   * be, and gone once the bucket is back at its burst. What the rate went to
-   * earns its burst elsewhere at that same rate, so the tokens held across the
-   * processes never grow by a fall (docs/keys.md, "A share that falls").
+   * none are invented. What exceeds the new burst is dropped, or, given
+   * `excessGoesPerSec` > 0, kept and left to go at that rate, earning nothing
+   * meanwhile: spent here as it may be, and gone once the bucket is back at
+   * its burst. A share that falls passes the rate every other holder of the
+   * limit may earn at together (the whole rate less its own new one), so the
+   * tokens held across the processes never grow while any excess is kept,
+   * however full a riser's bucket was (docs/keys.md, "A share that falls").
    */
-  setRate(ratePerSec: number, burst: number, keepExcess = false): void {
+  setRate(ratePerSec: number, burst: number, excessGoesPerSec = 0): void {
     this.#refill(this.#clock.now())
-    const fellPerMs = this.#ratePerMs - ratePerSec / 1000
+    const fell = ratePerSec / 1000 < this.#ratePerMs
     this.#ratePerMs = ratePerSec / 1000
     this.#burst = burst
-    if (this.#tokens - this.#taken <= burst) return
-    if (!keepExcess) {
+    if (this.#tokens - this.#taken <= burst) {
+      this.#excessDecayPerMs = 0
+      return
+    }
+    // Kept from a fall of the rate (or a fall before it still going); a burst cut alone drops it.
+    if (excessGoesPerSec > 0 && (fell || this.#excessDecayPerMs > 0))
+      this.#excessDecayPerMs = excessGoesPerSec / 1000
+    else {
       this.#tokens = burst + this.#taken
       this.#excessDecayPerMs = 0
-    } else if (fellPerMs > 0) this.#excessDecayPerMs += fellPerMs
-    // Kept, and nothing fell this time: what an earlier fall left goes on going. A bucket over
-    // its burst with nothing going (a burst cut alone) has its excess dropped.
-    else if (this.#excessDecayPerMs <= 0) this.#tokens = burst + this.#taken
+    }
   }
 
   /** Tokens above the burst still kept from a fall (0 without). */
