@@ -2,6 +2,8 @@ import { nextTurn, systemClock, type Clock } from '../../shared/index.js'
 
 /** A connection with frames waiting, as the turns serve it (WsSession). */
 export interface TurnWaiter {
+  /** Its tenant (undefined: none, or no hello yet): tenants are served in turn, then connections. */
+  readonly tenant: string | undefined
   /**
    * Handles its oldest waiting frame if `turns.mayHandle()`. Returns `more`
    * (frames still wait), `done` (none wait), or `full` (the turn had no room
@@ -16,23 +18,62 @@ export interface TurnWaiter {
  */
 export const turnBudgetMs = 5
 
+/** A first-in first-out queue that drops what it served in slices (amortised O(1)). */
+class Queue<T> {
+  #items: T[] = []
+  #head = 0
+
+  get length(): number {
+    return this.#items.length - this.#head
+  }
+
+  front(): T | undefined {
+    return this.#items[this.#head]
+  }
+
+  push(item: T): void {
+    this.#items.push(item)
+  }
+
+  shift(): void {
+    this.#head++
+    if (this.#head === this.#items.length) {
+      this.#items.length = 0
+      this.#head = 0
+    } else if (this.#head > 64 && this.#head * 2 > this.#items.length) {
+      this.#items = this.#items.slice(this.#head)
+      this.#head = 0
+    }
+  }
+}
+
+/** A tenant's connections with frames waiting, served in turn. */
+interface TenantQueue {
+  readonly tenant: string | undefined
+  readonly waiters: Queue<TurnWaiter>
+}
+
 /**
  * Turns of the event loop, shared out between the connections: frames are
  * handled for at most `turnBudgetMs` of a turn, all connections together,
  * so a turn stays short however many connections flood, and timers and I/O
  * (a ledger write's steps, one per turn) are not held back. Connections with
- * frames waiting are served one frame at a time, round robin, at the turns
- * after: a frame waits behind at most one frame of each other connection.
- * At most one `setImmediate` a turn, and only in turns where a frame came.
+ * frames waiting are served one frame at a time at the turns after, round
+ * robin by tenant, then by connection within a tenant: a frame waits behind
+ * at most one frame of each other tenant, however many connections that
+ * tenant opened. At most one `setImmediate` a turn, and only in turns where
+ * a frame came.
  */
 export class Turns {
   #turn = 0
   /** When this turn's first frame was handled; undefined: none yet. */
   #startedMs: number | undefined = undefined
   #scheduled = false
-  /** Connections with frames waiting, in the order they are served: `#ready[#head..]`. */
-  #ready: TurnWaiter[] = []
-  #head = 0
+  /** Tenants with connections whose frames wait, in the order they are served. */
+  readonly #tenants = new Queue<TenantQueue>()
+  /** The queue of each tenant in `#tenants`. */
+  readonly #queues = new Map<string | undefined, TenantQueue>()
+  #waiting = 0
   readonly #clock: Clock
   readonly #budgetMs: number
   readonly #next: (callback: () => void) => void
@@ -54,7 +95,7 @@ export class Turns {
 
   /** How many connections have frames waiting. */
   get waiting(): number {
-    return this.#ready.length - this.#head
+    return this.#waiting
   }
 
   /** Whether a frame may be handled in what is left of this turn. */
@@ -69,7 +110,14 @@ export class Turns {
 
   /** `waiter` has frames waiting: it is served at the next turns, after those already waiting. */
   wait(waiter: TurnWaiter): void {
-    this.#ready.push(waiter)
+    let queue = this.#queues.get(waiter.tenant)
+    if (queue === undefined) {
+      queue = { tenant: waiter.tenant, waiters: new Queue() }
+      this.#queues.set(waiter.tenant, queue)
+      this.#tenants.push(queue)
+    }
+    queue.waiters.push(waiter)
+    this.#waiting++
     this.#schedule()
   }
 
@@ -83,21 +131,19 @@ export class Turns {
     this.#scheduled = false
     this.#turn++
     this.#startedMs = undefined
-    const ready = this.#ready
-    while (this.#head < ready.length) {
-      const waiter = ready[this.#head]!
+    for (;;) {
+      const queue = this.#tenants.front()
+      if (queue === undefined) break
+      const waiter = queue.waiters.front()!
       const served = waiter.serveOne()
       if (served === 'full') break
-      this.#head++
-      if (served === 'more') ready.push(waiter)
-    }
-    // Served entries are dropped once they are half the array (amortised O(1) a frame).
-    if (this.#head === ready.length) {
-      ready.length = 0
-      this.#head = 0
-    } else if (this.#head > 64 && this.#head * 2 > ready.length) {
-      this.#ready = ready.slice(this.#head)
-      this.#head = 0
+      queue.waiters.shift()
+      if (served === 'more') queue.waiters.push(waiter)
+      else this.#waiting--
+      // The tenant goes behind the others, or leaves the round with nothing waiting.
+      this.#tenants.shift()
+      if (queue.waiters.length > 0) this.#tenants.push(queue)
+      else this.#queues.delete(queue.tenant)
     }
     if (this.waiting > 0) this.#schedule()
   }

@@ -13,8 +13,10 @@ function waiter(
   frames: number,
   log: string[],
   ms = 2,
+  tenant: string | undefined = name,
 ): TurnWaiter {
   return {
+    tenant,
     serveOne() {
       if (frames === 0) return 'done'
       if (!turns.mayHandle()) return 'full'
@@ -75,6 +77,31 @@ describe('Turns', () => {
     ])
     expect(turns.waiting).toBe(0)
     expect(pending, 'no turn asked for once nothing waits').toHaveLength(0)
+  })
+
+  it('serves tenants in turn, then their connections: many connections buy no more turns', () => {
+    const pending: (() => void)[] = []
+    const clock = new ManualClock()
+    const turns = new Turns(clock, 1000, (f) => pending.push(f))
+    const log: string[] = []
+    // A tenant with three flooding connections, then another tenant's one frame.
+    for (const c of ['h1', 'h2', 'h3']) turns.wait(waiter(turns, clock, c, 3, log, 1, 'hostile'))
+    turns.wait(waiter(turns, clock, 'honest', 1, log, 1, 'honest'))
+    expect(turns.waiting).toBe(4)
+    while (pending.length > 0) pending.shift()!()
+    expect(log.map((l) => l.split(':')[1])).toEqual([
+      'h1',
+      'honest',
+      'h2',
+      'h3',
+      'h1',
+      'h2',
+      'h3',
+      'h1',
+      'h2',
+      'h3',
+    ])
+    expect(turns.waiting).toBe(0)
   })
 })
 
