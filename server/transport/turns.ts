@@ -1,4 +1,5 @@
 import { nextTurn, systemClock, type Clock } from '../../shared/index.js'
+import { Fifo } from '../../shared/limiters/index.js'
 
 /** A connection with frames waiting, as the turns serve it (WsSession). */
 export interface TurnWaiter {
@@ -18,39 +19,10 @@ export interface TurnWaiter {
  */
 export const turnBudgetMs = 5
 
-/** A first-in first-out queue that drops what it served in slices (amortised O(1)). */
-class Queue<T> {
-  #items: T[] = []
-  #head = 0
-
-  get length(): number {
-    return this.#items.length - this.#head
-  }
-
-  front(): T | undefined {
-    return this.#items[this.#head]
-  }
-
-  push(item: T): void {
-    this.#items.push(item)
-  }
-
-  shift(): void {
-    this.#head++
-    if (this.#head === this.#items.length) {
-      this.#items.length = 0
-      this.#head = 0
-    } else if (this.#head > 64 && this.#head * 2 > this.#items.length) {
-      this.#items = this.#items.slice(this.#head)
-      this.#head = 0
-    }
-  }
-}
-
 /** A tenant's connections with frames waiting, served in turn. */
 interface TenantQueue {
   readonly tenant: string | undefined
-  readonly waiters: Queue<TurnWaiter>
+  readonly waiters: Fifo<TurnWaiter>
 }
 
 /**
@@ -70,7 +42,7 @@ export class Turns {
   #startedMs: number | undefined = undefined
   #scheduled = false
   /** Tenants with connections whose frames wait, in the order they are served. */
-  readonly #tenants = new Queue<TenantQueue>()
+  readonly #tenants = new Fifo<TenantQueue>()
   /** The queue of each tenant in `#tenants`. */
   readonly #queues = new Map<string | undefined, TenantQueue>()
   #waiting = 0
@@ -112,7 +84,7 @@ export class Turns {
   wait(waiter: TurnWaiter): void {
     let queue = this.#queues.get(waiter.tenant)
     if (queue === undefined) {
-      queue = { tenant: waiter.tenant, waiters: new Queue() }
+      queue = { tenant: waiter.tenant, waiters: new Fifo() }
       this.#queues.set(waiter.tenant, queue)
       this.#tenants.push(queue)
     }
@@ -132,9 +104,9 @@ export class Turns {
     this.#turn++
     this.#startedMs = undefined
     for (;;) {
-      const queue = this.#tenants.front()
+      const queue = this.#tenants.peek()
       if (queue === undefined) break
-      const waiter = queue.waiters.front()!
+      const waiter = queue.waiters.peek()!
       const served = waiter.serveOne()
       if (served === 'full') break
       queue.waiters.shift()

@@ -15,6 +15,7 @@ import {
   type Timer,
 } from '../../shared/index.js'
 import type { Coordinator, SessionPort } from '../coordinator/index.js'
+import { Fifo } from '../../shared/limiters/index.js'
 import { MessageBudget } from './message-budget.js'
 import type { TurnWaiter, Turns } from './turns.js'
 
@@ -30,6 +31,13 @@ const decideFrameUnitBytes = 4096
  * (docs/security.md).
  */
 const maxWaitingBytes = 256 * 1024
+
+/** A frame waiting for a turn; a ping among them is answered in its place. */
+interface WaitingFrame {
+  readonly data: Buffer
+  readonly isBinary: boolean
+  readonly ping?: true
+}
 
 /**
  * One client connection over WebSocket: bounds the frames and message rate,
@@ -63,7 +71,7 @@ export class WsSession implements SessionPort, TurnWaiter {
   #closing = false
   readonly #turns: Turns
   /** Frames past this turn's share, in order, and their bytes; a ping among them is answered in its place. */
-  #waiting: { data: Buffer; isBinary: boolean; ping?: true }[] = []
+  #waiting = new Fifo<WaitingFrame>()
   #waitingBytes = 0
 
   constructor(
@@ -185,11 +193,11 @@ export class WsSession implements SessionPort, TurnWaiter {
 
   /** Its turn has come (Turns): answers the pings at the front, then handles one frame if the turn has room. */
   serveOne(): 'more' | 'done' | 'full' {
-    let next = this.#waiting[0]
+    let next = this.#waiting.peek()
     while (next?.ping === true) {
       this.#waiting.shift()
       if (this.#ws.readyState === WebSocket.OPEN) this.#ws.pong(next.data)
-      next = this.#waiting[0]
+      next = this.#waiting.peek()
     }
     if (next !== undefined) {
       if (!this.#turns.mayHandle()) return 'full'
@@ -280,7 +288,7 @@ export class WsSession implements SessionPort, TurnWaiter {
     // Frames that came before the close are handled before it (a release, say), as they would
     // have been had they not waited.
     const waiting = this.#waiting
-    this.#waiting = []
+    this.#waiting = new Fifo()
     this.#waitingBytes = 0
     for (const { data, isBinary, ping } of waiting) if (ping !== true) this.#onFrame(data, isBinary)
     this.#closing = true
