@@ -37,20 +37,24 @@ export function limitsNow(
 }
 
 /**
- * A key seen here for the first time: its bucket starts full of what the share holds of its
- * burst (earned since a rise, see FamilyShares.applyLease), so its first request is decided
- * here at once.
+ * A key seen here for the first time: its bucket starts full of what the share held of its
+ * burst before its last rise (FamilyShares.baseShare), and the rise is a fresh part holding
+ * what it earned since (TokenBucket.setRate, `moves`), so its first request is decided here at
+ * once and the old part earns up to its old burst only.
  */
 export function newLimitState(shares: FamilyShares, key: string): KeyState {
   const hotClock = shares.hotClock
   const { capacity, burst } = limitsNow(shares, key, undefined)
   const limits = shares.keyLimits(key)
-  const earnedMs = hotClock.now() - shares.increasedAtMs
-  const initial = Math.min(
-    burst,
-    shares.baseShare * limits.burst + (capacity * Math.max(0, earnedMs)) / 1000,
-  )
-  const state = new KeyState(key, new TokenBucket(hotClock, capacity, burst, initial))
+  const baseBurst = Math.min(burst, shares.baseShare * limits.burst)
+  let bucket: TokenBucket
+  if (baseBurst >= burst) bucket = new TokenBucket(hotClock, capacity, burst, burst)
+  else {
+    const baseRate = burst > 0 ? (capacity * baseBurst) / burst : 0
+    bucket = new TokenBucket(hotClock, baseRate, baseBurst, baseBurst)
+    bucket.setRate(capacity, burst, true, Math.max(0, hotClock.now() - shares.increasedAtMs))
+  }
+  const state = new KeyState(key, bucket)
   state.epoch = shares.epoch
   state.slots = capacity
   state.movedMs = hotClock.now()
@@ -58,15 +62,15 @@ export function newLimitState(shares: FamilyShares, key: string): KeyState {
 }
 
 /**
- * Sets the key's bucket and slots to what it may use now. A fall keeps the bucket's tokens
- * above the new burst, going at the rate every other process may earn the key at together
- * (the key's rate less this process's new one; TokenBucket.setRate): so across the processes
- * the key's tokens never grow while any is kept, even where a riser's part was full, and the
- * burst a move used to drop is spent (docs/keys.md, "A share that falls").
+ * Sets the key's bucket and slots to what it may use now. The change moves a share of the
+ * key between processes (TokenBucket.setRate, `moves`): a fall keeps what the slices that fell
+ * held, going at the rate that fell; a rise is a fresh part, empty, earning at the rate gained.
+ * So across the processes the key's tokens never exceed one bucket of the key, and the burst a
+ * move used to drop is spent (docs/keys.md, "A share that moves").
  */
 export function refreshLimit(shares: FamilyShares, state: KeyState): void {
   const { capacity, burst, changeAtMs } = limitsNow(shares, state.key, state)
-  state.bucket.setRate(capacity, burst, shares.keyLimits(state.key).capacity - capacity)
+  state.bucket.setRate(capacity, burst, true)
   state.slots = capacity
   state.changeAtMs = changeAtMs
   state.epoch = shares.epoch

@@ -63,13 +63,15 @@ export class FamilyShares {
 
   /**
    * What a key never seen here holds now of its burst, as a share: what it started with at the
-   * last rise, plus what the share earned since at the slowest key's refill (never more than
-   * the share). One fraction for every key: a key that refills faster earns more than this says.
+   * last rise, plus what the rise's fresh part earned since at the slowest key's refill (never
+   * more than the share). One fraction for every key: a key that refills faster earns more
+   * than this says.
    */
   #earnedShare(nowMs: number): number {
     const refillMs = slowestRefillMs(this.defaultLimits, this.plan)
+    const risen = Math.max(0, this.share - this.baseShare)
     const earned =
-      refillMs > 0 ? (this.share * Math.max(0, nowMs - this.increasedAtMs)) / refillMs : this.share
+      refillMs > 0 ? (risen * Math.max(0, nowMs - this.increasedAtMs)) / refillMs : risen
     return Math.min(this.share, this.baseShare + earned)
   }
 

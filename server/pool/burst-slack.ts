@@ -12,10 +12,10 @@
  *
  * Why it holds. Let v be the central bucket (burst B, rate C) and s = v − Σ tokens the slack.
  * Admissions take from both, so they leave s as it is. The processes' buckets hold at most
- * `held` × B, plus what falls left above their new bursts: an excess that goes at least at the
- * rate that left (client/keyed/limit-keys.ts: at the rate all other holders may earn at), so a
- * fall of f leaves at most f × B, gone at least linearly within the refill time B ÷ C. While v
- * is below B it refills at C and the buckets at most at `held` × C (an excess earns nothing):
+ * `held` × B, plus what falls left above their new bursts: an excess that goes at the rate
+ * that fell (shared/limiters/bucket-parts.ts), so a fall of f leaves at most f × B, gone
+ * linearly within the refill time B ÷ C. While v is below B it refills at C and the buckets at
+ * most at `held` × C (an excess earns nothing; a rise is a fresh part earning the rate gained):
  * s grows at least (1 − held) × C. Whenever v is full, s = B − Σ tokens ≥ B × (1 − held −
  * excess). A grant that starts full takes its share of s at once. `#advance` keeps, over each
  * step, the worse of the two cases: grown from the step's start, or from any instant of it at

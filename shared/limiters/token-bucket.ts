@@ -1,5 +1,6 @@
 import type { Clock } from '../clock.js'
 import { CoarseClock } from '../coarse-clock.js'
+import { BucketParts } from './bucket-parts.js'
 
 /**
  * A token bucket on an injected clock: refills at `ratePerSec`, holds at most
@@ -22,10 +23,16 @@ export class TokenBucket {
   #taken = 0
   #lastMs: number
   /**
-   * Tokens above the burst kept from a fall (`setRate` with `excessGoesPerSec`) leave at this
-   * rate per ms; 0 when the bucket holds no such excess (the common case).
+   * While the share this bucket enforces moves (`setRate` with `moves`): its parts and the
+   * excess kept from falls (shared/limiters/bucket-parts.ts); undefined for a plain bucket (the
+   * common case). `#tokens` is then what they hold together.
    */
-  #excessDecayPerMs = 0
+  #parts: BucketParts | undefined = undefined
+  /**
+   * On a coarse clock, the reading a rise came at: its fresh part earns from the reading after
+   * it (as late as the rise may really have come); -1 when none waits.
+   */
+  #riseReading = -1
   /** The coarse clock's index of the reading `#lastMs` is. */
   #lastReading = 0
   readonly #coarse: CoarseClock | undefined
@@ -65,6 +72,7 @@ export class TokenBucket {
     // Not `this.tokensAtLastReading`: the extra inlined call cost about 240 instructions per
     // request in a loop of RateLimitCore.decide (1,690 -> 1,932), V8's inlining budget again.
     const tokens = this.#tokens - this.#taken
+    if (this.#parts !== undefined) return this.#partsNow(this.#parts).msUntilFull()
     if (tokens >= this.#burst) return 0
     return this.#ratePerMs > 0 ? (this.#burst - tokens) / this.#ratePerMs : Infinity
   }
@@ -83,6 +91,7 @@ export class TokenBucket {
     this.#refill(this.#clock.now())
     const tokens = this.#tokens - this.#taken
     if (tokens >= cost) return 0
+    if (this.#parts !== undefined) return this.#partsNow(this.#parts).msUntil(cost)
     if (cost > this.#burst || this.#ratePerMs <= 0) return Infinity
     return (cost - tokens) / this.#ratePerMs
   }
@@ -99,58 +108,101 @@ export class TokenBucket {
     // Give back from what was taken since the last reading first, then to the bucket (capped).
     const back = cost < this.#taken ? cost : this.#taken
     this.#taken -= back
+    if (this.#parts !== undefined) {
+      this.#parts.refund(cost - back)
+      this.#tokens = this.#parts.tokens
+      return
+    }
     const t = this.#tokens + (cost - back)
     this.#tokens = t < this.#burst ? t : this.#burst
   }
 
   /**
    * Changes rate and burst. Tokens earned so far are counted at the old rate;
-   * none are invented. What exceeds the new burst is dropped, or, given
-   * `excessGoesPerSec` > 0, kept and left to go at that rate, earning nothing
-   * meanwhile: spent here as it may be, and gone once the bucket is back at
-   * its burst. A share that falls passes the rate every other holder of the
-   * limit may earn at together (the whole rate less its own new one), so the
-   * tokens held across the processes never grow while any excess is kept,
-   * however full a riser's bucket was (docs/keys.md, "A share that falls").
+   * none are invented. What exceeds the new burst is dropped, unless the
+   * change `moves` a share of one limit between processes (its whole
+   * unchanged): then a fall keeps what the slices that fell held, spent here
+   * as it may be, going at the rate that fell; and a rise is a fresh part,
+   * empty (holding what it earned in `risenForMs` if it came that long ago),
+   * earning at the rate gained, while the old part earns up to its old burst
+   * only. So the tokens held across the processes never exceed one bucket of
+   * the whole limit, and the burst a move used to drop is spent
+   * (shared/limiters/bucket-parts.ts; docs/keys.md, "A share that moves").
    */
-  setRate(ratePerSec: number, burst: number, excessGoesPerSec = 0): void {
+  setRate(ratePerSec: number, burst: number, moves = false, risenForMs = 0): void {
     this.#refill(this.#clock.now())
-    const fell = ratePerSec / 1000 < this.#ratePerMs
-    this.#ratePerMs = ratePerSec / 1000
-    this.#burst = burst
-    if (this.#tokens - this.#taken <= burst) {
-      this.#excessDecayPerMs = 0
+    const ratePerMs = ratePerSec / 1000
+    if (!moves) {
+      // Plain again: what exceeds the new burst goes.
+      const t = this.#tokens - this.#taken
+      this.#parts = undefined
+      this.#ratePerMs = ratePerMs
+      this.#burst = burst
+      if (t > burst) this.#tokens = burst + this.#taken
       return
     }
-    // Kept from a fall of the rate (or a fall before it still going); a burst cut alone drops it.
-    if (excessGoesPerSec > 0 && (fell || this.#excessDecayPerMs > 0))
-      this.#excessDecayPerMs = excessGoesPerSec / 1000
-    else {
-      this.#tokens = burst + this.#taken
-      this.#excessDecayPerMs = 0
+    if (ratePerMs === this.#ratePerMs && burst === this.#burst) return
+    // What was taken at the last reading stays to be taken at the next refill (from the excess
+    // first): on a coarse clock it may have been taken as late as the next reading.
+    const parts = this.#parts ?? new BucketParts(this.#tokens, this.#burst, this.#ratePerMs)
+    this.#parts = parts
+    const fallPerMs = this.#ratePerMs - ratePerMs
+    if (fallPerMs > 0) parts.fall(fallPerMs)
+    // What the burst still has to fall or rise once the rate's slices went (0 after a fall in
+    // the limit's ratio, as a share's is).
+    const burstGained = burst - parts.burst
+    const tiny = 1e-9 * Math.max(1, burst)
+    if (burstGained < -tiny) parts.cutBurst(-burstGained)
+    if (fallPerMs < 0 || burstGained > tiny) {
+      const coarse = this.#coarse
+      parts.rise(
+        Math.max(0, -fallPerMs),
+        Math.max(0, burstGained),
+        risenForMs,
+        coarse !== undefined ? Infinity : -Infinity,
+      )
+      if (coarse !== undefined) this.#riseReading = coarse.readingIndex
     }
+    this.#ratePerMs = ratePerMs
+    this.#burst = burst
+    this.#afterParts()
   }
 
-  /** Tokens above the burst still kept from a fall (0 without). */
+  /** Tokens kept from falls, still going (0 without). */
   get excess(): number {
-    const t = this.tokens
-    return t > this.#burst ? t - this.#burst : 0
+    this.#refill(this.#clock.now())
+    // What was taken at the last reading came from it first.
+    const excess = (this.#parts?.excess ?? 0) - this.#taken
+    return excess > 0 ? excess : 0
+  }
+
+  /**
+   * The parts with what was taken at the last reading spent from them (a copy when anything
+   * was: on a coarse clock it is spent at the next refill, as late as it may have been taken).
+   */
+  #partsNow(parts: BucketParts): BucketParts {
+    if (!(this.#taken > 0)) return parts
+    const now = parts.clone()
+    now.spend(now.spendExcess(this.#taken))
+    now.tidy()
+    return now
+  }
+
+  /** Parts kept apart while the share moves (1 for a plain bucket; for tests). */
+  get partCount(): number {
+    return this.#parts?.partCount ?? 1
   }
 
   /** Fills the bucket to its burst (what a lease that may start full allows). */
   fill(): void {
     this.#refill(this.#clock.now())
+    this.#parts = undefined
     this.#tokens = this.#burst + this.#taken
-    this.#excessDecayPerMs = 0
   }
 
   #refill(now: number): void {
     if (now <= this.#lastMs) return
-    if (this.#excessDecayPerMs > 0) {
-      if (this.#tokens - this.#taken > this.#burst) return this.#decayExcess(now)
-      // Spent below the burst: it earns as ever from here.
-      this.#excessDecayPerMs = 0
-    }
+    if (this.#parts !== undefined) return this.#refillParts(now, this.#parts)
     const coarse = this.#coarse
     let t = this.#tokens
     if (coarse !== undefined) {
@@ -168,18 +220,46 @@ export class TokenBucket {
   }
 
   /**
-   * A bucket over its burst (kept from a fall): the excess goes at its rate and nothing is
-   * earned until the bucket is back at its burst (full: earning would add nothing).
+   * A moving bucket (`#parts`): what was taken comes from the excess first, then from the
+   * parts; the excess goes and the parts earn. On a coarse clock what was taken at the last
+   * reading is taken at the reading after it, as the plain path does.
    */
-  #decayExcess(now: number): void {
-    let t = this.#tokens - this.#taken - (now - this.#lastMs) * this.#excessDecayPerMs
-    if (t <= this.#burst) {
-      t = this.#burst
-      this.#excessDecayPerMs = 0
+  #refillParts(now: number, parts: BucketParts): void {
+    const coarse = this.#coarse
+    const lastMs = this.#lastMs
+    if (coarse !== undefined) {
+      if (this.#riseReading >= 0 && coarse.readingIndex > this.#riseReading) {
+        parts.earnFrom(coarse.readingAfter(this.#riseReading))
+        this.#riseReading = -1
+      }
+      // Taken by the reading after the last at the latest: the excess went and the parts
+      // earned (capped) up to then first.
+      const takenByMs = Math.min(now, coarse.readingAfter(this.#lastReading))
+      parts.goes(takenByMs - lastMs)
+      parts.earn(lastMs, takenByMs)
+      parts.spend(parts.spendExcess(this.#taken))
+      parts.goes(now - takenByMs)
+      parts.earn(takenByMs, now)
+      this.#lastReading = coarse.readingIndex
+    } else {
+      parts.spend(parts.spendExcess(this.#taken))
+      parts.goes(now - lastMs)
+      parts.earn(lastMs, now)
     }
-    this.#tokens = t
     this.#taken = 0
     this.#lastMs = now
-    if (this.#coarse !== undefined) this.#lastReading = this.#coarse.readingIndex
+    this.#afterParts()
+  }
+
+  /** The parts' tokens are the bucket's; once settled, a plain bucket again. */
+  #afterParts(): void {
+    const parts = this.#parts!
+    if (!parts.settled) {
+      this.#tokens = parts.tokens
+      return
+    }
+    const t = parts.onlyTokens
+    this.#tokens = t < this.#burst ? t : this.#burst
+    this.#parts = undefined
   }
 }

@@ -141,7 +141,7 @@ describe('BurstSlack', () => {
               if (hidden.share > 0 && hidden.untilMs <= toMs) {
                 clock.advance(Math.max(0, hidden.untilMs - clock.now()))
                 hidden.share = 0
-                hidden.bucket.setRate(0, 0, ratePerSec)
+                hidden.bucket.setRate(0, 0, true)
               }
               clock.advance(toMs - clock.now())
               spend(hidden.bucket, true)
@@ -154,14 +154,14 @@ describe('BurstSlack', () => {
               const others = shares.reduce((a, b, j) => (j === s.i ? a : a + b), 0) + hidden.share
               const share = Math.min(s.share, Math.max(0, 1 - others))
               const before = shares[s.i]!
-              // A rise while another bucket still spends an excess kept from a fall: that
-              // excess goes at the rate every other holder may earn at (client/keyed/limit-keys.ts),
-              // so a riser whose old part was full cannot take the tokens out past the central
-              // bucket (it did here in CI at seed 681887440, 100.025 of 100, while the excess
-              // went at the rate that left).
+              // A rise while another bucket still spends an excess kept from a fall: the excess
+              // goes at the rate that fell, and the rise is a fresh part, empty, earning at the
+              // rate gained (TokenBucket.setRate, `moves`), so a riser whose old part was full
+              // cannot take the tokens out past the central bucket (it did here in CI at seed
+              // 681887440, 100.025 of 100, when the rise earned at the riser's whole new rate).
               shares[s.i] = share
               const b = buckets[s.i]!
-              b.setRate(share * ratePerSec, share * burst, ratePerSec - share * ratePerSec)
+              b.setRate(share * ratePerSec, share * burst, true)
               slack.hold(
                 shares.reduce((a, c) => a + c, 0),
                 clock.now(),

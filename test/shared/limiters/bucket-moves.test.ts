@@ -3,39 +3,68 @@ import { describe, expect, it } from 'vitest'
 import { TokenBucket } from '../../../shared/limiters/index.js'
 import { ManualClock } from '../../../shared/index.js'
 
-// A key's limit split between two processes whose shares move back and forth, as a keyed
-// family's default share or a hot key's leases do: the one whose share falls keeps what its
-// bucket holds above the new burst, going at the rate the other may earn at (TokenBucket.setRate
-// with excessGoesPerSec); the one whose share rises earns its new burst from what it held, at
-// its whole new rate, however full its old part was. Together they never admit more than one
-// bucket of the whole limit: rate·t + burst over any interval.
+// A key's limit split between processes whose shares move, as a keyed family's default share or
+// a hot key's leases do (TokenBucket.setRate with `moves`): the one whose share falls keeps what
+// the slices that fell held, going at the rate that fell; the one whose share rises gets a
+// fresh part, empty, earning at the rate gained, while its old part earns up to its old burst
+// only. Together they never admit more than one bucket of the whole limit: rate·t + burst over
+// any interval, however each spends.
 
+const shareSets = [
+  [1, 0, 0],
+  [0, 1, 0],
+  [0, 0, 1],
+  [0.5, 0.5, 0],
+  [0, 0.5, 0.5],
+  [1 / 3, 1 / 3, 1 / 3],
+  [0.1, 0.3, 0.6],
+  [0.6, 0.1, 0.3],
+  [0.25, 0.75, 0],
+  [0.9, 0, 0.1],
+]
+
+// Waits in refill times (burst ÷ rate), so that every rate and burst fills, moves and spends
+// in a few steps.
+const wait = fc.constantFrom(0, 0.01, 0.1, 0.25, 0.5, 0.75, 1, 2)
 const step = fc.oneof(
-  // wait ms, then process 0 or 1 takes 1 token, or (an enemy) all it holds
-  fc.record({ waitMs: fc.nat(400), take: fc.constantFrom(0, 1), all: fc.boolean() }),
-  // wait ms, then the shares move: process 0 holds `share` of the limit, process 1 the rest
-  fc.record({ waitMs: fc.nat(400), share: fc.constantFrom(0, 0.1, 1 / 3, 0.5, 2 / 3, 0.9, 1) }),
+  // wait, then a process takes 1 token, or (an enemy) all it holds
+  fc.record({ wait, take: fc.constantFrom(0, 1, 2), all: fc.boolean() }),
+  // wait, then the shares move to one of the sets above
+  fc.record({ wait, to: fc.nat(shareSets.length - 1) }),
 )
 
-describe('a token bucket whose share moves (keepExcess)', () => {
-  it('two processes whose shares move never admit more than one bucket of the whole limit', () => {
+/** Every interval [i, j] of admissions: j − i + 1 ≤ rate·(t_j − t_i) + burst; the worst left side. */
+function worstInterval(admitted: readonly number[], ratePerSec: number): number {
+  // f(j) − f(i) + 1 ≤ burst with f(k) = k − rate·t_k: one pass with the least f so far.
+  let least = Infinity
+  let worst = -Infinity
+  for (let k = 0; k < admitted.length; k++) {
+    const f = k - (ratePerSec * admitted[k]!) / 1000
+    least = Math.min(least, f)
+    worst = Math.max(worst, f - least + 1)
+  }
+  return worst
+}
+
+describe('a token bucket whose share moves', () => {
+  it('three processes whose shares move never admit more than one bucket of the whole limit', () => {
     fc.assert(
       fc.property(
         fc.integer({ min: 1, max: 50 }),
         fc.integer({ min: 1, max: 100 }),
-        fc.constantFrom(0, 1 / 3, 0.5, 1),
+        fc.nat(shareSets.length - 1),
         fc.array(step, { minLength: 1, maxLength: 200 }),
         (ratePerSec, burst, first, steps) => {
           const clock = new ManualClock()
-          let share = first
-          // Process 0 starts full of its share (a first lease on a quiet resource); process 1 from empty.
-          const buckets = [
-            new TokenBucket(clock, ratePerSec * share, burst * share),
-            new TokenBucket(clock, ratePerSec * (1 - share), burst * (1 - share), 0),
-          ]
+          let shares = shareSets[first]!
+          // Process 0 starts full of its share (a first lease on a quiet resource); the others empty.
+          const buckets = shares.map(
+            (s, i) => new TokenBucket(clock, ratePerSec * s, burst * s, i === 0 ? burst * s : 0),
+          )
           const admitted: number[] = []
+          const refillMs = (burst / ratePerSec) * 1000
           for (const s of steps) {
-            clock.advance(s.waitMs)
+            clock.advance(Math.round(s.wait * refillMs))
             if ('take' in s) {
               const b = buckets[s.take]!
               do {
@@ -44,44 +73,51 @@ describe('a token bucket whose share moves (keepExcess)', () => {
               } while (s.all)
               continue
             }
-            // The one that falls applies its lease first; the rise is granted once it has.
-            const shares = [s.share, 1 - s.share]
-            const before = [share, 1 - share]
-            const order = shares[0]! < before[0]! ? [0, 1] : [1, 0]
-            for (const i of order)
-              buckets[i]!.setRate(
-                ratePerSec * shares[i]!,
-                burst * shares[i]!,
-                ratePerSec * (1 - shares[i]!),
-              )
-            share = s.share
+            // The ones that fall apply their leases first; a rise is granted once they have.
+            const to = shareSets[s.to]!
+            const order = [0, 1, 2].sort((a, b) => to[a]! - shares[a]! - (to[b]! - shares[b]!))
+            for (const i of order) buckets[i]!.setRate(ratePerSec * to[i]!, burst * to[i]!, true)
+            shares = to
           }
-          // Every interval [i, j] of admissions: j − i + 1 ≤ rate·(t_j − t_i) + burst, that is
-          // f(j) − f(i) + 1 ≤ burst with f(k) = k − rate·t_k: one pass with the least f so far.
-          let least = Infinity
-          let worst = -Infinity
-          for (let k = 0; k < admitted.length; k++) {
-            const f = k - (ratePerSec * admitted[k]!) / 1000
-            least = Math.min(least, f)
-            worst = Math.max(worst, f - least + 1)
-          }
-          expect(worst).toBeLessThanOrEqual(burst + 1e-6)
+          expect(worstInterval(admitted, ratePerSec)).toBeLessThanOrEqual(burst + 1e-6)
         },
       ),
     )
   })
 
+  it('shares that move back and forth come back to one full bucket, never over it', () => {
+    // A fall's excess goes while the rise it paid for fills: across the two, never more than
+    // one bucket, and once both are full again each is a plain bucket.
+    const clock = new ManualClock()
+    const a = new TokenBucket(clock, 50, 50)
+    const b = new TokenBucket(clock, 50, 50)
+    for (let i = 0; i < 5; i++) {
+      a.setRate(20, 20, true)
+      b.setRate(80, 80, true)
+      clock.advance(300)
+      b.setRate(50, 50, true)
+      a.setRate(50, 50, true)
+      clock.advance(300)
+      expect(a.tokens + b.tokens).toBeLessThanOrEqual(100 + 1e-9)
+    }
+    clock.advance(2000)
+    expect(a.tokens).toBeCloseTo(50, 6)
+    expect(b.tokens).toBeCloseTo(50, 6)
+    expect(a.partCount + b.partCount).toBe(2)
+    expect(a.excess + b.excess).toBe(0)
+  })
+
   it('a full part that rises while another keeps an excess: no more than one bucket (seed 681887440)', () => {
     // The counterexample the BurstSlack property found in CI: process 0 holds a quarter, full;
     // process 1 three quarters, full (the central bucket is full too: 100 of 100). The shares
-    // move whole to process 0. With the excess going at the rate that left (0.75/s of 1/s),
-    // process 0 earned at 1/s from 25, and at 0.75 of a refill time the two held 118.75.
+    // move whole to process 0. When a rise earned at the whole new rate from 25 while the excess
+    // went at the rate that left (0.75/s of 1/s), at 0.75 of a refill time the two held 118.75.
+    // Now the rise is a fresh part, empty, earning 0.75/s as the excess goes at 0.75/s.
     const clock = new ManualClock()
-    const ratePerSec = 100
     const a = new TokenBucket(clock, 25, 25)
     const b = new TokenBucket(clock, 75, 75)
-    b.setRate(0, 0, ratePerSec - 0)
-    a.setRate(100, 100, ratePerSec - 100)
+    b.setRate(0, 0, true)
+    a.setRate(100, 100, true)
     const startMs = clock.now()
     for (const ms of [1, 250, 500, 750, 1000, 1500]) {
       clock.advance(startMs + ms - clock.now())
@@ -91,30 +127,57 @@ describe('a token bucket whose share moves (keepExcess)', () => {
     expect(a.tokens).toBeCloseTo(100, 9)
   })
 
-  it('keeps the excess of a fall, spends it, and lets it go at the rate the others may earn', () => {
+  it('keeps the excess of a fall, spends it first, and lets it go at the rate that fell', () => {
     const clock = new ManualClock()
     // 100 a minute, held whole here; then two thirds go to other processes.
     const b = new TokenBucket(clock, 100 / 60, 100)
-    b.setRate(100 / 180, 100 / 3, 100 / 60 - 100 / 180)
+    b.setRate(100 / 180, 100 / 3, true)
     expect(b.tokens).toBeCloseTo(100, 9)
     expect(b.excess).toBeCloseTo(100 - 100 / 3, 9)
-    // 30 s on: 2/3 of 100 a minute left, 33.3 tokens of excess gone, none earned.
+    // 30 s on: half the excess went (at the 10/9 a second that fell), the part is full.
     clock.advance(30_000)
-    expect(b.tokens).toBeCloseTo(100 - 100 / 3, 6)
-    // Spent as any token: 50 at once.
+    expect(b.excess).toBeCloseTo((100 - 100 / 3) / 2, 6)
+    expect(b.tokens).toBeCloseTo(100 / 3 + (100 - 100 / 3) / 2, 6)
+    // Spent as any token, the excess first: 50 at once.
     for (let i = 0; i < 50; i++) expect(b.tryTake(1)).toBe(true)
-    expect(b.tokens).toBeCloseTo(100 - 100 / 3 - 50, 6)
-    // Below the burst now: it earns at its own rate again, up to its burst and no more.
+    expect(b.excess).toBe(0)
+    expect(b.tokens).toBeCloseTo(100 / 3 + (100 - 100 / 3) / 2 - 50, 6)
+    // It earns at its own rate, up to its burst and no more.
+    expect(b.msUntilFull()).toBeCloseTo(((100 / 3 - b.tokens) / (100 / 180)) * 1000, 3)
     clock.advance(60_000)
     expect(b.tokens).toBeCloseTo(100 / 3, 6)
-    expect(b.excess).toBe(0)
-    // Without excessGoesPerSec a fall drops what exceeds the new burst, as ever; so does a
-    // burst cut with no fall of the rate.
+    expect(b.partCount).toBe(1)
+    // Not moving, a fall drops what exceeds the new burst, as ever; so does a burst cut with
+    // no fall of the rate, moving or not.
     const d = new TokenBucket(clock, 10, 10)
     d.setRate(5, 5)
     expect(d.tokens).toBe(5)
     const e = new TokenBucket(clock, 10, 10)
-    e.setRate(10, 5, 10)
-    expect(e.tokens).toBe(5)
+    e.setRate(10, 5, true)
+    expect(e.tokens).toBeCloseTo(5, 9)
+    expect(e.excess).toBe(0)
+  })
+
+  it('a rise is a fresh part: the old part earns to its old burst, the fresh one at the rate gained', () => {
+    const clock = new ManualClock()
+    const b = new TokenBucket(clock, 10, 10)
+    expect(b.tryTake(4)).toBe(true)
+    b.setRate(30, 30, true)
+    // 6 in the old part (of 10), 0 in the fresh one (of 20); both earn, each its own rate.
+    expect(b.tokens).toBeCloseTo(6, 9)
+    expect(b.partCount).toBe(2)
+    clock.advance(400)
+    // Old: 6 + 4 = 10 (full); fresh: 8 of 20.
+    expect(b.tokens).toBeCloseTo(18, 9)
+    // Retry-After that is true: 12 more come at the fresh part's 20/s alone.
+    expect(b.msUntil(30)).toBeCloseTo(600, 6)
+    // Spending takes from the fullest part first: 6 bring the old part to the fresh one's fill
+    // (4 of 10, 8 of 20), and the other 6 come from both as one part (2 of 10, 4 of 20).
+    expect(b.tryTake(12)).toBe(true)
+    clock.advance(1)
+    expect(b.tokens).toBeCloseTo(6 + 0.03, 6)
+    expect(b.partCount).toBe(1)
+    clock.advance(1000)
+    expect(b.tokens).toBeCloseTo(30, 9)
   })
 })

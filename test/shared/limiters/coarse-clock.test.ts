@@ -66,6 +66,50 @@ describe('CoarseClock and the token bucket on it', () => {
     )
   })
 
+  it('two buckets whose shares move, on late readings, never admit more than one bucket of the whole limit', () => {
+    // A moving bucket's parts and excess (TokenBucket.setRate with `moves`) on the coarse clock:
+    // what was taken at a reading counts as taken at the next one, as the plain path does.
+    const splits = [
+      [1, 0],
+      [0.5, 0.5],
+      [0.25, 0.75],
+      [0, 1],
+    ] as const
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 2000 }),
+        fc.integer({ min: 1, max: 40 }),
+        fc.array(fc.tuple(step, fc.nat(splits.length), fc.nat(1)), {
+          minLength: 1,
+          maxLength: 120,
+        }),
+        (ratePerSec, burst, steps) => {
+          const source = new ManualClock(0)
+          const coarse = new CoarseClock(source, never)
+          let split: readonly number[] = splits[0]
+          const buckets = split.map((f) => new TokenBucket(coarse, ratePerSec * f, burst * f))
+          const admitted: Array<{ t: number; cost: number }> = []
+          for (const [s, to, who] of steps) {
+            source.advance(s.advanceMs)
+            if (s.tick) coarse.tick()
+            if (to < splits.length) {
+              // The one that falls first.
+              const next = splits[to]!
+              const order = next[0] < split[0]! ? [0, 1] : [1, 0]
+              for (const i of order)
+                buckets[i]!.setRate(ratePerSec * next[i]!, burst * next[i]!, true)
+              split = next
+            }
+            for (let k = 0; k < s.takes; k++)
+              if (buckets[who]!.tryTake(s.cost)) admitted.push({ t: source.now(), cost: s.cost })
+          }
+          coarse.close()
+          return worstExcess(admitted, ratePerSec / 1000, burst) <= 1e-6
+        },
+      ),
+    )
+  })
+
   it('a bucket that subtracts before capping, on the same late readings, over-admits (what the test above catches)', () => {
     const source = new ManualClock(0)
     const coarse = new CoarseClock(source, never)
