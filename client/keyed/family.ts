@@ -335,6 +335,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     // A key not tracked yet starts with what its share holds of the burst: at once, or never
     // by waiting here (its bucket is made on its first check).
     if (state === undefined) return this.#untracked(key) >= cost ? 0 : Infinity
+    this.#refreshIfStale(state)
     return this.#keyKind.msUntil(this.#shares, state, cost)
   }
 
@@ -385,7 +386,9 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
 
   /** Milliseconds until `key`'s bucket is full again here (0 for slots; a quota's: the window's end). */
   msUntilFull(key: string): number {
-    return this.#keyKind.msUntilFull(this.#shares, this.#keys.get(key))
+    const state = this.#keys.get(key)
+    if (state !== undefined) this.#refreshIfStale(state)
+    return this.#keyKind.msUntilFull(this.#shares, state)
   }
 
   /** What this process may use of `key` now. */
@@ -483,6 +486,9 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
       // default split starts with here (a first share may start full), so it starts empty.
       if (grant.capacity === 0 && this.#keyKind.refills) state.bucket.setRate(0, 0)
     }
+    // What the key may use changed since it was last used (a lease's end, the default share's
+    // moves): the bucket moves as of then, before this lease moves it now.
+    if (this.#keyKind.refills) this.#refreshIfStale(state)
     const nowMs = this.#hotClock.now()
     // A quota's key leased here for the first time (it went hot, maybe elsewhere): the
     // coordinator holds this process's seeded lease until it hears what was spent of the key
@@ -581,6 +587,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
         continue
       }
       if (hotNow < state.quietUntilMs) continue
+      this.#refreshIfStale(state)
       if (kind.wantsOwnLease(shares, state, state.key, wants, refused))
         candidates.push({ state, wants })
     }
@@ -805,7 +812,9 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     let soonestMs = Infinity
     for (const state of this.#waiting) {
       const head = state.waiters?.headCost()
-      if (head !== undefined) soonestMs = Math.min(soonestMs, state.bucket.msUntil(head))
+      if (head === undefined) continue
+      this.#refreshIfStale(state)
+      soonestMs = Math.min(soonestMs, state.bucket.msUntil(head))
     }
     if (!Number.isFinite(soonestMs)) return
     this.#wake = this.#clock
@@ -853,6 +862,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
         if (next.done === true) return false
       }
       const [key, state] = next.value
+      this.#refreshIfStale(state)
       if (this.#keyKind.evictable(this.#shares, state)) {
         this.#keys.delete(key)
         return true

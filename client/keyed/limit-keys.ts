@@ -11,15 +11,15 @@ import type { KeyLease, KeyReport } from './types.js'
  * the key's limits (in whole slots for a semaphore, shared/lease-math.ts).
  */
 
-/** What `key` may use now, and when that changes by time alone. */
+/** What `key` may use at `nowMs` (now by default), and when that changes by time alone. */
 export function limitsNow(
   shares: FamilyShares,
   key: string,
   state: KeyState | undefined,
+  nowMs = shares.hotClock.now(),
 ): { capacity: number; burst: number; changeAtMs: number } {
   const lease = state?.lease
   if (lease !== undefined && state !== undefined) {
-    const nowMs = shares.hotClock.now()
     if (nowMs < state.leaseUntilMs)
       return { capacity: lease.capacity, burst: lease.burst, changeAtMs: state.leaseUntilMs }
     if (nowMs < state.fallbackUntilMs) {
@@ -52,7 +52,7 @@ export function newLimitState(shares: FamilyShares, key: string): KeyState {
   else {
     const baseRate = burst > 0 ? (capacity * baseBurst) / burst : 0
     bucket = new TokenBucket(hotClock, baseRate, baseBurst, baseBurst)
-    bucket.setRate(capacity, burst, true, Math.max(0, hotClock.now() - shares.increasedAtMs))
+    bucket.moveRate(capacity, burst, Infinity, Math.max(0, hotClock.now() - shares.increasedAtMs))
   }
   const state = new KeyState(key, bucket)
   state.epoch = shares.epoch
@@ -63,14 +63,53 @@ export function newLimitState(shares: FamilyShares, key: string): KeyState {
 
 /**
  * Sets the key's bucket and slots to what it may use now. The change moves a share of the
- * key between processes (TokenBucket.setRate, `moves`): a fall keeps what the slices that fell
- * held, going at the rate that fell; a rise is a fresh part, empty, earning at the rate gained.
- * So across the processes the key's tokens never exceed one bucket of the key, and the burst a
+ * key between processes (TokenBucket.moveRate): a fall keeps what the slices that fell held,
+ * going at the rate that fell; a rise is a fresh part, empty, earning at the rate gained. So
+ * across the processes the key's tokens never exceed one bucket of the key, and the burst a
  * move used to drop is spent (docs/keys.md, "A share that moves").
+ *
+ * A key is refreshed when it is next used, maybe long after what it may use changed. Its
+ * bucket is moved as of then: a lease's end and its fallback's at their times; the default
+ * share down to the lowest it was since as of its first move, and up to what it is now as of
+ * its last (a fall never later, a rise never earlier than it came). Moved now instead, a key
+ * idle through a fall would have earned at its old rate and kept its old burst while a
+ * riser's fresh part filled: a gateway joining two whose key sat full let the three hold 4/3
+ * of a burst (test/client/keyed/limit-keys.test.ts).
  */
 export function refreshLimit(shares: FamilyShares, state: KeyState): void {
+  const bucket = state.bucket
+  let risenForMs = 0
+  // epoch < 0: a lease just came, or the key went back to the default split: moved now.
+  if (state.epoch >= 0) {
+    if (state.lease !== undefined) {
+      // Changes by time alone, each at its time: the lease's end, then its fallback's.
+      for (let at = state.changeAtMs; at <= shares.hotClock.now(); at = state.changeAtMs) {
+        const then = limitsNow(shares, state.key, state, at)
+        bucket.moveRate(then.capacity, then.burst, at)
+        state.changeAtMs = then.changeAtMs
+      }
+    } else if (state.epoch !== shares.epoch) {
+      const moves = shares.movesSince(state.epoch)
+      const limits = shares.keyLimits(state.key)
+      if (moves === undefined) {
+        // Not remembered: what exceeds the share now goes (no excess kept, no part earned early).
+        bucket.setRate(
+          shareOfKey(shares.kind, shares.share, limits.capacity),
+          shareOfKey(shares.kind, shares.share, limits.burst),
+        )
+      } else if (moves !== null) {
+        const low = moves.lowShare
+        bucket.moveRate(
+          shareOfKey(shares.kind, low, limits.capacity),
+          shareOfKey(shares.kind, low, limits.burst),
+          moves.firstAtMs,
+        )
+        risenForMs = Math.max(0, shares.hotClock.now() - moves.lastAtMs)
+      }
+    }
+  }
   const { capacity, burst, changeAtMs } = limitsNow(shares, state.key, state)
-  state.bucket.setRate(capacity, burst, true)
+  bucket.moveRate(capacity, burst, Infinity, risenForMs)
   state.slots = capacity
   state.changeAtMs = changeAtMs
   state.epoch = shares.epoch

@@ -11,6 +11,18 @@ import {
 
 const emptyCharges: ReadonlyMap<string, number> = new Map()
 
+/** Moves of the default share remembered for keys refreshed late (`movesSince`). */
+const keptMoves = 16
+
+/** The default share's moves since a key's bucket was last set (`FamilyShares.movesSince`). */
+export interface ShareMoves {
+  /** The lowest share in force since (the one the bucket was set for not counted). */
+  lowShare: number
+  /** When the first move came, and the last (hot clock). */
+  firstAtMs: number
+  lastAtMs: number
+}
+
 /**
  * What a keyed family's lease says every key may use in this process: the
  * default share (a fraction of each key's limits), its fallback, the kind
@@ -32,6 +44,12 @@ export class FamilyShares {
   increasedAtMs = 0
   /** Bumped whenever the share in force (or the kind) changes: a key refreshes when it sees a new one. */
   epoch = 0
+  /** The share's last moves (a ring): the epoch each made, when, and the share it made. */
+  readonly #moveEpochs = new Float64Array(keptMoves)
+  readonly #moveAtMs = new Float64Array(keptMoves)
+  readonly #moveShares = new Float64Array(keptMoves)
+  #moves = 0
+  readonly #scratch: ShareMoves = { lowShare: 0, firstAtMs: 0, lastAtMs: 0 }
   kind: ResourceKind = 'rate'
   /** What the kind is (kindTraits): how a key is enforced asks here, not the kind's name. */
   traits: KindTraits = kindTraits.rate
@@ -130,7 +148,38 @@ export class FamilyShares {
       this.windowLengthMs = grant.window.lengthMs
     }
     this.epoch++
+    if (changed) this.#moved(nowMs)
     return changed
+  }
+
+  /**
+   * The default share's moves since the bucket of a key was set at `epoch`: null when it did
+   * not move; undefined when moves since then are no longer remembered.
+   */
+  movesSince(epoch: number): ShareMoves | null | undefined {
+    const first = this.#moves - keptMoves
+    let found = false
+    const m = this.#scratch
+    for (let i = this.#moves - 1; i >= 0 && i >= first; i--) {
+      const j = i % keptMoves
+      if (!(this.#moveEpochs[j]! > epoch)) return found ? m : null
+      if (!found) {
+        found = true
+        m.lowShare = this.#moveShares[j]!
+        m.lastAtMs = this.#moveAtMs[j]!
+      } else if (this.#moveShares[j]! < m.lowShare) m.lowShare = this.#moveShares[j]!
+      m.firstAtMs = this.#moveAtMs[j]!
+    }
+    // Every remembered move is since: those before them are too, unless there were none.
+    return first <= 0 ? (found ? m : null) : undefined
+  }
+
+  #moved(nowMs: number): void {
+    const j = this.#moves % keptMoves
+    this.#moveEpochs[j] = this.epoch
+    this.#moveAtMs[j] = nowMs
+    this.#moveShares[j] = this.share
+    this.#moves++
   }
 
   /**
@@ -162,17 +211,21 @@ export class FamilyShares {
   /** The lease ran out unrenewed: its fallback for the hold. */
   lapse(): void {
     this.lease = undefined
+    const changed = this.share !== this.fallback
     this.share = this.fallback
     this.baseShare = Math.min(this.baseShare, this.share)
     this.epoch++
+    if (changed) this.#moved(this.hotClock.now())
   }
 
   /** Nothing any more: the hold ended, or another process took the id over. */
   clear(): void {
     this.lease = undefined
+    const changed = this.share !== 0
     this.share = 0
     this.fallback = 0
     this.baseShare = 0
     this.epoch++
+    if (changed) this.#moved(this.hotClock.now())
   }
 }

@@ -18,7 +18,7 @@ function fill(p: Part): number {
 
 /**
  * A token bucket's tokens while its share of a limit moves between
- * processes (TokenBucket.setRate with `moves`), kept so that across the
+ * processes (TokenBucket.moveRate), kept so that across the
  * processes the limit's tokens never exceed one bucket of the whole limit,
  * however each spends:
  *

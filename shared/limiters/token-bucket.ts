@@ -23,7 +23,7 @@ export class TokenBucket {
   #taken = 0
   #lastMs: number
   /**
-   * While the share this bucket enforces moves (`setRate` with `moves`): its parts and the
+   * While the share this bucket enforces moves (`moveRate`): its parts and the
    * excess kept from falls (shared/limiters/bucket-parts.ts); undefined for a plain bucket (the
    * common case). `#tokens` is then what they hold together.
    */
@@ -119,28 +119,32 @@ export class TokenBucket {
 
   /**
    * Changes rate and burst. Tokens earned so far are counted at the old rate;
-   * none are invented. What exceeds the new burst is dropped, unless the
-   * change `moves` a share of one limit between processes (its whole
-   * unchanged): then a fall keeps what the slices that fell held, spent here
-   * as it may be, going at the rate that fell; and a rise is a fresh part,
-   * empty (holding what it earned in `risenForMs` if it came that long ago),
-   * earning at the rate gained, while the old part earns up to its old burst
-   * only. So the tokens held across the processes never exceed one bucket of
-   * the whole limit, and the burst a move used to drop is spent
+   * none are invented; what exceeds the new burst is dropped.
+   */
+  setRate(ratePerSec: number, burst: number): void {
+    this.#refill(this.#clock.now())
+    const t = this.#tokens - this.#taken
+    this.#parts = undefined
+    this.#ratePerMs = ratePerSec / 1000
+    this.#burst = burst
+    if (t > burst) this.#tokens = burst + this.#taken
+  }
+
+  /**
+   * Changes rate and burst as a share of one limit moves between processes
+   * (its whole unchanged), as of `atMs` (now, or a time since the last
+   * reading: a change seen late). A fall keeps what the slices that fell held,
+   * spent here as it may be, going at the rate that fell; a rise is a fresh
+   * part, empty (holding what it earned in `risenForMs` if it came that long
+   * ago), earning at the rate gained, while the old part earns up to its old
+   * burst only. So the tokens held across the processes never exceed one
+   * bucket of the whole limit, and the burst a move used to drop is spent
    * (shared/limiters/bucket-parts.ts; docs/keys.md, "A share that moves").
    */
-  setRate(ratePerSec: number, burst: number, moves = false, risenForMs = 0): void {
-    this.#refill(this.#clock.now())
+  moveRate(ratePerSec: number, burst: number, atMs = Infinity, risenForMs = 0): void {
+    const nowMs = this.#clock.now()
+    this.#refill(atMs < nowMs ? atMs : nowMs)
     const ratePerMs = ratePerSec / 1000
-    if (!moves) {
-      // Plain again: what exceeds the new burst goes.
-      const t = this.#tokens - this.#taken
-      this.#parts = undefined
-      this.#ratePerMs = ratePerMs
-      this.#burst = burst
-      if (t > burst) this.#tokens = burst + this.#taken
-      return
-    }
     if (ratePerMs === this.#ratePerMs && burst === this.#burst) return
     // What was taken at the last reading stays to be taken at the next refill (from the excess
     // first): on a coarse clock it may have been taken as late as the next reading.

@@ -141,7 +141,7 @@ describe('BurstSlack', () => {
               if (hidden.share > 0 && hidden.untilMs <= toMs) {
                 clock.advance(Math.max(0, hidden.untilMs - clock.now()))
                 hidden.share = 0
-                hidden.bucket.setRate(0, 0, true)
+                hidden.bucket.moveRate(0, 0)
               }
               clock.advance(toMs - clock.now())
               spend(hidden.bucket, true)
@@ -156,12 +156,12 @@ describe('BurstSlack', () => {
               const before = shares[s.i]!
               // A rise while another bucket still spends an excess kept from a fall: the excess
               // goes at the rate that fell, and the rise is a fresh part, empty, earning at the
-              // rate gained (TokenBucket.setRate, `moves`), so a riser whose old part was full
+              // rate gained (TokenBucket.moveRate), so a riser whose old part was full
               // cannot take the tokens out past the central bucket (it did here in CI at seed
               // 681887440, 100.025 of 100, when the rise earned at the riser's whole new rate).
               shares[s.i] = share
               const b = buckets[s.i]!
-              b.setRate(share * ratePerSec, share * burst, true)
+              b.moveRate(share * ratePerSec, share * burst)
               slack.hold(
                 shares.reduce((a, c) => a + c, 0),
                 clock.now(),

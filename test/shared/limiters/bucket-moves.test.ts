@@ -4,7 +4,7 @@ import { TokenBucket } from '../../../shared/limiters/index.js'
 import { ManualClock } from '../../../shared/index.js'
 
 // A key's limit split between processes whose shares move, as a keyed family's default share or
-// a hot key's leases do (TokenBucket.setRate with `moves`): the one whose share falls keeps what
+// a hot key's leases do (TokenBucket.moveRate): the one whose share falls keeps what
 // the slices that fell held, going at the rate that fell; the one whose share rises gets a
 // fresh part, empty, earning at the rate gained, while its old part earns up to its old burst
 // only. Together they never admit more than one bucket of the whole limit: rate·t + burst over
@@ -76,7 +76,7 @@ describe('a token bucket whose share moves', () => {
             // The ones that fall apply their leases first; a rise is granted once they have.
             const to = shareSets[s.to]!
             const order = [0, 1, 2].sort((a, b) => to[a]! - shares[a]! - (to[b]! - shares[b]!))
-            for (const i of order) buckets[i]!.setRate(ratePerSec * to[i]!, burst * to[i]!, true)
+            for (const i of order) buckets[i]!.moveRate(ratePerSec * to[i]!, burst * to[i]!)
             shares = to
           }
           expect(worstInterval(admitted, ratePerSec)).toBeLessThanOrEqual(burst + 1e-6)
@@ -92,11 +92,11 @@ describe('a token bucket whose share moves', () => {
     const a = new TokenBucket(clock, 50, 50)
     const b = new TokenBucket(clock, 50, 50)
     for (let i = 0; i < 5; i++) {
-      a.setRate(20, 20, true)
-      b.setRate(80, 80, true)
+      a.moveRate(20, 20)
+      b.moveRate(80, 80)
       clock.advance(300)
-      b.setRate(50, 50, true)
-      a.setRate(50, 50, true)
+      b.moveRate(50, 50)
+      a.moveRate(50, 50)
       clock.advance(300)
       expect(a.tokens + b.tokens).toBeLessThanOrEqual(100 + 1e-9)
     }
@@ -116,8 +116,8 @@ describe('a token bucket whose share moves', () => {
     const clock = new ManualClock()
     const a = new TokenBucket(clock, 25, 25)
     const b = new TokenBucket(clock, 75, 75)
-    b.setRate(0, 0, true)
-    a.setRate(100, 100, true)
+    b.moveRate(0, 0)
+    a.moveRate(100, 100)
     const startMs = clock.now()
     for (const ms of [1, 250, 500, 750, 1000, 1500]) {
       clock.advance(startMs + ms - clock.now())
@@ -131,7 +131,7 @@ describe('a token bucket whose share moves', () => {
     const clock = new ManualClock()
     // 100 a minute, held whole here; then two thirds go to other processes.
     const b = new TokenBucket(clock, 100 / 60, 100)
-    b.setRate(100 / 180, 100 / 3, true)
+    b.moveRate(100 / 180, 100 / 3)
     expect(b.tokens).toBeCloseTo(100, 9)
     expect(b.excess).toBeCloseTo(100 - 100 / 3, 9)
     // 30 s on: half the excess went (at the 10/9 a second that fell), the part is full.
@@ -153,7 +153,7 @@ describe('a token bucket whose share moves', () => {
     d.setRate(5, 5)
     expect(d.tokens).toBe(5)
     const e = new TokenBucket(clock, 10, 10)
-    e.setRate(10, 5, true)
+    e.moveRate(10, 5)
     expect(e.tokens).toBeCloseTo(5, 9)
     expect(e.excess).toBe(0)
   })
@@ -162,7 +162,7 @@ describe('a token bucket whose share moves', () => {
     const clock = new ManualClock()
     const b = new TokenBucket(clock, 10, 10)
     expect(b.tryTake(4)).toBe(true)
-    b.setRate(30, 30, true)
+    b.moveRate(30, 30)
     // 6 in the old part (of 10), 0 in the fresh one (of 20); both earn, each its own rate.
     expect(b.tokens).toBeCloseTo(6, 9)
     expect(b.partCount).toBe(2)

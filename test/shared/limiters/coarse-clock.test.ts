@@ -67,7 +67,7 @@ describe('CoarseClock and the token bucket on it', () => {
   })
 
   it('two buckets whose shares move, on late readings, never admit more than one bucket of the whole limit', () => {
-    // A moving bucket's parts and excess (TokenBucket.setRate with `moves`) on the coarse clock:
+    // A moving bucket's parts and excess (TokenBucket.moveRate) on the coarse clock:
     // what was taken at a reading counts as taken at the next one, as the plain path does.
     const splits = [
       [1, 0],
@@ -96,8 +96,7 @@ describe('CoarseClock and the token bucket on it', () => {
               // The one that falls first.
               const next = splits[to]!
               const order = next[0] < split[0]! ? [0, 1] : [1, 0]
-              for (const i of order)
-                buckets[i]!.setRate(ratePerSec * next[i]!, burst * next[i]!, true)
+              for (const i of order) buckets[i]!.moveRate(ratePerSec * next[i]!, burst * next[i]!)
               split = next
             }
             for (let k = 0; k < s.takes; k++)
