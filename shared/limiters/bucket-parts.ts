@@ -22,16 +22,21 @@ function fill(p: Part): number {
  * processes the limit's tokens never exceed one bucket of the whole limit,
  * however each spends:
  *
- * - **A fall** turns slices of the bucket (the emptiest parts first) into an
- *   excess: their tokens are kept, spent first, and go at the rate that fell,
- *   earning nothing. A slice of rate f holds at most f × refill time, so it is
- *   gone within one refill time, at f.
+ * - **A fall** takes slices of the emptiest parts: each part keeps what still
+ *   fits its new burst, and only what does not is an excess, kept, spent
+ *   first, going at the rate that fell, earning nothing. A slice of rate f
+ *   leaves at most f × refill time, gone within one refill time, at f. (A
+ *   key spent as it comes holds a fraction of a token; had a slice of that
+ *   fraction gone as excess it would have gone before it made a whole one.)
  * - **A rise** is a fresh part, empty, earning at the rate gained up to the
  *   burst gained. What the rise came from (another process's fall, at or
  *   before it) goes at that rate: the fresh part and the excess it pays for
- *   never hold more together than the slice did. The old parts earn as
- *   before, up to their own bursts only, so a riser whose old part was full
- *   earns nothing for it (the gap the CI found at seed 681887440).
+ *   never hold more together than the slice did. A rise's part that falls
+ *   again keeps what fits, as any part: its own excess elsewhere still goes
+ *   at the whole rate it rose by, which pays for what the part and the new
+ *   riser earn together. The old parts earn as before, up to their own
+ *   bursts only, so a riser whose old part was full earns nothing for it
+ *   (the gap the CI found at seed 681887440).
  * - Spending takes from the excess, then from the fullest part: it keeps each
  *   part earning as long as may be. Parts whose fills meet are one part (every
  *   part earns its fill back at the same pace when its rate and burst are in
@@ -174,7 +179,8 @@ export class BucketParts {
 
   /**
    * The rate fell by `ratePerMs`: slices of the emptiest parts go, each with its share of the
-   * part's burst; their tokens are kept as excess going at the rate that fell.
+   * part's burst; what a part holds beyond its new burst is kept as excess going at the rate
+   * that fell.
    */
   fall(ratePerMs: number): void {
     const parts = this.#parts
@@ -183,12 +189,13 @@ export class BucketParts {
       if (!(p.ratePerMs > 0)) continue
       const take = Math.min(ratePerMs, p.ratePerMs)
       const q = take / p.ratePerMs
-      const tokens = p.tokens * q
-      p.tokens -= tokens
       p.burst -= p.burst * q
       p.ratePerMs -= take
       ratePerMs -= take
+      // The slice takes what the part cannot hold any more, no more.
+      const tokens = p.tokens - p.burst
       if (tokens > 0) {
+        p.tokens = p.burst
         this.excess += tokens
         this.#excessGoesPerMs += take
       }

@@ -158,6 +158,33 @@ describe('a token bucket whose share moves', () => {
     expect(e.excess).toBe(0)
   })
 
+  it('a fall keeps in the bucket what fits its new burst: only what does not is an excess', () => {
+    // A key spent as it comes holds a fraction of a token; had the fall made a slice of that
+    // fraction an excess, it would have gone before it made a whole token (62% where a plain
+    // bucket kept 49 of 49 in a simulation of a share moving ±30% every second).
+    const clock = new ManualClock()
+    const b = new TokenBucket(clock, 10, 10)
+    expect(b.tryTake(8)).toBe(true)
+    b.moveRate(5, 5)
+    expect(b.tokens).toBeCloseTo(2, 9)
+    expect(b.excess).toBe(0)
+    // A rise, then a fall of the same: the emptiest part (the rise's, 0.3 of 3) goes, what it
+    // held an excess; the old part keeps all it holds.
+    b.moveRate(8, 8)
+    clock.advance(100)
+    expect(b.tokens).toBeCloseTo(2 + 0.5 + 0.3, 9)
+    b.moveRate(5, 5)
+    expect(b.tokens).toBeCloseTo(2.8, 9)
+    expect(b.excess).toBeCloseTo(0.3, 9)
+    // Above the new burst: the excess, going at the rate that fell.
+    clock.advance(1000)
+    expect(b.tokens).toBeCloseTo(5, 9)
+    b.moveRate(2, 2)
+    expect(b.excess).toBeCloseTo(3, 9)
+    clock.advance(500)
+    expect(b.excess).toBeCloseTo(3 - 1.5, 9)
+  })
+
   it('a rise is a fresh part: the old part earns to its old burst, the fresh one at the rate gained', () => {
     const clock = new ManualClock()
     const b = new TokenBucket(clock, 10, 10)
