@@ -4,6 +4,7 @@ import { newLimitState, refreshLimit } from '../../../client/keyed/limit-keys.js
 import { FamilyShares } from '../../../client/keyed/shares.js'
 import type { KeyState } from '../../../client/keyed/key-state.js'
 import { ManualClock, type LeaseGrant } from '../../../shared/index.js'
+import { worstInterval } from '../../helpers/intervals.js'
 
 // A keyed family's default share moving between processes while a key sits idle at some of
 // them: a process refreshes a key's bucket when it next touches it (the family's epoch moved),
@@ -104,14 +105,7 @@ describe('a key idle while its default share moves', () => {
             admitted.push(clock.now())
           } while (s.all)
         }
-        let least = Infinity
-        let worst = -Infinity
-        for (let k = 0; k < admitted.length; k++) {
-          const f = k - (ratePerSec * admitted[k]!) / 1000
-          least = Math.min(least, f)
-          worst = Math.max(worst, f - least + 1)
-        }
-        expect(worst).toBeLessThanOrEqual(burst + 1e-6)
+        expect(worstInterval(admitted, ratePerSec)).toBeLessThanOrEqual(burst + 1e-6)
       }),
     )
   })

@@ -2,6 +2,7 @@ import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { TokenBucket } from '../../../shared/limiters/index.js'
 import { ManualClock } from '../../../shared/index.js'
+import { worstInterval } from '../../helpers/intervals.js'
 
 // A key's limit split between processes whose shares move, as a keyed family's default share or
 // a hot key's leases do (TokenBucket.moveRate): the one whose share falls keeps what
@@ -32,19 +33,6 @@ const step = fc.oneof(
   // wait, then the shares move to one of the sets above
   fc.record({ wait, to: fc.nat(shareSets.length - 1) }),
 )
-
-/** Every interval [i, j] of admissions: j − i + 1 ≤ rate·(t_j − t_i) + burst; the worst left side. */
-function worstInterval(admitted: readonly number[], ratePerSec: number): number {
-  // f(j) − f(i) + 1 ≤ burst with f(k) = k − rate·t_k: one pass with the least f so far.
-  let least = Infinity
-  let worst = -Infinity
-  for (let k = 0; k < admitted.length; k++) {
-    const f = k - (ratePerSec * admitted[k]!) / 1000
-    least = Math.min(least, f)
-    worst = Math.max(worst, f - least + 1)
-  }
-  return worst
-}
 
 describe('a token bucket whose share moves', () => {
   it('three processes whose shares move never admit more than one bucket of the whole limit', () => {
