@@ -39,7 +39,7 @@ export function limitsNow(
 /**
  * A key seen here for the first time: its bucket starts full of what the share held of its
  * burst before its last rise (FamilyShares.baseShare), and the rise is a fresh part holding
- * what it earned since (TokenBucket.setRate, `moves`), so its first request is decided here at
+ * what it earned since (TokenBucket.moveRate), so its first request is decided here at
  * once and the old part earns up to its old burst only.
  */
 export function newLimitState(shares: FamilyShares, key: string): KeyState {
