@@ -51,6 +51,11 @@ export class CoarseClock implements Clock {
     return this.#count - 1
   }
 
+  /** A fresh reading of the source, not cached (for what must know the real time: a decay). */
+  preciseNow(): number {
+    return this.#source.now()
+  }
+
   /**
    * When the reading after reading `index` was taken: the latest real time
    * anything done at reading `index` can have happened. Past what is

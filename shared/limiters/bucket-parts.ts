@@ -97,6 +97,11 @@ export class BucketParts {
     return this.#parts[0]?.tokens ?? 0
   }
 
+  /** The rate the excess goes at, per ms (0 without one). */
+  get excessGoesPerMs(): number {
+    return this.#excessGoesPerMs
+  }
+
   /** Parts kept apart now (for tests). */
   get partCount(): number {
     return this.#parts.length

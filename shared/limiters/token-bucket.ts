@@ -33,6 +33,12 @@ export class TokenBucket {
    * it (as late as the rise may really have come); -1 when none waits.
    */
   #riseReading = -1
+  /**
+   * An excess kept on a coarse clock: it goes with time, so what a reading says of it may be
+   * gone by the real time of a take at that reading (as late as the next one). Such a take
+   * reads the real time (`#takeAtRealTime`).
+   */
+  #excessOnCoarse = false
   /** The coarse clock's index of the reading `#lastMs` is. */
   #lastReading = 0
   readonly #coarse: CoarseClock | undefined
@@ -82,6 +88,22 @@ export class TokenBucket {
     const now = this.#clock.now()
     if (now > this.#lastMs) this.#refill(now)
     if (this.#tokens - this.#taken < cost) return false
+    if (this.#excessOnCoarse) return this.#takeAtRealTime(cost)
+    this.#taken += cost
+    return true
+  }
+
+  /**
+   * A take from a bucket holding an excess on a coarse clock: what the excess lost since the
+   * last reading, by the real time now, is not there to take (what the parts earned meanwhile
+   * is not counted, nor that earlier takes spent some of it before it went: less, never more).
+   */
+  #takeAtRealTime(cost: number): boolean {
+    const parts = this.#parts!
+    // Gone whatever was taken of it before: takes at this reading came earlier, if anything.
+    const goneMs = this.#coarse!.preciseNow() - this.#lastMs
+    const gone = goneMs > 0 ? Math.min(parts.excess, goneMs * parts.excessGoesPerMs) : 0
+    if (this.#tokens - this.#taken - gone < cost) return false
     this.#taken += cost
     return true
   }
@@ -125,6 +147,7 @@ export class TokenBucket {
     this.#refill(this.#clock.now())
     const t = this.#tokens - this.#taken
     this.#parts = undefined
+    this.#excessOnCoarse = false
     this.#ratePerMs = ratePerSec / 1000
     this.#burst = burst
     if (t > burst) this.#tokens = burst + this.#taken
@@ -201,6 +224,7 @@ export class TokenBucket {
   fill(): void {
     this.#refill(this.#clock.now())
     this.#parts = undefined
+    this.#excessOnCoarse = false
     this.#tokens = this.#burst + this.#taken
   }
 
@@ -258,6 +282,7 @@ export class TokenBucket {
   /** The parts' tokens are the bucket's; once settled, a plain bucket again. */
   #afterParts(): void {
     const parts = this.#parts!
+    this.#excessOnCoarse = this.#coarse !== undefined && parts.excess > 0
     if (!parts.settled) {
       this.#tokens = parts.tokens
       return
