@@ -54,10 +54,14 @@ export function send(pool: PoolState, entry: Entry, capacity: number, nowMs: num
  * A keyed quota's holder is new in each window (`windowIndex`): a key
  * leased to it in an earlier window gets a lease of 0 for this one, or it
  * would take its new default share of a key leased on its own. A family
- * lease renewed on a new connection (`again`) carries every key lease the
- * holder has: the client may have none of them (found by the keyed quota
- * model: after a restart, a holder whose first batch was lost took its
- * default share of a hot key the pool counted at 1 for it, 13 of 12).
+ * lease renewed on a new connection (`again`), or the first of a holder or
+ * of a window (`first`), carries every hot key's lease the holder has, or
+ * one of 0: the client may have none of them (found by the keyed quota
+ * model, 13 of 12 both times: after a restart, a holder whose first batch
+ * was lost took its default share of a hot key the pool counted at 1 for
+ * it; and a holder whose family lease a restored pool had forgotten, while
+ * it restored the holder's key lease of 0 as acknowledged, took its default
+ * share of that key with its first family lease).
  */
 function withFamilyLease(
   pool: PoolState,
@@ -79,10 +83,11 @@ function withFamilyLease(
       continue
     }
     if (e === undefined) {
-      if (first) sendOne(pool, subscribe(pool, entry.client, r.settings.id, r.settings), 0, nowMs)
+      if (first || again)
+        sendOne(pool, subscribe(pool, entry.client, r.settings.id, r.settings), 0, nowMs)
     } else if (windowIndex !== undefined && e.leaseWindow !== windowIndex)
       sendOne(pool, e, 0, nowMs)
-    else if (e.leases.at(-1)?.acked !== true || (again && e.leases.at(-1)?.seq !== seq))
+    else if (e.leases.at(-1)?.acked !== true || ((first || again) && e.leases.at(-1)?.seq !== seq))
       sendOne(pool, e, e.newest, nowMs)
   }
 }

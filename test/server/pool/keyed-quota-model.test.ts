@@ -452,6 +452,31 @@ describe('keyed quotas in the pool (model, against the client)', () => {
     expect(w.processes.get('p')!.family.leaseOf('b').source).toBe('key')
   })
 
+  it("sends a key's lease with a holder's first family lease even when a restored pool took it for acknowledged (found by the model: 13 of 12)", () => {
+    // q and r hold the family, disconnected through a coordinator restart; p joins. Just past a
+    // window's edge (q's and r's shares of the window before still held), b is reset, so made
+    // hot: q and r are sent b's lease of 0, which never reaches them, and the coordinator
+    // restarts again, restoring that lease as acknowledged (and forgetting q's family lease).
+    // q comes back: its first family lease of the window must carry b's lease of 0, or q takes
+    // its default share of b (4) where 0 is counted, and p is moved all of b's 12.
+    const steps = JSON.parse(
+      '[{"op":"join","p":"r"},{"op":"tick","ms":200,"spend":[],"lost":false},' +
+        '{"op":"tick","ms":100,"spend":[],"lost":false},{"op":"advance","ms":7000},{"op":"tick","ms":100,"spend":[],"lost":false},' +
+        '{"op":"advance","ms":7000},{"op":"join","p":"q"},{"op":"advance","ms":7000},{"op":"advance","ms":300},' +
+        '{"op":"tick","ms":200,"spend":[],"lost":false},{"op":"advance","ms":300},{"op":"tick","ms":100,"spend":[],"lost":false},' +
+        '{"op":"tick","ms":200,"spend":[],"lost":false},{"op":"advance","ms":7000},{"op":"restart"},{"op":"advance","ms":50},' +
+        '{"op":"advance","ms":50},{"op":"join","p":"p"},{"op":"tick","ms":200,"spend":[],"lost":false},' +
+        '{"op":"tick","ms":200,"spend":[],"lost":false},{"op":"tick","ms":100,"spend":[],"lost":false},' +
+        '{"op":"tick","ms":200,"spend":[],"lost":false},{"op":"reset","key":"b"},{"op":"restart"},' +
+        '{"op":"tick","ms":200,"spend":[],"lost":false},{"op":"join","p":"q"},{"op":"join","p":"p"},' +
+        '{"op":"tick","ms":100,"spend":[["p","b",3]],"lost":false},{"op":"tick","ms":100,"spend":[],"lost":false},' +
+        '{"op":"tick","ms":100,"spend":[["p","b",4]],"lost":false},{"op":"tick","ms":100,"spend":[["p","b",5]],"lost":false}]',
+    ) as Step[]
+    const w = run([...steps, { op: 'spend', p: 'q', key: 'b', n: 4, ghost: false }])
+    expect(w.processes.get('q')!.family.leaseOf('b')).toMatchObject({ source: 'key' })
+    expect(w.admitted.get('b@3')).toBeLessThanOrEqual(12)
+  })
+
   it('hands a released share on with what it spent, even when the lease that carried it is lost (found by the model: 13 of 12)', () => {
     // r alone holds half of every key; q joins (a third); r spends 5 of b's 12 and closes,
     // saying so. No newcomer comes, so after three refresh periods a round hands r's half to
