@@ -128,6 +128,11 @@ export class FamilyShares {
       // (server/pool/lease-out.ts, quietFor): every key starts full of this share.
       this.baseShare = grant.capacity
       this.increasedAtMs = nowMs
+    } else if (grant.fill !== undefined && grant.capacity > this.share) {
+      // Part of the burst was free (a first share, lease-out.ts's firstShareFill): a key starts
+      // with that part (or what it had earned, if more) and earns the rest of the share.
+      this.baseShare = Math.min(grant.capacity, Math.max(grant.fill, this.#earnedShare(nowMs)))
+      this.increasedAtMs = nowMs
     } else if (grant.capacity > this.share) {
       // A rise: a new key starts with what it had earned of the share before it, no more.
       this.baseShare = this.#earnedShare(nowMs)

@@ -21,6 +21,17 @@
  * step, the worse of the two cases: grown from the step's start, or from any instant of it at
  * which v may have been full. Until `unknownUntilMs` (a restart's learning, leases of a
  * forgotten state, a hot key gone back) anything counts as held, and all of it as a fall then.
+ *
+ * What a bucket holds is also bounded by what it started with: a grant that starts with part
+ * of its share (`takePart`) or none holds that, plus what it earned since, at most its rate.
+ * So beside `held` it keeps T, an upper bound on Σ tokens (what was taken, grown at `held` ÷
+ * refill, never above `held` + excess nor 1 − s). Had v been full at some instant of a step,
+ * the last such instant τ left s(τ) = 1 − Σ tokens(τ) ≥ 1 − T(τ), and from τ on s grew: so s
+ * is at least 1 − T grown to the step's end (the worst τ is the end: T grows at `held` and s
+ * at 1 − `held`, in the same refill time). This is what lets a first share that started with
+ * half of what was free leave the other half to the next holder, though every share together
+ * commits the whole capacity (`held` = 1).
+ *
  * Pure: the pool gives it the time.
  */
 export class BurstSlack {
@@ -34,6 +45,8 @@ export class BurstSlack {
   #unknownUntilMs: number
   /** Falls of `held` in the last refill time: what each may have left above the new bursts. */
   readonly #falls: Fall[] = []
+  /** T at `#atMs`: at least what the processes' buckets hold, a share of the burst (1 while unknown). */
+  #tokens: number
 
   /**
    * @param refillMs the burst's refill time (burst ÷ capacity; a family's slowest key's)
@@ -43,6 +56,7 @@ export class BurstSlack {
     this.#refillMs = refillMs
     this.#unknownUntilMs = unknownUntilMs
     this.#atMs = unknownUntilMs
+    this.#tokens = unknownUntilMs > -Infinity ? 1 : 0
     if (!(unknownUntilMs > -Infinity)) this.#slack = 1
   }
 
@@ -57,7 +71,20 @@ export class BurstSlack {
     this.#advance(nowMs)
     if (!(share <= this.#slack + 1e-9)) return false
     this.#slack = Math.max(0, this.#slack - share)
+    this.#tokens = Math.min(1, this.#tokens + share)
     return true
+  }
+
+  /**
+   * A lease of `share` starts with part of it now: at most `fraction` of what is free. Returns
+   * what it took (0..share), which its buckets start with (the rest they earn).
+   */
+  takePart(share: number, fraction: number, nowMs: number): number {
+    this.#advance(nowMs)
+    const part = Math.max(0, Math.min(share, this.#slack * fraction))
+    this.#slack = Math.max(0, this.#slack - part)
+    this.#tokens = Math.min(1, this.#tokens + part)
+    return part
   }
 
   /** The leases now commit `share` of the capacity (Σ committed ÷ capacity). */
@@ -80,6 +107,7 @@ export class BurstSlack {
   disturb(untilMs: number, nowMs: number): void {
     this.#advance(nowMs)
     this.#slack = 0
+    this.#tokens = 1
     if (untilMs > this.#unknownUntilMs) this.#unknownUntilMs = untilMs
   }
 
@@ -98,8 +126,9 @@ export class BurstSlack {
    * The bound at `nowMs`: the worse of growing from `#slack` at (1 − held) ÷ refill, and, for
    * each instant τ of the step at which the central bucket may have been full, 1 − held − the
    * excess at τ, grown from τ on (taken as it is when below 0: a weaker bound, linear between the
-   * instants where an excess ends, so those instants and the step's ends are the ones to try).
-   * Nothing allocated: it runs at every change of what the leases commit.
+   * instants where an excess ends, so those instants and the step's ends are the ones to try),
+   * or 1 − T grown over the step when that says more. Nothing allocated: it runs at every change
+   * of what the leases commit.
    */
   #advance(nowMs: number): void {
     const fromMs = this.#atMs
@@ -108,19 +137,29 @@ export class BurstSlack {
     if (fromMs === -Infinity) return // nothing was ever held before now: all of it is free
     const refillMs = this.#refillMs
     const unknownUntilMs = this.#unknownUntilMs
-    let bound = this.#slack + this.#grown(fromMs, nowMs)
-    bound = Math.min(bound, this.#fullAt(fromMs, nowMs), this.#fullAt(nowMs, nowMs))
+    const held = this.#held
+    // T over the step: grown at `held` from its start, never above what the shares and their
+    // falls may hold at its start (the most they hold in it: an excess only goes), nor 1.
+    const grownTokens = this.#tokens + (held * (nowMs - fromMs)) / refillMs
+    const tokensInStep = Math.min(grownTokens, held + this.#excessAt(fromMs), 1)
+    // Had v been full in the step: the worst of its instants, by held and excess...
+    let full = Math.min(this.#fullAt(fromMs, nowMs), this.#fullAt(nowMs, nowMs))
     if (unknownUntilMs > fromMs && unknownUntilMs < nowMs)
-      bound = Math.min(bound, this.#fullAt(unknownUntilMs, nowMs))
+      full = Math.min(full, this.#fullAt(unknownUntilMs, nowMs))
     const unknownEndsMs = unknownUntilMs + refillMs
     if (unknownEndsMs > fromMs && unknownEndsMs < nowMs)
-      bound = Math.min(bound, this.#fullAt(unknownEndsMs, nowMs))
+      full = Math.min(full, this.#fullAt(unknownEndsMs, nowMs))
     const falls = this.#falls
     for (let i = 0; i < falls.length; i++) {
       const endsMs = falls[i]!.atMs + refillMs
-      if (endsMs > fromMs && endsMs < nowMs) bound = Math.min(bound, this.#fullAt(endsMs, nowMs))
+      if (endsMs > fromMs && endsMs < nowMs) full = Math.min(full, this.#fullAt(endsMs, nowMs))
     }
-    this.#slack = Math.max(0, Math.min(bound, 1))
+    // ... or by T, whichever says more: each bounds s in that case.
+    full = Math.max(full, 1 - tokensInStep)
+    // v never full in the step: grown from its start.
+    this.#slack = Math.max(0, Math.min(this.#slack + this.#grown(fromMs, nowMs), full, 1))
+    // T now; and Σ tokens = v − s ≤ 1 − s.
+    this.#tokens = Math.min(grownTokens, held + this.#excessAt(nowMs), 1 - this.#slack)
     while (falls.length > 0 && falls[0]!.atMs + refillMs <= nowMs) falls.shift()
   }
 

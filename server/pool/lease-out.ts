@@ -31,6 +31,15 @@ function familyPayload(f: FamilySettings): NonNullable<LeaseGrant['family']> {
   return payload
 }
 
+/**
+ * What of the burst nobody may hold a keyed family's first share may start with: half. Alone, a
+ * first process starts every key with half of its burst and earns the rest; the next one to
+ * join (its share falls to half) starts with half of what is left, and so on, rather than the
+ * first taking all and every later one starting empty (docs/keys.md, "A family's first
+ * shares").
+ */
+export const firstShareFill = 0.5
+
 /** Sends `entry` a lease of `capacity` now (and, for a family's own resource, its hot keys'). */
 export function send(pool: PoolState, entry: Entry, capacity: number, nowMs: number): void {
   const r = entry.resource
@@ -92,6 +101,15 @@ function withFamilyLease(
   }
 }
 
+/**
+ * Whether no lease of `entry` lets its client hold anything (none sent, or every one 0): its
+ * buckets hold nothing of the share, whatever fell to 0 before counted as a fall.
+ */
+function holdsNothing(entry: Entry): boolean {
+  for (const l of entry.leases) if (l.capacity > 0 || l.fallback > 0) return false
+  return true
+}
+
 /** Records a lease of `capacity` for `entry` and puts it in its client's batch. */
 export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: number): void {
   const batch = batchOf(pool, entry.client)
@@ -106,13 +124,22 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
       : Math.max(0, Math.floor(window.endMs - nowMs - s.graceMs))
   // Before this lease is recorded (which marks it held): may its bucket start full? A first
   // lease may, with what of the burst nobody may hold. A rate key reset (reset.ts) fills its
-  // holders' buckets once, whatever came before.
-  const full =
-    window === undefined &&
-    (entry.refillDue ||
-      (capacity > 0 &&
-        entry.leases.length === 0 &&
-        r.burstSlack?.take(capacity / s.capacity, nowMs) === true))
+  // holders' buckets once, whatever came before. A keyed family's first share starts with at
+  // most half of what nobody may hold (`fill`, all of its share when that is enough): the rest
+  // is left for the processes that join after it, whose shares its own will fall to.
+  let full = window === undefined && entry.refillDue
+  let fill = 0
+  if (!full && window === undefined && capacity > 0) {
+    const share = capacity / s.capacity
+    if (!r.shape.familyShare) {
+      if (entry.leases.length === 0) full = r.burstSlack?.take(share, nowMs) === true
+    } else if (r.burstSlack !== undefined && holdsNothing(entry)) {
+      // A share's first lease is often 0 (what it is to get is freed as the others acknowledge
+      // their falls): its first of more than 0 is its first share.
+      fill = r.burstSlack.takePart(share, firstShareFill, nowMs)
+      full = fill >= share - 1e-9
+    }
+  }
   entry.refillDue = false
   // The fallback never exceeds the lease: what a silent client may enforce is what it was leased.
   const safeShare = s.safeCapacity ?? s.capacity / Math.max(1, r.entries.size)
@@ -136,7 +163,7 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
     refreshMs: s.refreshMs,
     safeCapacity,
     safeHoldMs: s.safeHoldMs,
-    ...(full ? { full: true as const } : {}),
+    ...(full ? { full: true as const } : fill > 0 ? { fill: fill * s.capacity } : {}),
     ...(r.shape.familyShare ? { family: familyPayload(s.family!) } : {}),
     ...(window === undefined
       ? r.shape.familyShare

@@ -299,6 +299,13 @@ export const leaseGrant = z.strictObject({
    */
   full: z.literal(true).optional(),
   /**
+   * Rate, a keyed family's own resource: each key's bucket starts with this much of the key's
+   * burst (as `capacity` is of its rate: a share, at most `capacity`) rather than empty, and
+   * earns the rest. A first share on a family, when part of the burst is free but not all of
+   * this share (server/pool/lease-out.ts, firstShareFill).
+   */
+  fill: quantity.optional(),
+  /**
    * A key of a keyed family goes back to the default split (nobody asks for it any more): the
    * client drops its own lease of the key, and the family's default share rules it again.
    * The rest of the grant is 0.

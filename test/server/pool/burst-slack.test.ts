@@ -52,6 +52,33 @@ describe('BurstSlack', () => {
     expect(slack.available(5_000 + refillMs)).toBeCloseTo(0.75, 6)
   })
 
+  it('a first share that starts with half of what is free leaves the rest to the next holder, though it commits all', () => {
+    const slack = new BurstSlack(refillMs, -Infinity)
+    // Alone, the first holder is leased the whole, and starts with half of the burst.
+    expect(slack.takePart(1, 0.5, 0)).toBeCloseTo(0.5, 9)
+    slack.hold(1, 0)
+    // A second joins 10 ms later: the first falls to half (its buckets may have earned 1% of
+    // the burst since), and the second starts with half of what is left.
+    slack.hold(0.5, 10)
+    expect(slack.available(10)).toBeCloseTo(0.49, 9)
+    expect(slack.takePart(0.5, 0.5, 10)).toBeCloseTo(0.245, 9)
+    slack.hold(1, 10)
+    // Then nothing more is free: every share together may fill what they started without.
+    expect(slack.available(10 + refillMs)).toBe(0)
+  })
+
+  it('what a share started with grows at its rate: a first share started with half may be full a refill time later', () => {
+    const slack = new BurstSlack(refillMs, -Infinity)
+    expect(slack.takePart(1, 0.5, 0)).toBeCloseTo(0.5, 9)
+    slack.hold(1, 0)
+    // Its buckets may be full of the whole burst by now, and keep what is above their new half.
+    slack.hold(0.5, refillMs)
+    expect(slack.available(refillMs)).toBe(0)
+    expect(slack.takePart(0.5, 1, refillMs)).toBe(0)
+    // The excess goes at the rate that fell: half is free a refill time after.
+    expect(slack.available(2 * refillMs)).toBeCloseTo(0.5, 9)
+  })
+
   it('nothing is free while anything may be held unseen, and it frees over a refill time after', () => {
     const slack = new BurstSlack(refillMs, 5_000)
     expect(slack.available(4_000)).toBe(0)
@@ -76,7 +103,9 @@ describe('BurstSlack', () => {
         t: fc.constant('share' as const),
         i: fc.integer({ min: 0, max: 2 }),
         share: fc.constantFrom(0, 0.25, 1 / 3, 0.5, 0.75, 1),
-        full: fc.boolean(),
+        // A first lease may start full (all of its share, or none), or with part of what is
+        // free (`takePart`, as a keyed family's first share does).
+        start: fc.constantFrom('empty', 'full', 'half', 'part'),
       }),
       fc.record({
         t: fc.constant('hidden' as const),
@@ -166,8 +195,23 @@ describe('BurstSlack', () => {
                 shares.reduce((a, c) => a + c, 0),
                 clock.now(),
               )
-              // A process that held nothing may start full, as a first lease does.
-              if (before === 0 && share > 0 && s.full && slack.take(share, clock.now())) b.fill()
+              // A process that held nothing may start full, as a first lease does, or with part
+              // of its share: a new key's bucket, holding that part and earning the rest.
+              if (before === 0 && share > 0 && s.start === 'full') {
+                if (slack.take(share, clock.now())) b.fill()
+              } else if (before === 0 && share > 0 && s.start !== 'empty') {
+                const part = slack.takePart(share, s.start === 'half' ? 0.5 : 1, clock.now())
+                if (part > 0 && b.tokens === 0 && b.excess === 0) {
+                  const started = new TokenBucket(
+                    clock,
+                    part * ratePerSec,
+                    part * burst,
+                    part * burst,
+                  )
+                  started.moveRate(share * ratePerSec, share * burst)
+                  buckets[s.i] = started
+                }
+              }
             }
           }
         },
