@@ -272,10 +272,17 @@ export class Coordinator {
     return this.#outbox.idle()
   }
 
-  /** The pool starts from a ledger's entries (`restoredUntilFor`); their resources' rounds start. */
+  /**
+   * The pool starts from a ledger's entries (`restoredUntilFor`); their resources' rounds start.
+   * What the restore learned is written at once: every client is away now, so a concurrency
+   * lease the ledger had pinned (its client connected) lapses a lease life from now, and says
+   * so. Left to the first round's write, a second restart before it found the old pin and
+   * counted the lease again from then (the pool model: 1 committed of a capacity cut to 0).
+   */
   #restore(entries: readonly LedgerEntry[]): number {
     const n = this.#start.restore(this.#pool, entries)
     for (const id of this.#pool.resourceIds()) this.#rounds.ensure(id)
+    this.#outbox.writeThenDeliver([])
     return n
   }
 
