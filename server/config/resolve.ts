@@ -354,7 +354,7 @@ export class CompiledConfig {
       learningMs: defaultLearningMs({ ...t, safeHoldMs }),
       safeCapacity: t.safeCapacity,
       safeHoldMs,
-      ...(t.demand ?? defaultDemandOf(t.kind)),
+      ...(t.demand ?? defaultDemandOf(t.kind, family?.role)),
       tenants: this.#tenantsFor(id),
       failureMode: t.failureMode,
       headroomTolerance:
@@ -381,10 +381,19 @@ export class CompiledConfig {
  * A template's demand estimator unless it names one: `fast` for a rate or a
  * concurrency (a lease follows a rise at once), `max` over 5 reports for a
  * quota (a block is sized by the peak of the last few reports, so a demand
- * that comes in bursts between reports does not shrink blocks it is spending).
+ * that comes in bursts between reports does not shrink blocks it is spending)
+ * and for a keyed family's key: a key is asked for a few times a second at
+ * each process, so one report's count is mostly noise (asked 0.9 times a
+ * second, a period counts none 4 times in 10), and `fast` followed each dip,
+ * moving the key's shares every round; a share that moves brings no burst, so
+ * each move lost what the riser's bucket would have held ("100 per minute":
+ * docs/keys.md, "Demand of a key").
  */
-function defaultDemandOf(kind: ResourceKind): { estimator: DemandEstimator; window: number } {
-  return kindTraits[kind].perWindow
+function defaultDemandOf(
+  kind: ResourceKind,
+  role: FamilySettings['role'] | undefined,
+): { estimator: DemandEstimator; window: number } {
+  return kindTraits[kind].perWindow || role === 'key'
     ? { estimator: 'max', window: defaultDemandWindow.max }
     : { estimator: 'fast', window: defaultDemandWindow.fast }
 }

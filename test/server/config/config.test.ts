@@ -65,6 +65,20 @@ describe('a keyed family’s keys’ settings', () => {
     expect(all(planned)).toEqual({ ...all(a), id: 'ip/big', capacity: 100, burst: 100 })
   })
 
+  it('estimates a key’s demand by the most of its last five reports, the family’s own as a named rate’s, unless told', () => {
+    expect(compiled.settingsFor('ip/10.0.0.1')).toMatchObject({ estimator: 'max', window: 5 })
+    expect(compiled.settingsFor('ip/big')).toMatchObject({ estimator: 'max', window: 5 })
+    expect(compiled.settingsFor('ip/*')).toMatchObject({ estimator: 'fast', window: 1 })
+    const told = new CompiledConfig(
+      parseConfig({
+        resources: [
+          { match: 'ip/*', keyed: true, kind: 'rate', capacity: 20, demand: { estimator: 'fast' } },
+        ],
+      }),
+    )
+    expect(told.settingsFor('ip/a')).toMatchObject({ estimator: 'fast', window: 1 })
+  })
+
   it('copySettings copies what a key inherits, where a spread would copy its id alone', () => {
     const a = compiled.settingsFor('ip/10.0.0.1')!
     const copy = copySettings(a, { capacity: 0, burst: 0 })

@@ -235,3 +235,21 @@ describe('the default split with tenants', () => {
     expect(holdersOfA).toHaveLength(2)
   })
 })
+
+describe('a hot key asked for a little past its share at each holder', () => {
+  it('keeps its shares where they are when one report counts fewer asks: a key’s demand is the most of the last five reports', () => {
+    const { sent, period, clients } = family(3)
+    // Asked 6 a second at each of three holders, past the key's 10: a third each.
+    for (let i = 0; i < 6; i++) period(() => ({ a: 6 }))
+    const leasesOf = (c: string) => sent.get(c)!.filter((l) => l.resource === 'key/a')
+    for (const c of clients) expect(leasesOf(c).at(-1)!.capacity).toBeCloseTo(10 / 3, 6)
+    const before = clients.map((c) => leasesOf(c).length)
+    // What a period counts of a key asked about once a second at each process (as "100 per
+    // minute" is) comes and goes: p0 counts none, or one, in some periods. Its demand is still
+    // past its share, so no share moves (each move empties the riser's new part: docs/keys.md).
+    const p0 = [0, 6, 1, 6, 0, 0, 6, 2, 6, 0]
+    for (const wants of p0) period((c) => ({ a: c === 'p0' ? wants : 6 }))
+    for (const [i, c] of clients.entries())
+      for (const l of leasesOf(c).slice(before[i])) expect(l.capacity).toBeCloseTo(10 / 3, 6)
+  })
+})
