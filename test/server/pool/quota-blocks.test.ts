@@ -75,3 +75,54 @@ describe('a quota block', () => {
     expect(unknown).toBe(near)
   })
 })
+
+/**
+ * Each client's block in a 60 s window's last 250 ms, after each asked `perSec[i]` a second
+ * and spent it from 58 s on, reporting every refresh period, with `capacity` the window's quota.
+ */
+function lastBlocks(perSec: readonly number[], capacity: number): number[] {
+  const s = resourceSettings({ ...settings, capacity, burst: capacity })
+  const pool = new Pool(0, () => s, { learn: false })
+  const keys = perSec.map((_, i) => `c${i}`)
+  for (const key of keys) pool.connect(key, key, undefined, `inst-${key}`, 0)
+  const budget = new Array<number>(keys.length).fill(0)
+  const used = new Array<number>(keys.length).fill(0)
+  const take = (
+    batches: readonly { clientKey: string; seq: number; leases: readonly { capacity: number }[] }[],
+    t: number,
+  ) => {
+    for (const b of batches) {
+      pool.acknowledge(b.clientKey, b.seq, undefined, t)
+      for (const l of b.leases) budget[keys.indexOf(b.clientKey)] = l.capacity
+    }
+  }
+  for (let t = 58_000; t <= 59_750; t += refreshMs) {
+    for (const [i, key] of keys.entries()) {
+      const report = { resource: 'q', wants: perSec[i]!, used: used[i]!, window: 0 }
+      take(pool.reportDemand(key, [report], t).batches, t)
+    }
+    take(pool.round('q', t), t)
+    if (t < 59_750) for (const i of keys.keys()) used[i]! += (perSec[i]! * refreshMs) / 1000
+  }
+  return budget.map((b, i) => b - used[i]!)
+}
+
+describe('a quota block in a window’s last moments', () => {
+  it('is still sized for two refresh periods while the budget lasts: what the last moments ask comes by chance', () => {
+    // 100 a second, 250 ms before the window's end: 25 expected, a horizon's 50 given.
+    const [block] = lastBlocks([100], 100_000)
+    expect(block).toBeGreaterThanOrEqual(50)
+    expect(block).toBeLessThan(60)
+  })
+
+  it('gives what each needs until the window’s end first, and the rest of a horizon only from what is left', () => {
+    // 800 and 200 a second with 250 ms left: 200 and 50 needed; a horizon's 400 and 100 asked.
+    // Spent from 58 s: 1,400 and 350. A quota of 2,010 leaves 260: both needs first (250), and
+    // the 10 left over split between them. In one band, max-min gave 100 to the small and 160
+    // to the large: less than it needs to the window's end.
+    const [large = 0, small = 0] = lastBlocks([800, 200], 2010)
+    expect(large).toBeGreaterThanOrEqual(200)
+    expect(small).toBeGreaterThanOrEqual(50)
+    expect(large + small).toBeLessThanOrEqual(260)
+  })
+})
