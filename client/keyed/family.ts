@@ -378,10 +378,13 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     return Math.min(whole, Math.floor((here * whole) / part + 1e-9))
   }
 
-  /** What a key not tracked yet would start with: its share's burst, less a quota's charge. */
+  /** What a key not tracked yet would start with (its kind says), less a quota's charge. */
   #untracked(key: string): number {
     const shares = this.#shares
-    return Math.max(0, this.leaseOf(key).burst - shares.chargeOf(key, shares.windowIndex))
+    return Math.max(
+      0,
+      this.#keyKind.untracked(shares, key) - shares.chargeOf(key, shares.windowIndex),
+    )
   }
 
   /** Milliseconds until `key`'s bucket is full again here (0 for slots; a quota's: the window's end). */

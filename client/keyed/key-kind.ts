@@ -29,6 +29,12 @@ export interface KeyKind {
   /** Whole tokens, slots or units available now. */
   remaining(shares: FamilyShares, state: KeyState): number
   /**
+   * What a key not seen here yet would have available now, as `newState` would start it: a
+   * bucket what a new key's starts with (a first share may start with part of its burst), slots
+   * or a quota's units the share's whole.
+   */
+  untracked(shares: FamilyShares, key: string): number
+  /**
    * What the key's last lease said it had left at the other processes (a keyed quota's key
    * leased on its own: `elsewhere`), undefined where no lease says it.
    */

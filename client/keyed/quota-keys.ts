@@ -129,6 +129,7 @@ export const quotaKeys: KeyKind = Object.freeze<KeyKind>({
     return leftMs > 0 ? leftMs : Infinity
   },
   remaining: (_shares, state) => Math.max(0, state.slots - state.used),
+  untracked: (shares, key) => quotaKeys.leaseOf(shares, key, undefined).burst,
   // What the coordinator counted left of the key at the others as its lease left (their reports),
   // while that lease rules the key here.
   elsewhere: (shares, state) =>

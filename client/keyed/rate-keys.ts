@@ -5,6 +5,7 @@ import {
   limitLeasedEntry,
   limitWantsOwnLease,
   newLimitState,
+  newLimitTokens,
   refreshLimit,
 } from './limit-keys.js'
 import type { FamilyShares } from './shares.js'
@@ -32,6 +33,7 @@ export const rateKeys: KeyKind = Object.freeze<KeyKind>({
   lapsed: () => false,
   msUntil: (_shares, state, cost) => state.bucket.msUntil(cost),
   remaining: (_shares, state) => Math.floor(state.bucket.tokens),
+  untracked: newLimitTokens,
   elsewhere: () => undefined,
   msUntilFull: (_shares, state) => (state === undefined ? 0 : state.bucket.msUntilFull()),
   leaseOf: limitLeaseOf,

@@ -21,6 +21,7 @@ export const slotKeys: KeyKind = Object.freeze<KeyKind>({
   },
   msUntil: (_shares, state, cost) => (state.inFlight + cost <= state.slots ? 0 : Infinity),
   remaining: (_shares, state) => Math.max(0, state.slots - state.inFlight),
+  untracked: (shares, key) => limitLeaseOf(shares, key, undefined).burst,
   elsewhere: () => undefined,
   msUntilFull: () => 0,
   leaseOf: limitLeaseOf,

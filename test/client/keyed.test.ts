@@ -427,6 +427,27 @@ describe('a keyed family’s buckets', () => {
     f.close()
   })
 
+  it('say of a key not seen yet what its first check would find: a first share that starts with part of its burst', () => {
+    const clock = new ManualClock()
+    const f = new KeyedFamily('k', resolveKeyedOptions('k', {}), clock, clock, owner)
+    // A first share of the whole that starts with 4 of its 10 tokens (lease-out.ts, `fill`).
+    f.applyFamilyLease({ ...grant(1), fill: 0.4 })
+    // What remaining and msUntil say of a key before its first check: 4, not the share's 10.
+    expect(f.remaining('a')).toBe(4)
+    expect(f.msUntil('a', 5)).toBe(Infinity)
+    expect(f.msUntil('a', 4)).toBe(0)
+    // The rest is earned at the rate gained over what started full: 6 a second, 1.8 in 300 ms.
+    clock.advance(300)
+    expect(f.remaining('b')).toBe(5)
+    let admitted = 0
+    while (f.tryAcquire('b')) admitted++
+    expect(admitted).toBe(5)
+    // Once the share has earned its whole burst, a new key shows it.
+    clock.advance(5000)
+    expect(f.remaining('c')).toBe(10)
+    f.close()
+  })
+
   it('start a new key with no more than it earned when the share falls soon after a rise', () => {
     const clock = new ManualClock()
     const f = new KeyedFamily('k', resolveKeyedOptions('k', {}), clock, clock, owner)
