@@ -3,7 +3,7 @@ import { benchAllocation } from './allocation.js'
 import { benchClient } from './client.js'
 import { benchCoordinatorRows } from './coordinator.js'
 import { benchE2e, demands, limitPerSec } from './e2e.js'
-import { efficiencyHeader, efficiencyRow, runEfficiency } from './efficiency/run.js'
+import { efficiencyHeader, efficiencyRow, runEfficiency, splitLines } from './efficiency/run.js'
 import { efficiencyScenarios } from './efficiency/scenarios.js'
 import { benchFailover, benchRestart } from './failover.js'
 import { benchHttp, benchHttpInstructions } from './http.js'
@@ -147,8 +147,11 @@ if (only === 'efficiency') {
   )
   for (const line of efficiencyHeader) console.log(line)
   for (const s of efficiencyScenarios)
-    if (pick === undefined || s.name.includes(pick))
-      console.log(efficiencyRow(await runEfficiency(s)))
+    if (pick === undefined || s.name.includes(pick)) {
+      const r = await runEfficiency(s)
+      console.log(efficiencyRow(r))
+      for (const line of splitLines(r)) console.log(line)
+    }
 }
 
 // Not in the default set: a real coordinator. BENCH_REMOTE_PROCESSES, BENCH_REMOTE_PACED (asks/s),

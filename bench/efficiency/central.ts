@@ -67,9 +67,12 @@ export interface Comparison {
   readonly keysShort: number
 }
 
-/** Compares what Sluice admitted in `trace` with what the central limiter admits of it. */
-export function compare(trace: readonly TraceEvent[], limit: CentralLimit): Comparison {
-  const central = replayCentral(trace, limit)
+/** Compares what Sluice admitted in `trace` with what the central limiter admits of it (`central`, when replayed already). */
+export function compare(
+  trace: readonly TraceEvent[],
+  limit: CentralLimit,
+  central: readonly number[] = replayCentral(trace, limit),
+): Comparison {
   let asked = 0
   let admitted = 0
   let centralAdmitted = 0

@@ -6,8 +6,15 @@ import { CoordinatorProcess, freePort, sleep } from '../faults/harness.js'
 import { hostMs } from '../faults/host-time.js'
 import { excessOverBound, type Admission } from '../faults/measure.js'
 import { findRoot } from '../faults/workers.js'
-import { compare, type CentralLimit, type Comparison, type TraceEvent } from './central.js'
+import {
+  compare,
+  replayCentral,
+  type CentralLimit,
+  type Comparison,
+  type TraceEvent,
+} from './central.js'
 import type { EfficiencyScenario } from './scenarios.js'
+import { rankBand, splitLosses, type SplitRow } from './split.js'
 import type { EfficiencyWorkerSpec } from './worker.js'
 
 /** What one scenario measured: Sluice against one exact central limiter on the same trace. */
@@ -29,6 +36,11 @@ export interface EfficiencyResult extends Comparison {
    */
   readonly remote:
     { readonly asked: number; readonly p50Ms: number; readonly p99Ms: number } | undefined
+  /**
+   * With `BENCH_SPLIT=1`: where the checks the central limiter admitted and Sluice refused are,
+   * by key rank, by 5 s since the first check, by process, and (a quota) by 250 ms of the window.
+   */
+  readonly split?: readonly SplitRow[]
 }
 
 interface Worker {
@@ -195,7 +207,9 @@ export function measure(s: EfficiencyScenario, outputs: readonly string[]): Effi
   let youngAdmitted = 0
   let probe: { asked: number; admitted: number } | undefined
   const latencies: [number, number, number][] = []
-  for (const output of outputs)
+  /** The process (its slot in `outputs`) each event of the trace came from. */
+  const processOf: number[] = []
+  for (const [p, output] of outputs.entries())
     for (const text of output.split('\n')) {
       if (text === '') continue
       const line = JSON.parse(text) as TickLine
@@ -214,6 +228,7 @@ export function measure(s: EfficiencyScenario, outputs: readonly string[]): Effi
       for (const key of keys) {
         const admitted = line.a[key] ?? 0
         trace.push({ t: line.t, w: line.w, key, asked: admitted + (line.r?.[key] ?? 0), admitted })
+        processOf.push(p)
         if (admitted > 0) {
           let list = admissions.get(key)
           if (list === undefined) admissions.set(key, (list = []))
@@ -262,9 +277,13 @@ export function measure(s: EfficiencyScenario, outputs: readonly string[]): Effi
     for (const [id, n] of byWindow) if (n > s.capacity) over.add(id.slice(0, id.lastIndexOf('@')))
     keysOver = over.size
   }
+  const central = replayCentral(trace, limit)
   return {
     name: s.name,
-    ...compare(trace, limit),
+    ...compare(trace, limit, central),
+    ...(process.env.BENCH_SPLIT === '1'
+      ? { split: efficiencySplit(s, trace, central, processOf) }
+      : {}),
     keysOver,
     firstChecks,
     firstAdmitted: firstChecks > 0 ? firstAdmitted / firstChecks : 1,
@@ -273,6 +292,38 @@ export function measure(s: EfficiencyScenario, outputs: readonly string[]): Effi
     probe,
     remote,
   }
+}
+
+/** The groupings `BENCH_SPLIT=1` shows (`splitLosses`). */
+export function efficiencySplit(
+  s: EfficiencyScenario,
+  trace: readonly TraceEvent[],
+  central: readonly number[],
+  processOf: readonly number[],
+): SplitRow[] {
+  let t0 = Infinity
+  for (const e of trace) if (e.t < t0) t0 = e.t
+  const windowMs = s.kind === 'quota' ? s.windowMs : undefined
+  return splitLosses(trace, central, (e, i) => {
+    const labels = [
+      rankBand(e.key),
+      `since the start: ${String(Math.floor((e.t - t0) / 5000) * 5).padStart(3)} s`,
+      `process ${processOf[i] ?? '?'}`,
+    ]
+    if (windowMs !== undefined)
+      labels.push(`window at: ${String(Math.floor((e.w % windowMs) / 250) * 250).padStart(6)} ms`)
+    return labels
+  })
+}
+
+/** The split's lines under a scenario's row (`BENCH_SPLIT=1`). */
+export function splitLines(r: EfficiencyResult): string[] {
+  if (r.split === undefined) return []
+  const pct = (x: number, of: number): string => `${((100 * x) / Math.max(1, of)).toFixed(1)}%`
+  return r.split.map(
+    (row) =>
+      `    ${row.label.padEnd(28)} asked ${String(row.asked).padStart(6)}, Sluice ${String(row.admitted).padStart(6)}, central ${String(row.central).padStart(6)} (Sluice ÷ central ${pct(row.admitted, row.central)}), refused of central's ${row.lost}`,
+  )
 }
 
 /** One scenario's row of the table `npm run bench -- efficiency` prints. */

@@ -1,6 +1,7 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { compare, replayCentral, type TraceEvent } from '../../bench/efficiency/central.js'
+import { rankBand, splitLosses } from '../../bench/efficiency/split.js'
 import { excessOverBound } from '../../bench/faults/measure.js'
 
 const ev = (t: number, key: string, asked: number, admitted = 0, w = t): TraceEvent => ({
@@ -64,5 +65,36 @@ describe('the central limiter of the efficiency bench', () => {
     const c = compare([ev(0, 'a', 8, 8), ev(1, 'a', 8, 0), ev(2, 'b', 4, 4)], limit)
     expect(c).toMatchObject({ asked: 20, admitted: 12, central: 14, centralOnly: 2 })
     expect(c.ratio).toBeCloseTo(12 / 14, 9)
+  })
+})
+
+describe('where the efficiency bench finds Sluice short (BENCH_SPLIT=1)', () => {
+  it('groups each check under every label it has, and counts what the central limiter admitted that Sluice refused', () => {
+    const limit = { kind: 'rate', ratePerSec: 1, burst: 2 } as const
+    // k0 asked 3 at once (central 2, Sluice 1), then 1 a second later (central 1, Sluice 1);
+    // k12 asked 1 (central 1, Sluice 0); k400 asked 1 and admitted by both.
+    const trace = [ev(0, 'k0', 3, 1), ev(1000, 'k0', 1, 1), ev(0, 'k12', 1, 0), ev(0, 'k400', 1, 1)]
+    const central = replayCentral(trace, limit)
+    expect(central).toEqual([2, 1, 1, 1])
+    const rows = splitLosses(trace, central, (e, i) => [
+      rankBand(e.key),
+      i % 2 === 0 ? 'even' : 'odd',
+    ])
+    expect(rows).toEqual([
+      { label: 'even', asked: 4, admitted: 1, central: 3, lost: 2 },
+      { label: 'keys: rank   0-9', asked: 4, admitted: 2, central: 3, lost: 1 },
+      { label: 'keys: rank  10-29', asked: 1, admitted: 0, central: 1, lost: 1 },
+      { label: 'keys: rank 300+', asked: 1, admitted: 1, central: 1, lost: 0 },
+      { label: 'odd', asked: 2, admitted: 2, central: 2, lost: 0 },
+    ])
+    // Sluice admitting more than central at one check does not make up for another's loss.
+    expect(splitLosses([ev(0, 'a', 2, 2), ev(0, 'a', 2, 0)], [0, 2], () => ['all'])).toEqual([
+      { label: 'all', asked: 4, admitted: 2, central: 2, lost: 2 },
+    ])
+    expect([rankBand('k30'), rankBand('k299'), rankBand('customer')]).toEqual([
+      'keys: rank  30-99',
+      'keys: rank 100-299',
+      'keys: other',
+    ])
   })
 })
