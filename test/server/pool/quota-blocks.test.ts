@@ -25,14 +25,14 @@ const settings = resourceSettings({
 })
 
 /**
- * Each client's block (its budget less what it used) after spending `perSec` a second for 2 s,
- * reporting every refresh period, by its round trip.
+ * A pool of the quota `s` with `n` clients connected (`c0`, `c1`, ...), each one's newest budget
+ * (`budget`), and `take`, which acknowledges a round's batches at once and notes their budgets.
  */
-function blocks(rtts: readonly (number | undefined)[], perSec: number): number[] {
-  const pool = new Pool(0, () => settings, { learn: false })
-  const keys = rtts.map((_, i) => `c${i}`)
+function clients(s: typeof settings, n: number) {
+  const pool = new Pool(0, () => s, { learn: false })
+  const keys = Array.from({ length: n }, (_, i) => `c${i}`)
   for (const key of keys) pool.connect(key, key, undefined, `inst-${key}`, 0)
-  const budget = new Array<number>(keys.length).fill(0)
+  const budget = new Array<number>(n).fill(0)
   const take = (
     batches: readonly { clientKey: string; seq: number; leases: readonly { capacity: number }[] }[],
     t: number,
@@ -42,6 +42,15 @@ function blocks(rtts: readonly (number | undefined)[], perSec: number): number[]
       for (const l of b.leases) budget[keys.indexOf(b.clientKey)] = l.capacity
     }
   }
+  return { pool, keys, budget, take }
+}
+
+/**
+ * Each client's block (its budget less what it used) after spending `perSec` a second for 2 s,
+ * reporting every refresh period, by its round trip.
+ */
+function blocks(rtts: readonly (number | undefined)[], perSec: number): number[] {
+  const { pool, keys, budget, take } = clients(settings, rtts.length)
   let used = 0
   for (let t = 0; t <= 2000; t += refreshMs) {
     for (const [i, key] of keys.entries()) {
@@ -82,20 +91,8 @@ describe('a quota block', () => {
  */
 function lastBlocks(perSec: readonly number[], capacity: number): number[] {
   const s = resourceSettings({ ...settings, capacity, burst: capacity })
-  const pool = new Pool(0, () => s, { learn: false })
-  const keys = perSec.map((_, i) => `c${i}`)
-  for (const key of keys) pool.connect(key, key, undefined, `inst-${key}`, 0)
-  const budget = new Array<number>(keys.length).fill(0)
+  const { pool, keys, budget, take } = clients(s, perSec.length)
   const used = new Array<number>(keys.length).fill(0)
-  const take = (
-    batches: readonly { clientKey: string; seq: number; leases: readonly { capacity: number }[] }[],
-    t: number,
-  ) => {
-    for (const b of batches) {
-      pool.acknowledge(b.clientKey, b.seq, undefined, t)
-      for (const l of b.leases) budget[keys.indexOf(b.clientKey)] = l.capacity
-    }
-  }
   for (let t = 58_000; t <= 59_750; t += refreshMs) {
     for (const [i, key] of keys.entries()) {
       const report = { resource: 'q', wants: perSec[i]!, used: used[i]!, window: 0 }
