@@ -45,7 +45,8 @@ export function limitsNow(
 export function newLimitState(shares: FamilyShares, key: string): KeyState {
   const hotClock = shares.hotClock
   const { capacity, burst } = limitsNow(shares, key, undefined)
-  const baseBurst = baseBurstOf(shares, key, burst)
+  const limits = shares.keyLimits(key)
+  const baseBurst = Math.min(burst, shares.baseShare * limits.burst)
   let bucket: TokenBucket
   if (baseBurst >= burst) bucket = new TokenBucket(hotClock, capacity, burst, burst)
   else {
@@ -58,27 +59,6 @@ export function newLimitState(shares: FamilyShares, key: string): KeyState {
   state.slots = capacity
   state.movedMs = hotClock.now()
   return state
-}
-
-/**
- * What a key not seen here yet would hold now, as `newLimitState` would start its bucket:
- * what the share held before its last rise, and what the rise's fresh part earned since at
- * the rate gained. What the family's views (`remaining`, `msUntil`) say of such a key: the
- * whole share's burst said more than a first share that started with part of it holds
- * (lease-out.ts, `fill`).
- */
-export function newLimitTokens(shares: FamilyShares, key: string): number {
-  const { capacity, burst } = limitsNow(shares, key, undefined)
-  const baseBurst = baseBurstOf(shares, key, burst)
-  if (baseBurst >= burst) return burst
-  const baseRate = burst > 0 ? (capacity * baseBurst) / burst : 0
-  const risenSec = Math.max(0, shares.hotClock.now() - shares.increasedAtMs) / 1000
-  return Math.min(burst, baseBurst + (capacity - baseRate) * risenSec)
-}
-
-/** What of `burst` (the share's now) a new key's old part holds: the share before the last rise. */
-function baseBurstOf(shares: FamilyShares, key: string, burst: number): number {
-  return Math.min(burst, shares.baseShare * shares.keyLimits(key).burst)
 }
 
 /**

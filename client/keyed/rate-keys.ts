@@ -5,7 +5,6 @@ import {
   limitLeasedEntry,
   limitWantsOwnLease,
   newLimitState,
-  newLimitTokens,
   refreshLimit,
 } from './limit-keys.js'
 import type { FamilyShares } from './shares.js'
@@ -33,7 +32,9 @@ export const rateKeys: KeyKind = Object.freeze<KeyKind>({
   lapsed: () => false,
   msUntil: (_shares, state, cost) => state.bucket.msUntil(cost),
   remaining: (_shares, state) => Math.floor(state.bucket.tokens),
-  untracked: newLimitTokens,
+  // What a first check would find: the bucket `newState` makes (a view, not the hot path; one
+  // rule for a new key's tokens, not a second formula of it).
+  untracked: (shares, key) => newLimitState(shares, key).bucket.tokens,
   elsewhere: () => undefined,
   msUntilFull: (_shares, state) => (state === undefined ? 0 : state.bucket.msUntilFull()),
   leaseOf: limitLeaseOf,

@@ -387,7 +387,7 @@ export class CompiledConfig {
  * second, a period counts none 4 times in 10), and `fast` followed each dip,
  * moving the key's shares every round; a share that moves brings no burst, so
  * each move lost what the riser's bucket would have held ("100 per minute":
- * docs/keys.md, "Demand of a key").
+ * docs/keys.md, "A key's demand is the most of its last five reports").
  */
 function defaultDemandOf(
   kind: ResourceKind,

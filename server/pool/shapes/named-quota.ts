@@ -76,9 +76,10 @@ export const namedQuotaShape: Shape = Object.freeze<Shape>({
     // block, so a process that has not asked yet (or not lately) admits its next request
     // without a round trip while the budget lasts. Then (a band below that) the rest of a
     // whole horizon's asking in a window's last moments: what a window's last second asks
-    // comes by chance, past its estimate as often as below (a block of the estimate alone
-    // refused 3 of 4 of the checks a central counter refused none of, in the last 350 ms of
-    // each window: docs/quotas.md), and it comes only from what the others' needs leave. Near
+    // comes by chance, past its estimate as often as below (with a block of the estimate alone,
+    // quotas nobody came close to spending refused checks in the last 350 ms of each window:
+    // docs/benchmarks.md, "A window's last moments"), and it comes only from what the others'
+    // needs leave. Near
     // the budget's end what is left goes to those asking first: a standing block at an idle
     // process held the last unit of a key asked for elsewhere until the window's end (99 of
     // 100 admitted where a central counter admits 100).
