@@ -1,7 +1,7 @@
 import type { Clock } from '../../shared/index.js'
 import { isFamilyKey, isFamilyShare } from '../config/index.js'
 import type { CoordinatorMetrics } from '../observe/index.js'
-import type { LeaseBatch, Pool } from '../pool/index.js'
+import { edgeRenewalMs, type LeaseBatch, type Pool } from '../pool/index.js'
 import { RoundScheduler } from './scheduler.js'
 import type { SettingsSource } from './settings.js'
 
@@ -35,6 +35,7 @@ export class Rounds {
       debounceMs,
       (id) => this.run(id),
       (id) => this.#grantWaiting(id),
+      (id) => this.#renewEdges(id),
     )
   }
 
@@ -96,7 +97,11 @@ export class Rounds {
     this.#host.sendLeases(batches)
     // A quota's next window starts with a round at its edge: its leases go out at once.
     const endMs = pool.windowEndMs(resourceId, startedMs)
-    if (endMs !== undefined) this.#scheduler.edgeAt(resourceId, endMs + 1)
+    // And its leases go again just before that edge, each placing the end anew (edge-renewal.ts).
+    if (endMs !== undefined) {
+      this.#scheduler.edgeAt(resourceId, endMs + 1)
+      this.#scheduler.renewAt(resourceId, endMs - edgeRenewalMs)
+    }
     if (
       ids === undefined
         ? !pool.hasResource(resourceId)
@@ -119,6 +124,18 @@ export class Rounds {
       s !== undefined && isFamilyShare(s)
         ? pool.grantWaitingMany(pool.familyIds(resourceId), this.#nowMs())
         : pool.grantWaiting(resourceId, this.#nowMs()),
+    )
+  }
+
+  #renewEdges(resourceId: string): void {
+    const { pool, settings } = this.#host
+    if (this.#host.closed || !this.#host.mayGrant()) return
+    const s = settings.lookup(resourceId)
+    this.#host.sendLeases(
+      pool.renewEdges(
+        s !== undefined && isFamilyShare(s) ? pool.familyIds(resourceId) : [resourceId],
+        this.#nowMs(),
+      ),
     )
   }
 

@@ -8,6 +8,9 @@ interface Schedule {
   /** A quota's round at its window's edge, and when. */
   edge: Timer | undefined
   edgeAtMs: number
+  /** A quota's leases sent again just before its window's edge (`renewAt`), and when. */
+  renewal: Timer | undefined
+  renewalAtMs: number
 }
 
 /**
@@ -21,6 +24,7 @@ export class RoundScheduler {
   readonly #clock: Clock
   readonly #run: (resourceId: string) => void
   readonly #grant: (resourceId: string) => void
+  readonly #renew: (resourceId: string) => void
   readonly #debounceMs: () => number
   readonly #schedules = new Map<string, Schedule>()
 
@@ -29,11 +33,13 @@ export class RoundScheduler {
     debounceMs: () => number,
     run: (resourceId: string) => void,
     grant: (resourceId: string) => void = () => undefined,
+    renew: (resourceId: string) => void = () => undefined,
   ) {
     this.#clock = clock
     this.#debounceMs = debounceMs
     this.#run = run
     this.#grant = grant
+    this.#renew = renew
   }
 
   has(resourceId: string): boolean {
@@ -55,6 +61,8 @@ export class RoundScheduler {
       grant: undefined,
       edge: undefined,
       edgeAtMs: Number.NaN,
+      renewal: undefined,
+      renewalAtMs: Number.NaN,
     })
     return true
   }
@@ -107,6 +115,25 @@ export class RoundScheduler {
     schedule.edge.unref()
   }
 
+  /**
+   * The quota's leases sent again at `atMs`, just before its window's edge (the caller's
+   * `renew`); a no-op when that one is armed already, or when `atMs` has passed.
+   */
+  renewAt(resourceId: string, atMs: number): void {
+    const schedule = this.#schedules.get(resourceId)
+    if (schedule === undefined || schedule.renewalAtMs === atMs) return
+    schedule.renewal?.cancel()
+    schedule.renewal = undefined
+    schedule.renewalAtMs = atMs
+    const inMs = atMs - this.#clock.now()
+    if (inMs <= 0) return
+    schedule.renewal = this.#clock.setTimeout(() => {
+      schedule.renewal = undefined
+      this.#renew(resourceId)
+    }, inMs)
+    schedule.renewal.unref()
+  }
+
   /** A round is running now: a pending prompt round or grant would only repeat it. */
   settlePrompt(resourceId: string): void {
     const schedule = this.#schedules.get(resourceId)
@@ -125,6 +152,7 @@ export class RoundScheduler {
     schedule.prompt?.cancel()
     schedule.grant?.cancel()
     schedule.edge?.cancel()
+    schedule.renewal?.cancel()
     this.#schedules.delete(resourceId)
     return true
   }

@@ -1,4 +1,5 @@
 export { DemandHistory } from './demand.js'
+export { edgeRenewalMs } from './edge-renewal.js'
 export { Pool, clientKey } from './pool.js'
 export { centralClientId } from './shapes/index.js'
 export { waitRefreshes as resetWaitRefreshes } from './reset.js'

@@ -178,28 +178,43 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
             ...(r.shape.hotKey
               ? { elsewhere: (entry.sentElsewhere = elsewhere(r, entry, window.index, nowMs)) }
               : {}),
-            ...windowEdge(entry, window.endMs),
+            ...windowEdge(entry.client.lastReport, window.endMs, nowMs),
           },
         }),
   })
 }
 
 /**
- * How far the clocks may drift apart, or the windows' clock slew (1%, quota-clock.ts), between
- * a report and its window's end: `edge` is shortened by this share of that time, and 1 ms.
+ * How far a client's clock and the coordinator's may run apart (0.1%: a thousand ppm, twenty
+ * times what NTP lets a clock run off), over any time.
  */
-const edgeDriftShare = 0.01
+const clockDriftShare = 0.001
+
+/**
+ * How much sooner the window's end may come than it is placed now: the windows' clock may start
+ * slewing at any moment (1%, quota-clock.ts), on top of the clocks' drift. Only time still to
+ * come is exposed to it: the time since the report is past, measured by both monotonic clocks.
+ */
+const windowSlewShare = 0.01 + clockDriftShare
 
 /**
  * A quota lease's window end measured from the client's newest numbered report (`edge`: the
  * client places it on its own clock by when it sent the report, so no one-way delay can carry
- * its spending past the window's end), shortened for drift. Nothing for a client that does not
- * number its reports: it spends until `endsInMs` after the lease came, `windowGraceMs` early.
+ * its spending past the window's end), shortened for drift: the time since the report by the
+ * clocks' drift, the time still to come by that and the windows' slew, and 1 ms. Nothing for a
+ * client that does not number its reports: it spends until `endsInMs` after the lease came,
+ * `windowGraceMs` early. Measured: the share of a keyed quota nobody spends refused at the edges
+ * (docs/benchmarks.md).
  */
-function windowEdge(entry: Entry, endMs: number): { edge?: [number, number] } {
-  const last = entry.client.lastReport
+export function windowEdge(
+  last: { readonly n: number; readonly atMs: number } | undefined,
+  endMs: number,
+  nowMs: number,
+): { edge?: [number, number] } {
   if (last === undefined) return {}
-  const ms = Math.floor((endMs - last.atMs) * (1 - edgeDriftShare)) - 1
+  const pastMs = Math.max(0, Math.min(nowMs, endMs) - last.atMs)
+  const toComeMs = Math.max(0, endMs - Math.max(nowMs, last.atMs))
+  const ms = Math.floor(pastMs * (1 - clockDriftShare) + toComeMs * (1 - windowSlewShare)) - 1
   return ms > 0 ? { edge: [last.n, ms] } : {}
 }
 

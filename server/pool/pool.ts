@@ -15,6 +15,7 @@ import {
   type Holding,
   type SpentReport,
 } from './clients.js'
+import { renewEdges } from './edge-renewal.js'
 import { grantIncreases } from './increases.js'
 import { ledgerEntries, restoreEntries, takeChanges } from './ledger-projection.js'
 import { PoolView } from './queries.js'
@@ -256,6 +257,15 @@ export class Pool extends PoolView {
       const r = this.state.resources.get(id)
       if (r !== undefined) grantIncreases(this.state, r, nowMs, true)
     }
+    return flush(this.state)
+  }
+
+  /**
+   * The quota leases of `resourceIds` sent again unchanged before their window's end, each
+   * placing that end anew from its client's newest report (edge-renewal.ts): the batches.
+   */
+  renewEdges(resourceIds: readonly string[], nowMs: number): readonly LeaseBatch[] {
+    for (const id of resourceIds) renewEdges(this.state, id, nowMs)
     return flush(this.state)
   }
 

@@ -6,6 +6,7 @@ function setup(debounceMs = 20) {
   const clock = new ManualClock()
   const rounds: string[] = []
   const grants: string[] = []
+  const renewals: string[] = []
   const scheduler = new RoundScheduler(
     clock,
     () => debounceMs,
@@ -14,9 +15,10 @@ function setup(debounceMs = 20) {
       rounds.push(id)
     },
     (id) => grants.push(id),
+    (id) => renewals.push(id),
   )
   scheduler.ensure('api', 1000)
-  return { clock, scheduler, rounds, grants }
+  return { clock, scheduler, rounds, grants, renewals }
 }
 
 describe('round scheduler', () => {
@@ -73,5 +75,25 @@ describe('round scheduler', () => {
     scheduler.drop('api')
     clock.advance(600)
     expect(rounds).toEqual(['api', 'api'])
+  })
+
+  it('sends a quota’s leases again once before its window’s edge, none for a time past, and none once dropped', () => {
+    const { clock, scheduler, rounds, renewals } = setup()
+    clock.advance(200)
+    scheduler.renewAt('api', 650)
+    scheduler.renewAt('api', 650)
+    clock.advance(449)
+    expect(renewals).toEqual([])
+    clock.advance(1)
+    expect(renewals).toEqual(['api'])
+    // A renewal is no round.
+    expect(rounds).toEqual([])
+    scheduler.renewAt('api', 600)
+    clock.advance(100)
+    expect(renewals).toEqual(['api'])
+    scheduler.renewAt('api', 1400)
+    scheduler.drop('api')
+    clock.advance(1000)
+    expect(renewals).toEqual(['api'])
   })
 })

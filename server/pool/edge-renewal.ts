@@ -1,0 +1,40 @@
+import { sendOne } from './lease-out.js'
+import type { PoolState } from './state.js'
+
+/**
+ * How long before a quota window's end its leases are sent again, ms: each then places the
+ * window's end from the client's newest report with only what is still to come exposed to the
+ * windows' slew (lease-out.ts, `windowEdge`), 1.1% of this (1 ms) rather than of the time since
+ * the lease was last sent (up to a window). Long enough for the lease to arrive before the end
+ * it replaces on any network a quota is used over; measured in docs/benchmarks.md.
+ */
+export const edgeRenewalMs = 100
+
+/**
+ * Sends again, unchanged, the quota leases of `resourceId` in force for the window that ends
+ * soon, so that each says the window's end anew (its `edge`). Nothing is allocated: each
+ * entry's newest lease goes again with the same capacity, to a client that is connected and
+ * acknowledged it. An entry whose client must hear every lease again (a new connection) is
+ * left to the next round, which sends its family's hot keys' leases with it (lease-out.ts).
+ * Its batches are left for the caller's flush.
+ */
+export function renewEdges(pool: PoolState, resourceId: string, nowMs: number): void {
+  const r = pool.resources.get(resourceId)
+  if (r === undefined || nowMs < r.learningUntilMs) return
+  const window = pool.windowOf(r, nowMs)
+  // Past its end (the windows' clock trailing the wall clock ends a window early): nothing to renew.
+  if (window === undefined || nowMs >= window.endMs) return
+  for (const e of r.entries.values()) {
+    const last = e.leases.at(-1)
+    if (
+      !e.client.connected ||
+      e.resendDue ||
+      e.leaseWindow !== window.index ||
+      last?.acked !== true ||
+      last.capacity <= 0 ||
+      e.newest !== last.capacity
+    )
+      continue
+    sendOne(pool, e, last.capacity, nowMs)
+  }
+}

@@ -1,0 +1,68 @@
+import { describe, expect, it } from 'vitest'
+import { Pool, type LeaseBatch } from '../../../server/pool/index.js'
+import { windowEdge } from '../../../server/pool/lease-out.js'
+import { resourceSettings } from '../../helpers/settings.js'
+
+/**
+ * A quota window's end as a lease places it (`edge`, measured from the client's newest report),
+ * and the leases sent again just before the end so that each places it anew (#41: a keyed quota
+ * nobody spends was refused from ~6 ms before each edge).
+ */
+
+const settings = resourceSettings({
+  id: 'q',
+  kind: 'quota',
+  capacity: 1000,
+  burst: 1000,
+  refreshMs: 1000,
+  leaseTtlMs: 5000,
+  safeCapacity: 0,
+  safeHoldMs: 0,
+  quotaWindow: { kind: 'fixed', ms: 60_000 },
+})
+
+describe('a quota window’s edge', () => {
+  it('exposes only the time still to come to the windows’ slew; the time since the report, to the clocks’ drift', () => {
+    // Report 3 handled at 1 s, the window ending at 3 s, the lease made at 2 s: 0.1% of the
+    // second past, 1.1% of the one to come, and 1 ms.
+    expect(windowEdge({ n: 3, atMs: 1000 }, 3000, 2000)).toEqual({ edge: [3, 1987] })
+    // Made at the report: all of it to come (2 s, 1.1%).
+    expect(windowEdge({ n: 3, atMs: 1000 }, 3000, 1000)).toEqual({ edge: [3, 1977] })
+    // Made 100 ms before the end, the report 900 ms old: the end placed 3 ms early.
+    expect(windowEdge({ n: 4, atMs: 59_000 }, 60_000, 59_900)).toEqual({ edge: [4, 997] })
+    // No numbered report: nothing (the lease's life from its receipt rules).
+    expect(windowEdge(undefined, 3000, 2000)).toEqual({})
+  })
+
+  it('sends the leases in force again, unchanged, to acknowledging clients, each placing the end anew', () => {
+    const pool = new Pool(0, () => settings, { learn: false })
+    for (const key of ['a', 'b', 'c']) pool.connect(key, key, undefined, `inst-${key}`, 0)
+    const held = new Map<string, number>()
+    const ack = (batches: readonly LeaseBatch[], t: number, but: string) => {
+      for (const b of batches) {
+        for (const l of b.leases) held.set(b.clientKey, l.capacity)
+        if (b.clientKey !== but) pool.acknowledge(b.clientKey, b.seq, undefined, t)
+      }
+    }
+    let n = 0
+    for (let t = 0; t <= 59_000; t += 1000) {
+      n++
+      for (const key of ['a', 'b', 'c'])
+        ack(pool.reportDemand(key, [{ resource: 'q', wants: 1, window: 0 }], t, n).batches, t, 'c')
+      // c never acknowledges: a lease of its on the way is left to the rounds.
+      ack(pool.round('q', t), t, 'c')
+    }
+    pool.disconnect('b', 59_500)
+    const renewed = pool.renewEdges(['q'], 59_900)
+    // a alone: b is gone, c has a lease unacknowledged.
+    expect(renewed.map((b) => b.clientKey)).toEqual(['a'])
+    const lease = renewed[0]!.leases[0]!
+    expect(lease.capacity).toBeGreaterThan(0)
+    expect(lease.capacity).toBe(held.get('a'))
+    // Its end from report n (handled at 59 s): 900 ms past, 100 ms to come.
+    expect(lease.window?.edge).toEqual([n, 997])
+    expect(lease.window?.index).toBe(0)
+    // Past the window's end there is nothing to renew.
+    expect(pool.renewEdges(['q'], 60_000)).toEqual([])
+  })
+})
