@@ -2,6 +2,7 @@ import Fastify from 'fastify'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { KeyedFamily } from '../../client/index.js'
 import { fastifyRateLimit } from '../../client/http/index.js'
+import type { RemoteAnswer } from '../../client/remote.js'
 import { runCli } from '../../server/cli/main.js'
 import type { ConfigInput } from '../../server/config/index.js'
 import type { ResourceSummary } from '../../server/http/index.js'
@@ -479,11 +480,15 @@ describe('keyed quotas (real sockets, manual clock)', () => {
     // The last ms: ended, by the report's delay (a step here) and the drift allowed for (1% of
     // the time since the report, and 1 ms).
     await cluster.step(19)
+    const waited: Promise<RemoteAnswer>[] = []
     for (const f of [a!, b!]) {
       expect(f.tryAcquire('gus')).toBe(false)
-      // Nor asked of the coordinator: its part ended there too (and a key asked of it would be
-      // its demand: leased on its own from the next window).
-      expect(f.decide('gus')).toBe(false)
+      // Not asked of the coordinator (its part ended there too, and a key asked of it would be
+      // its demand: leased on its own from the next window): a check that may wait a round
+      // trip waits here for the next window's lease, and is decided by it.
+      const decided = f.decide('gus')
+      expect(decided).toBeInstanceOf(Promise)
+      waited.push(decided as Promise<RemoteAnswer>)
       expect(
         f.msUntil('gus'),
         'two refresh periods: the next window’s lease, not the window’s length',
@@ -497,6 +502,9 @@ describe('keyed quotas (real sockets, manual clock)', () => {
       expect(f.leaseOf('gus').window).toBe(firstWindow + 1)
       expect(f.leaseOf('gus').source).toBe('default')
     }
+    // The checks that waited were admitted from the next window's budget.
+    for (const answer of await Promise.all(waited))
+      expect(answer).toEqual({ admitted: true, retryAfterMs: 0, window: firstWindow + 1 })
   })
 
   it('tells HTTP callers the key’s quota and window, and when it comes back once spent', async () => {
