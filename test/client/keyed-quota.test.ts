@@ -507,6 +507,35 @@ describe('keyed quotas (real sockets, manual clock)', () => {
       expect(answer).toEqual({ admitted: true, retryAfterMs: 0, window: firstWindow + 1 })
   })
 
+  it('answers an HTTP request made in a window’s edge gap once the next window’s lease comes: 200, not 429 (#41)', async () => {
+    cluster = new Cluster()
+    await cluster.start(config())
+    const [perUser] = await families(1)
+    const app = Fastify()
+    await app.register(fastifyRateLimit, {
+      resource: perUser!,
+      key: { header: 'x-user' },
+      clock: cluster.clock,
+    })
+    app.get('/call', async () => 'ok')
+    const call = () => app.inject({ url: '/call', headers: { 'x-user': 'ivy' } })
+    expect((await call()).statusCode).toBe(200)
+    // To the last ms of the first window (it ends 40 s in): ivy's budget here is over by time.
+    while (cluster.clock.now() < 40_000 - 1)
+      await cluster.step(Math.min(100, 40_000 - 1 - cluster.clock.now()))
+    expect(perUser!.tryAcquire('ivy')).toBe(false)
+    let answered: number | undefined
+    const pending = call().then((r) => (answered = r.statusCode))
+    // It waits (no 429 at once) until the round at the edge brings the next window's lease.
+    for (let i = 0; i < 5; i++) await Promise.resolve()
+    expect(answered).toBeUndefined()
+    for (let i = 0; i < 50 && answered === undefined; i++) await cluster.step(10)
+    await pending
+    expect(answered).toBe(200)
+    expect(perUser!.leaseOf('ivy').window).toBe(perUser!.lease!.window!.index)
+    await app.close()
+  })
+
   it('tells HTTP callers the key’s quota and window, and when it comes back once spent', async () => {
     cluster = new Cluster()
     await cluster.start(config())
