@@ -612,8 +612,9 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
     this.#connection.sendSplit(resources, (part) => {
       // Numbered, and its sending noted before it goes (earlier than it leaves: on the safe side).
       const n = ++this.#reportCount
-      this.#reportSentAt.set(n, this.options.clock.now())
-      return { type: 'demand', resources: part, ...(early ? { early: true } : {}), n }
+      const at = this.options.clock.now()
+      this.#reportSentAt.set(n, at)
+      return { type: 'demand', resources: part, ...(early ? { early: true } : {}), n, at }
     })
   }
 

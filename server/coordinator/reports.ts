@@ -28,6 +28,7 @@ export function demand(core: Core, session: SessionPort, msg: DemandMessage): vo
     core.clock.now(),
     msg.n,
     session.rttMs,
+    msg.at,
   )
   core.sendLeases(batches)
   if (overReported.length > 0) {

@@ -183,6 +183,7 @@ export function reportDemand(
   nowMs: number,
   n?: number,
   rttMs?: number,
+  sentAtMs?: number,
 ): {
   newResources: readonly string[]
   /** Reports whose `used` passed what the client was ever leased (counted as that much). */
@@ -191,7 +192,7 @@ export function reportDemand(
   const client = pool.clients.get(key)
   if (client === undefined) return { newResources: noResources, overReported: noResources }
   // Before any lease this report renews: their window edges are measured from it.
-  if (n !== undefined && !(n <= (client.lastReport?.n ?? 0))) client.lastReport = { n, atMs: nowMs }
+  if (n !== undefined) client.noteReport(n, nowMs, sentAtMs)
   if (rttMs !== undefined) client.rttMs = rttMs
   let newResources: string[] | undefined
   let overReported: string[] | undefined

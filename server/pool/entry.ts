@@ -29,6 +29,15 @@ export interface LeaseRecord {
   lapsed: boolean
 }
 
+/**
+ * How far a client's clock and the coordinator's may run apart (0.1%: a thousand ppm, twenty
+ * times what NTP lets a clock run off), over any time.
+ */
+export const clockDriftShare = 0.001
+
+/** Numbered reports a client's window edges may be measured from (`ClientState.edgeReport`). */
+const keptReports = 8
+
 /** What a record commits at `nowMs`. */
 function recordCommits(l: LeaseRecord, nowMs: number): number {
   if (nowMs < l.holdUntilMs && !l.lapsed) return l.capacity
@@ -61,6 +70,8 @@ export class ClientState {
    * sending. Undefined for a client that does not number its reports.
    */
   lastReport: { readonly n: number; readonly atMs: number } | undefined = undefined
+  /** The newest numbered reports that said when they were sent (`demand.at`), oldest first. */
+  #recentReports: { readonly n: number; readonly atMs: number; readonly sentMs: number }[] = []
   /**
    * The connection's round trip as its session last measured it (ms; 0 unknown), as of the
    * newest report: a quota's blocks last a refresh period's renewal and this (named-quota.ts).
@@ -72,6 +83,35 @@ export class ClientState {
     this.clientId = clientId
     this.tenant = tenant
     this.instance = instance
+  }
+
+  /** Report `n` was handled at `atMs`, sent at `sentMs` on the client's own clock (if it said). */
+  noteReport(n: number, atMs: number, sentMs: number | undefined): void {
+    if (n <= (this.lastReport?.n ?? 0)) return
+    this.lastReport = { n, atMs }
+    if (sentMs === undefined) return
+    const recent = this.#recentReports
+    recent.push({ n, atMs, sentMs })
+    if (recent.length > keptReports) recent.shift()
+  }
+
+  /**
+   * The report a quota lease made at `nowMs` measures its window's end from (`edge`): of the
+   * recent ones that said when they were sent, the one that places the end latest on the
+   * client's clock (sent at + time since handled, less the clocks' drift): the one that came
+   * with the least delay, unless it is much older. The newest without them.
+   */
+  edgeReport(nowMs: number): { readonly n: number; readonly atMs: number } | undefined {
+    let best: { readonly n: number; readonly atMs: number } | undefined = this.lastReport
+    let bestAtMs = -Infinity
+    for (const r of this.#recentReports) {
+      const placedMs = r.sentMs + Math.max(0, nowMs - r.atMs) * (1 - clockDriftShare)
+      if (placedMs > bestAtMs) {
+        bestAtMs = placedMs
+        best = r
+      }
+    }
+    return best
   }
 }
 

@@ -1,7 +1,7 @@
 import { inKindUnits, kindTraits, type LeaseGrant } from '../../shared/index.js'
 import { leaseTtlMsAt, type FamilySettings } from '../config/index.js'
 import { batchOf, putLease } from './batches.js'
-import type { Entry, ResourceState } from './entry.js'
+import { clockDriftShare, type Entry, type ResourceState } from './entry.js'
 import { pendingInherit } from './handover.js'
 import { keyIsCold, retireKey } from './hot-keys.js'
 import { subscribe } from './registry.js'
@@ -178,17 +178,11 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
             ...(r.shape.hotKey
               ? { elsewhere: (entry.sentElsewhere = elsewhere(r, entry, window.index, nowMs)) }
               : {}),
-            ...windowEdge(entry.client.lastReport, window.endMs, nowMs),
+            ...windowEdge(entry.client.edgeReport(nowMs), window.endMs, nowMs),
           },
         }),
   })
 }
-
-/**
- * How far a client's clock and the coordinator's may run apart (0.1%: a thousand ppm, twenty
- * times what NTP lets a clock run off), over any time.
- */
-const clockDriftShare = 0.001
 
 /**
  * How much sooner the window's end may come than it is placed now: the windows' clock may start
@@ -198,7 +192,8 @@ const clockDriftShare = 0.001
 const windowSlewShare = 0.01 + clockDriftShare
 
 /**
- * A quota lease's window end measured from the client's newest numbered report (`edge`: the
+ * A quota lease's window end measured from one of the client's numbered reports (the newest,
+ * or of the recent ones the one that came soonest: `ClientState.edgeReport`) (`edge`: the
  * client places it on its own clock by when it sent the report, so no one-way delay can carry
  * its spending past the window's end), shortened for drift: the time since the report by the
  * clocks' drift, the time still to come by that and the windows' slew, and 1 ms. Nothing for a

@@ -139,12 +139,22 @@ export class Pool extends PoolView {
     n?: number,
     /** The connection's round trip as last measured (ms): a quota's blocks last it longer. */
     rttMs?: number,
+    /** When the client sent it, on its own clock (`demand.at`): edges from the soonest come. */
+    sentAtMs?: number,
   ): {
     batches: readonly LeaseBatch[]
     newResources: readonly string[]
     overReported: readonly string[]
   } {
-    const { newResources, overReported } = reportDemand(this.state, key, reports, nowMs, n, rttMs)
+    const { newResources, overReported } = reportDemand(
+      this.state,
+      key,
+      reports,
+      nowMs,
+      n,
+      rttMs,
+      sentAtMs,
+    )
     return { batches: flush(this.state), newResources, overReported }
   }
 

@@ -29,7 +29,7 @@ function isRecord(value: unknown): value is Fields {
 }
 
 // The keys each strict object of messages.ts allows; any other key is zod's to refuse.
-const demandKeys: ReadonlySet<string> = new Set(['type', 'resources', 'early', 'n'])
+const demandKeys: ReadonlySet<string> = new Set(['type', 'resources', 'early', 'n', 'at'])
 const entryKeys: ReadonlySet<string> = new Set(['resource', 'wants', 'weight', 'priority', 'usage'])
 const usageKeys: ReadonlySet<string> = new Set([
   'windowMs',
@@ -77,6 +77,7 @@ function isDemand(m: Fields): boolean {
   if (!hasOnlyKeys(m, demandKeys)) return false
   if (m.early !== undefined && typeof m.early !== 'boolean') return false
   if (m.n !== undefined && !isIntIn(m.n, 1, Number.MAX_SAFE_INTEGER)) return false
+  if (m.at !== undefined && !isNumberIn(m.at, 0, Number.MAX_SAFE_INTEGER)) return false
   const resources = m.resources
   if (!Array.isArray(resources) || resources.length > L.maxEntries) return false
   for (let i = 0; i < resources.length; i++) if (!isDemandEntry(resources[i])) return false

@@ -154,6 +154,14 @@ export const demandMessage = z.strictObject({
    * sent it, knows the window's end in its own clock to within the report's one-way delay.
    */
   n: z.number().int().min(1).optional(),
+  /**
+   * When the client sent this report, ms on its own monotonic clock (any origin; with `n`).
+   * Of its recent reports, the coordinator measures a quota window's end from the one that
+   * reached it soonest (the least of handled-at less sent-at: the least one-way delay, the
+   * clocks' offset being the same for all), not always the newest: the end a client places is
+   * that much nearer the true one.
+   */
+  at: z.number().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
 })
 
 export const ackMessage = z.strictObject({

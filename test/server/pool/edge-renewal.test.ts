@@ -65,4 +65,39 @@ describe('a quota window’s edge', () => {
     // Past the window's end there is nothing to renew.
     expect(pool.renewEdges(['q'], 60_000)).toEqual([])
   })
+
+  it('is measured from the recent report that came soonest, when the client says when it sent them', () => {
+    const pool = new Pool(0, () => settings, { learn: false })
+    pool.connect('a', 'a', undefined, 'inst-a', 0)
+    const report = [{ resource: 'q', wants: 1, window: 0 }]
+    let held: readonly LeaseBatch[] = []
+    // Sent at 57, 58 and 59 s on the client's clock, handled 10, 2 and 8 ms later.
+    for (const [n, sentMs, delayMs] of [
+      [1, 57_000, 10],
+      [2, 58_000, 2],
+      [3, 59_000, 8],
+    ] as const) {
+      const t = sentMs + delayMs
+      held = [
+        ...pool.reportDemand('a', report, t, n, undefined, sentMs).batches,
+        ...pool.round('q', t),
+      ]
+      for (const b of held) pool.acknowledge(b.clientKey, b.seq, undefined, t)
+    }
+    const lease = pool.renewEdges(['q'], 59_500)[0]!.leases[0]!
+    // From report 2: 1,498 ms past, 500 to come: the client places the end at 58,000 + 1,990,
+    // 10 ms before it (from report 3, the newest: 59,000 + 985, 15 ms before it).
+    expect(lease.window?.edge).toEqual([2, 1990])
+    // A client that does not say when it sent them: from the newest.
+    const old = new Pool(0, () => settings, { learn: false })
+    old.connect('a', 'a', undefined, 'inst-a', 0)
+    for (const [n, atMs] of [
+      [1, 57_010],
+      [2, 58_002],
+      [3, 59_008],
+    ] as const)
+      for (const b of [...old.reportDemand('a', report, atMs, n).batches, ...old.round('q', atMs)])
+        old.acknowledge(b.clientKey, b.seq, undefined, atMs)
+    expect(old.renewEdges(['q'], 59_500)[0]!.leases[0]!.window?.edge).toEqual([3, 985])
+  })
 })
