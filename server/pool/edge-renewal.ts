@@ -14,7 +14,9 @@ export const edgeRenewalMs = 100
  * Sends again, unchanged, the quota leases of `resourceId` in force for the window that ends
  * soon, so that each says the window's end anew (its `edge`). Nothing is allocated: each
  * entry's newest lease goes again with the same capacity, to a client that is connected and
- * acknowledged it. An entry whose client must hear every lease again (a new connection) is
+ * acknowledged it, unless it reported that lease spent. It costs one batch per client per
+ * window, with every such lease it holds (a keyed family's hot keys too: about what the
+ * round at the edge sends). An entry whose client must hear every lease again (a new connection) is
  * left to the next round, which sends its family's hot keys' leases with it (lease-out.ts).
  * Its batches are left for the caller's flush.
  */
@@ -32,7 +34,9 @@ export function renewEdges(pool: PoolState, resourceId: string, nowMs: number): 
       e.leaseWindow !== window.index ||
       last?.acked !== true ||
       last.capacity <= 0 ||
-      e.newest !== last.capacity
+      e.newest !== last.capacity ||
+      // Spent to its end as reported: nothing is left to spend by the window's end.
+      (e.usedWindow === window.index && e.used >= last.capacity)
     )
       continue
     sendOne(pool, e, last.capacity, nowMs)

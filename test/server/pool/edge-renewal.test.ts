@@ -62,6 +62,15 @@ describe('a quota window’s edge', () => {
     // Its end from report n (handled at 59 s): 900 ms past, 100 ms to come.
     expect(lease.window?.edge).toEqual([n, 997])
     expect(lease.window?.index).toBe(0)
+    // A lease reported spent to its end is not renewed: nothing is left to spend of it.
+    pool.acknowledge('a', renewed[0]!.seq, undefined, 59_900)
+    expect(pool.renewEdges(['q'], 59_910).map((b) => b.clientKey)).toEqual(['a'])
+    for (const b of pool.renewEdges(['q'], 59_920)) pool.acknowledge('a', b.seq, undefined, 59_920)
+    const spent = held.get('a')!
+    const report = [{ resource: 'q', wants: 1, used: spent, window: 0 }]
+    for (const b of pool.reportDemand('a', report, 59_950, n + 1).batches)
+      pool.acknowledge(b.clientKey, b.seq, undefined, 59_950)
+    expect(pool.renewEdges(['q'], 59_960)).toEqual([])
     // Past the window's end there is nothing to renew.
     expect(pool.renewEdges(['q'], 60_000)).toEqual([])
   })
