@@ -230,9 +230,11 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     // At a quota window's edge (over here by time, the next window's lease a round trip away,
     // with the coordinator's round at the edge), the check waits for that lease and is decided
     // then, rather than refused for a budget nobody spent (#41: ±5 ms around every edge).
+    // Not while no connection is up (a coordinator down across the edge): refused at once.
     if (
       mayWaitEdge &&
       !this.#closed &&
+      this.#owner.connected !== false &&
       this.#edgeWaits.hasRoom &&
       this.#keyKind.lapsed(this.#shares, state)
     )

@@ -43,6 +43,11 @@ export interface KeyedOwner {
    * An owner without it (a unit test's) refuses every remote ask.
    */
   askRemote?(resource: string, cost: number): Promise<RemoteAnswer>
+  /**
+   * Whether a connection to the coordinator is up (a next window's lease can come): a check at
+   * a quota window's edge waits for it only then. An owner without it (a unit test's) counts as up.
+   */
+  readonly connected?: boolean
 }
 
 /** One entry of a family's demand report. */

@@ -471,3 +471,46 @@ describe('a keyed family’s buckets', () => {
     f.close()
   })
 })
+
+describe('a keyed quota’s check at a window’s edge', () => {
+  // Window 7 of a quota of 100 per key, this process's share a half; it ends 1 s after the lease.
+  const quotaGrant = (window: number, endsInMs: number): LeaseGrant => ({
+    resource: 'q/*',
+    kind: 'quota',
+    capacity: 0.5,
+    burst: 0.5,
+    ttlMs: endsInMs,
+    refreshMs: 1000,
+    safeCapacity: 0,
+    safeHoldMs: 0,
+    family: { kind: 'quota', capacity: 100, burst: 100 },
+    window: { index: window, endsInMs, quota: 100, lengthMs: 60_000 },
+  })
+  const owner = (connected: boolean) => ({
+    requestEarlyReport: () => undefined,
+    drained: () => undefined,
+    connected,
+  })
+
+  it('waits for the next window’s lease while connected, and is decided by it', async () => {
+    const clock = new ManualClock()
+    const f = new KeyedFamily('q', resolveKeyedOptions('q', {}), clock, clock, owner(true))
+    f.applyFamilyLease(quotaGrant(7, 1000))
+    expect(f.decide('a')).toBe(true)
+    clock.advance(1000)
+    const waiting = f.decide('a')
+    expect(waiting).toBeInstanceOf(Promise)
+    f.applyFamilyLease(quotaGrant(8, 60_000))
+    expect(await waiting).toEqual({ admitted: true, retryAfterMs: 0, window: 8 })
+    f.close()
+  })
+
+  it('is refused at once while no connection is up (the next lease cannot come)', () => {
+    const clock = new ManualClock()
+    const f = new KeyedFamily('q', resolveKeyedOptions('q', {}), clock, clock, owner(false))
+    f.applyFamilyLease(quotaGrant(7, 1000))
+    clock.advance(1000)
+    expect(f.decide('a')).toBe(false)
+    f.close()
+  })
+})
