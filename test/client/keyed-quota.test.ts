@@ -1,4 +1,4 @@
-import Fastify from 'fastify'
+import Fastify, { type FastifyInstance } from 'fastify'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { KeyedFamily } from '../../client/index.js'
 import { fastifyRateLimit } from '../../client/http/index.js'
@@ -76,6 +76,21 @@ async function families(n: number): Promise<KeyedFamily[]> {
   const out = clients.map((c) => c.keyed('user'))
   for (let i = 0; i < 30 && out.some((f) => f.lease === undefined); i++) await cluster!.step(100)
   return out
+}
+
+/** A coordinator, one gateway's family, and a fastify app limiting GET /call by `x-user` with it. */
+async function httpGateway(): Promise<{ perUser: KeyedFamily; app: FastifyInstance }> {
+  cluster = new Cluster()
+  await cluster.start(config())
+  const [perUser] = await families(1)
+  const app = Fastify()
+  await app.register(fastifyRateLimit, {
+    resource: perUser!,
+    key: { header: 'x-user' },
+    clock: cluster.clock,
+  })
+  app.get('/call', async () => 'ok')
+  return { perUser: perUser!, app }
 }
 
 describe('keyed quotas (real sockets, manual clock)', () => {
@@ -508,45 +523,27 @@ describe('keyed quotas (real sockets, manual clock)', () => {
   })
 
   it('answers an HTTP request made in a window’s edge gap once the next window’s lease comes: 200, not 429 (#41)', async () => {
-    cluster = new Cluster()
-    await cluster.start(config())
-    const [perUser] = await families(1)
-    const app = Fastify()
-    await app.register(fastifyRateLimit, {
-      resource: perUser!,
-      key: { header: 'x-user' },
-      clock: cluster.clock,
-    })
-    app.get('/call', async () => 'ok')
+    const { perUser, app } = await httpGateway()
     const call = () => app.inject({ url: '/call', headers: { 'x-user': 'ivy' } })
     expect((await call()).statusCode).toBe(200)
     // To the last ms of the first window (it ends 40 s in): ivy's budget here is over by time.
-    while (cluster.clock.now() < 40_000 - 1)
-      await cluster.step(Math.min(100, 40_000 - 1 - cluster.clock.now()))
-    expect(perUser!.tryAcquire('ivy')).toBe(false)
+    while (cluster!.clock.now() < 40_000 - 1)
+      await cluster!.step(Math.min(100, 40_000 - 1 - cluster!.clock.now()))
+    expect(perUser.tryAcquire('ivy')).toBe(false)
     let answered: number | undefined
     const pending = call().then((r) => (answered = r.statusCode))
     // It waits (no 429 at once) until the round at the edge brings the next window's lease.
     for (let i = 0; i < 5; i++) await Promise.resolve()
     expect(answered).toBeUndefined()
-    for (let i = 0; i < 50 && answered === undefined; i++) await cluster.step(10)
+    for (let i = 0; i < 50 && answered === undefined; i++) await cluster!.step(10)
     await pending
     expect(answered).toBe(200)
-    expect(perUser!.leaseOf('ivy').window).toBe(perUser!.lease!.window!.index)
+    expect(perUser.leaseOf('ivy').window).toBe(perUser.lease!.window!.index)
     await app.close()
   })
 
   it('tells HTTP callers the key’s quota and window, and when it comes back once spent', async () => {
-    cluster = new Cluster()
-    await cluster.start(config())
-    const [perUser] = await families(1)
-    const app = Fastify()
-    await app.register(fastifyRateLimit, {
-      resource: perUser!,
-      key: { header: 'x-user' },
-      clock: cluster.clock,
-    })
-    app.get('/call', async () => 'ok')
+    const { app } = await httpGateway()
     let ok = 0
     let last = await app.inject({ url: '/call', headers: { 'x-user': 'dave' } })
     if (last.statusCode === 200) ok++
@@ -560,12 +557,12 @@ describe('keyed quotas (real sockets, manual clock)', () => {
       last = await app.inject({ url: '/call', headers: { 'x-user': 'dave' } })
       if (last.statusCode === 200) ok++
       else first ??= String(last.headers['retry-after'])
-      if (i % 10 === 0) await cluster.step(10)
+      if (i % 10 === 0) await cluster!.step(10)
     }
     expect(ok).toBe(100)
     expect(last.statusCode).toBe(429)
     expect(last.headers['ratelimit-policy']).toBe('"user";q=100;w=60')
-    const elapsedSec = cluster.clock.now() / 1000
+    const elapsedSec = cluster!.clock.now() / 1000
     expect(Number(last.headers['retry-after'])).toBeGreaterThan(40 - elapsedSec - 2)
     expect(Number(last.headers['retry-after'])).toBeLessThanOrEqual(Math.ceil(40 - elapsedSec) + 1)
     expect(first).toBe(last.headers['retry-after'])
