@@ -3,7 +3,7 @@ import type { PoolState } from './state.js'
 
 /**
  * How long before a quota window's end its leases are sent again, ms: each then places the
- * window's end from the client's newest report with only what is still to come exposed to the
+ * window's end from the client's report that came soonest (`ClientState.edgeReport`) with only what is still to come exposed to the
  * windows' slew (lease-out.ts, `windowEdge`), 1.1% of this (1 ms) rather than of the time since
  * the lease was last sent (up to a window). Long enough for the lease to arrive before the end
  * it replaces on any network a quota is used over; measured in docs/benchmarks.md.

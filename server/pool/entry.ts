@@ -73,6 +73,12 @@ export class ClientState {
   /** The newest numbered reports that said when they were sent (`demand.at`), oldest first. */
   #recentReports: { readonly n: number; readonly atMs: number; readonly sentMs: number }[] = []
   /**
+   * The report quota leases measure their window's end from (`edge`): of `#recentReports`, the
+   * one that came soonest; `lastReport` when none said when it was sent. Chosen as reports come,
+   * not per lease (a round may lease thousands of a client's keys at one instant).
+   */
+  edgeReport: { readonly n: number; readonly atMs: number } | undefined = undefined
+  /**
    * The connection's round trip as its session last measured it (ms; 0 unknown), as of the
    * newest report: a quota's blocks last a refresh period's renewal and this (named-quota.ts).
    */
@@ -89,29 +95,24 @@ export class ClientState {
   noteReport(n: number, atMs: number, sentMs: number | undefined): void {
     if (n <= (this.lastReport?.n ?? 0)) return
     this.lastReport = { n, atMs }
-    if (sentMs === undefined) return
     const recent = this.#recentReports
-    recent.push({ n, atMs, sentMs })
-    if (recent.length > keptReports) recent.shift()
-  }
-
-  /**
-   * The report a quota lease made at `nowMs` measures its window's end from (`edge`): of the
-   * recent ones that said when they were sent, the one that places the end latest on the
-   * client's clock (sent at + time since handled, less the clocks' drift): the one that came
-   * with the least delay, unless it is much older. The newest without them.
-   */
-  edgeReport(nowMs: number): { readonly n: number; readonly atMs: number } | undefined {
+    if (sentMs !== undefined) {
+      recent.push({ n, atMs, sentMs })
+      if (recent.length > keptReports) recent.shift()
+    }
+    // The one that places the end latest on the client's clock: sent at + the time since it was
+    // handled, less the clocks' drift. Between two reports that differs by (sent − handled · (1 −
+    // drift)), whenever the lease is made: the least one-way delay, an older one paying drift.
     let best: { readonly n: number; readonly atMs: number } | undefined = this.lastReport
-    let bestAtMs = -Infinity
-    for (const r of this.#recentReports) {
-      const placedMs = r.sentMs + Math.max(0, nowMs - r.atMs) * (1 - clockDriftShare)
-      if (placedMs > bestAtMs) {
-        bestAtMs = placedMs
+    let bestMs = -Infinity
+    for (const r of recent) {
+      const placedMs = r.sentMs - r.atMs * (1 - clockDriftShare)
+      if (placedMs > bestMs) {
+        bestMs = placedMs
         best = r
       }
     }
-    return best
+    this.edgeReport = best
   }
 }
 

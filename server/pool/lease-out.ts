@@ -178,7 +178,7 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
             ...(r.shape.hotKey
               ? { elsewhere: (entry.sentElsewhere = elsewhere(r, entry, window.index, nowMs)) }
               : {}),
-            ...windowEdge(entry.client.edgeReport(nowMs), window.endMs, nowMs),
+            ...windowEdge(entry.client.edgeReport, window.endMs, nowMs),
           },
         }),
   })

@@ -272,7 +272,7 @@ export class Pool extends PoolView {
 
   /**
    * The quota leases of `resourceIds` sent again unchanged before their window's end, each
-   * placing that end anew from its client's newest report (edge-renewal.ts): the batches.
+   * placing that end anew from its client's soonest report (edge-renewal.ts): the batches.
    */
   renewEdges(resourceIds: readonly string[], nowMs: number): readonly LeaseBatch[] {
     for (const id of resourceIds) renewEdges(this.state, id, nowMs)
