@@ -307,6 +307,16 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
         this.#connection.sendText(text)
         ids.splice(ids.indexOf(spent.resource), 1)
       }
+      // A rate family's share goes with what it still holds of each key, so that the process
+      // that takes it over starts its keys from that, not empty; alone in its frame, or not at all.
+      for (const family of this.#families) {
+        const held = family.heldAtClose()
+        if (held === undefined || !ids.includes(held.resource)) continue
+        const text = encodeMessage({ type: 'release', resources: [held.resource], held: [held] })
+        if (Buffer.byteLength(text) > this.options.maxFrameBytes) continue
+        this.#connection.sendText(text)
+        ids.splice(ids.indexOf(held.resource), 1)
+      }
       // A named quota, and a keyed quota's key leased on its own, says what it used of its
       // window: the rest of its block comes back.
       const used = new Map<string, { resource: string; window: number; used: number }>()

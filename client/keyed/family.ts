@@ -23,7 +23,7 @@ import { EdgeWaits } from './edge-waits.js'
 import type { KeyKind } from './key-kind.js'
 import type { KeyState } from './key-state.js'
 import { KeyView } from './key-view.js'
-import { keyKinds } from './kinds.js'
+import { closedKeys, keyKinds } from './kinds.js'
 import { keyLeaseRules } from './quota-keys.js'
 import { FamilyShares } from './shares.js'
 import type { KeyLease, KeyReport, KeyedEvents, KeyedOwner } from './types.js'
@@ -511,6 +511,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     // A new share takes effect on every key now, not at each key's next use: a bucket must not
     // go on earning at the old rate after the ack says the new one is in force.
     if (changed) this.#refreshDefaults()
+    if (grant.handed !== undefined) this.#takeHanded(grant.handed)
     this.#expiry = this.#clock.setTimeout(() => this.#lapse(grant), grant.ttlMs).unref()
     this.#refusedError = undefined
     if (before !== 'leased') this.emit('mode', 'leased')
@@ -749,6 +750,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
 
   close(): void {
     this.#closed = true
+    this.#keyKind = closedKeys(this.#keyKind)
     this.#expiry?.cancel()
     this.#hold?.cancel()
     this.#wake?.cancel()
@@ -961,6 +963,72 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
       const state = this.#keys.get(key)
       if (state !== undefined && state.usedWindow === inherit.window) state.used += units
     }
+  }
+
+  /**
+   * A rate family's share that another process released came with what it still held
+   * (server/pool/handover.ts): each key here gets it on top of what its bucket holds now (its
+   * named tokens, or `level` of its burst), never above its burst, once per handover. The
+   * tokens moved, they were not made: the leaver holds them no more. A named key that cannot
+   * be tracked here (the key bound) gets nothing, and then neither does a key never seen here,
+   * which would start from the raised level.
+   */
+  #takeHanded(handed: NonNullable<LeaseGrant['handed']>): void {
+    const shares = this.#shares
+    if (shares.kind !== 'rate' || !shares.takeHanded(handed.id)) return
+    const named = new Set<string>()
+    for (const [key] of handed.keys) named.add(key)
+    for (const state of this.#keys.values()) {
+      if (named.has(state.key) || state.lease !== undefined) continue
+      this.#refreshIfStale(state)
+      state.bucket.refund(handed.level * shares.keyLimits(state.key).burst)
+    }
+    let tracked = true
+    for (const [key, tokens] of handed.keys) {
+      let state: KeyState | undefined
+      try {
+        state = this.#state(key)
+      } catch {
+        state = undefined
+      }
+      if (state === undefined) tracked = false
+      else if (state.lease === undefined) state.bucket.refund(tokens)
+    }
+    if (tracked) shares.raiseBase(handed.level)
+  }
+
+  /**
+   * A rate family closing: what its default share still holds, for the release, so that the
+   * coordinator may hand it on with the share (server/pool/handover.ts). `level` is what a key
+   * never seen here would start with now (a share of its burst); each key tracked here that
+   * holds less is named with its tokens (without what a fall left going: that is paid for by
+   * another process's rise), and a key leased on its own with 0 (its lease is not the share).
+   * Past maxSpentKeys keys, the level is 0 and the keys holding most are named.
+   */
+  heldAtClose(): { resource: string; level: number; keys: [string, number][] } | undefined {
+    const shares = this.#shares
+    if (shares.kind !== 'rate' || shares.lease === undefined || !(shares.share > 0))
+      return undefined
+    let level = shares.untrackedLevel()
+    let keys: [string, number][] = []
+    for (const state of this.#keys.values()) {
+      if (state.lease !== undefined) {
+        keys.push([state.key, 0])
+        continue
+      }
+      this.#refreshIfStale(state)
+      const bucket = state.bucket
+      const tokens = Math.max(0, bucket.tokens - bucket.excess)
+      if (tokens < level * shares.keyLimits(state.key).burst) keys.push([state.key, tokens])
+    }
+    if (keys.length > domainLimits.maxSpentKeys) {
+      level = 0
+      keys = keys
+        .filter(([, tokens]) => tokens > 0)
+        .sort((a, b) => b[1] - a[1])
+        .slice(0, domainLimits.maxSpentKeys)
+    }
+    return { resource: this.familyId, level, keys }
   }
 
   /**

@@ -14,6 +14,9 @@ const emptyCharges: ReadonlyMap<string, number> = new Map()
 /** Moves of the default share remembered for keys refreshed late (`movesSince`). */
 const keptMoves = 16
 
+/** Rate handovers remembered as taken (a lease repeats one only until it is acknowledged). */
+const keptHandedIds = 64
+
 /** The default share's moves since a key's bucket was last set (`FamilyShares.movesSince`). */
 export interface ShareMoves {
   /** The lowest share in force since (the one the bucket was set for not counted). */
@@ -69,6 +72,9 @@ export class FamilyShares {
   #chargesWindow = Number.NaN
   /** The handovers counted in `#chargesWindow`: each once, however often a lease says it. */
   readonly #chargedIds = new Set<string>()
+
+  /** The rate handovers taken (`handed`): each once, however often a lease says it. */
+  readonly #handedIds = new Set<string>()
 
   constructor(hotClock: Clock) {
     this.hotClock = hotClock
@@ -211,6 +217,25 @@ export class FamilyShares {
   /** The charged keys of `window` (for a release: what this share has spent includes them). */
   chargedIn(window: number): ReadonlyMap<string, number> {
     return window === this.#chargesWindow ? this.#charges : emptyCharges
+  }
+
+  /** A rate share handed on (`handed`, id): true the first time, false when taken already. */
+  takeHanded(id: string): boolean {
+    if (this.#handedIds.has(id)) return false
+    // A lease repeats a handover only until it is acknowledged: the last few ids are enough.
+    if (this.#handedIds.size >= keptHandedIds) this.#handedIds.clear()
+    this.#handedIds.add(id)
+    return true
+  }
+
+  /** What a key never seen here holds now of its burst, as a share (a rate family's). */
+  untrackedLevel(): number {
+    return this.#earnedShare(this.hotClock.now())
+  }
+
+  /** A key never seen here starts with `level` more of its burst (a share handed on), never above the share. */
+  raiseBase(level: number): void {
+    this.baseShare = Math.min(this.share, this.baseShare + level)
   }
 
   /** The lease ran out unrenewed: its fallback for the hold. */

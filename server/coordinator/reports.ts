@@ -57,7 +57,9 @@ export function ack(core: Core, session: SessionPort, msg: AckMessage): void {
 
 /** A client gives leases back: the freed capacity goes out in the next rounds. */
 export function release(core: Core, session: SessionPort, msg: ReleaseMessage): void {
-  core.sendLeases(core.pool.release(keyOf(session), msg.resources, core.clock.now(), msg.spent))
+  core.sendLeases(
+    core.pool.release(keyOf(session), msg.resources, core.clock.now(), msg.spent, msg.held),
+  )
   core.rounds.promptWaiting()
   for (const id of msg.resources) core.rounds.prompt(id)
   core.settings.upstream?.drained()

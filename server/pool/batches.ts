@@ -27,11 +27,19 @@ export function batchOf(pool: PoolState, client: ClientState): LeaseBatch {
 export function putLease(batch: LeaseBatch, grant: LeaseGrant): void {
   const earlier = batch.leases.findIndex((l) => l.resource === grant.resource)
   if (earlier < 0) return void batch.leases.push(grant)
-  // What a replaced lease handed on (handover.ts) must still reach the client.
-  const inherit = batch.leases[earlier]!.inherit
+  // What a replaced lease handed on (handover.ts, held-handover.ts) must still reach the client.
+  const { inherit, handed } = batch.leases[earlier]!
   batch.leases.splice(earlier, 1)
+  const keepInherit = inherit !== undefined && grant.inherit === undefined
+  const keepHanded = handed !== undefined && grant.handed === undefined
   batch.leases.push(
-    inherit === undefined || grant.inherit !== undefined ? grant : { ...grant, inherit },
+    !keepInherit && !keepHanded
+      ? grant
+      : {
+          ...grant,
+          ...(keepInherit ? { inherit } : {}),
+          ...(keepHanded ? { handed } : {}),
+        },
   )
 }
 

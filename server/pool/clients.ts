@@ -3,6 +3,7 @@ import { inKindUnits } from '../../shared/index.js'
 import { isFamilyKey } from '../config/index.js'
 import { ClientState, type Entry, type ResourceState } from './entry.js'
 import { seedKey } from './hot-keys.js'
+import { heldVacancy, type HeldVacancy } from './held-handover.js'
 import { grantIncreases } from './increases.js'
 import { send } from './lease-out.js'
 import { setAside, subscribe, unsubscribe } from './registry.js'
@@ -40,6 +41,15 @@ export interface SpentReport {
   readonly charged?: number | undefined
   /** A keyed quota family's keys spent by its default share in `window`. */
   readonly keys?: readonly (readonly [string, number])[] | undefined
+}
+
+/** A rate family's release: what its holder's share still held (held-handover.ts). */
+export interface HeldReport {
+  readonly resource: string
+  /** Of every key not named, this share of its burst. */
+  readonly level: number
+  /** Keys that held less, and their tokens. */
+  readonly keys: readonly (readonly [string, number])[]
 }
 
 /** What a client says it may enforce now, in its hello. */
@@ -311,16 +321,25 @@ export function release(
   resourceIds: readonly string[],
   nowMs: number,
   spent: readonly SpentReport[] = [],
+  held: readonly HeldReport[] = [],
 ): void {
   const client = pool.clients.get(key)
   if (client === undefined) return
   const touched: ResourceState[] = []
   let aside: Entry[] | undefined
+  let vacancies: [Entry, HeldVacancy][] | undefined
   for (const id of resourceIds) {
     const entry = client.entries.get(id)
     if (entry === undefined) continue
     if (entry.resource.settings.quotaWindow !== undefined) {
       ;(aside ??= []).push(entry)
+      continue
+    }
+    // A rate family's share whose release said what it held may be handed on with it.
+    const said = held.find((x) => x.resource === id)
+    const vacancy = said && heldVacancy(entry, said, randomUUID(), nowMs)
+    if (vacancy !== undefined) {
+      ;(vacancies ??= []).push([entry, vacancy])
       continue
     }
     entry.clear(nowMs)
@@ -345,6 +364,18 @@ export function release(
         e.charged = Math.min(e.used, Math.max(charged, said.charged ?? 0))
       }
     }
+  if (vacancies !== undefined) {
+    const moved = setAside(
+      pool,
+      client,
+      vacancies.map(([e]) => e),
+      nowMs,
+    )
+    for (const [i, e] of moved.entries()) {
+      e.heldVacancy = vacancies[i]![1]
+      touched.push(e.resource)
+    }
+  }
   for (const r of touched) grantIncreases(pool, r, nowMs, false)
 }
 

@@ -1,5 +1,6 @@
 import type { BurstSlack } from './burst-slack.js'
 import type { Vacancy } from './handover.js'
+import type { HeldVacancy, PendingHanded } from './held-handover.js'
 import { kindTraits } from '../../shared/index.js'
 import type { ResourceSettings } from '../config/index.js'
 import { DemandHistory } from './demand.js'
@@ -334,6 +335,10 @@ export class Entry {
    */
   inherit: { window: number; keys: [string, number][]; fromSeq: number; id: string } | undefined =
     undefined
+  /** Rate family share, set aside on a release that said what it held: it may be handed on (held-handover.ts). */
+  heldVacancy: HeldVacancy | undefined = undefined
+  /** Rate family share handed a held vacancy: what it held, sent with every lease until one is acknowledged. */
+  handed: PendingHanded | undefined = undefined
   /**
    * A keyed family's share: its client asks the coordinator what its part cannot decide (as its
    * last report said). Crowded, such a client holds no default share (default-holders.ts).

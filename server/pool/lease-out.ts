@@ -3,6 +3,7 @@ import { leaseTtlMsAt, type FamilySettings } from '../config/index.js'
 import { batchOf, putLease } from './batches.js'
 import { clockDriftShare, type Entry, type ResourceState } from './entry.js'
 import { pendingInherit } from './handover.js'
+import { pendingHanded } from './held-handover.js'
 import { keyIsCold, retireKey } from './hot-keys.js'
 import { subscribe } from './registry.js'
 import type { PoolState } from './state.js'
@@ -153,8 +154,11 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
     window !== undefined && r.shape.familyShare
       ? pendingInherit(entry, window.index, batch.seq)
       : undefined
+  const handed =
+    window === undefined && r.shape.familyShare ? pendingHanded(entry, batch.seq) : undefined
   putLease(batch, {
     ...(inherit === undefined ? {} : { inherit }),
+    ...(handed === undefined ? {} : { handed }),
     resource: s.id,
     kind: s.kind,
     capacity,

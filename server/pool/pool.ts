@@ -13,6 +13,7 @@ import {
   type ConnectOutcome,
   type DemandReport,
   type Holding,
+  type HeldReport,
   type SpentReport,
 } from './clients.js'
 import { renewEdges } from './edge-renewal.js'
@@ -180,8 +181,9 @@ export class Pool extends PoolView {
     resourceIds: readonly string[],
     nowMs: number,
     spent?: readonly SpentReport[],
+    held?: readonly HeldReport[],
   ): readonly LeaseBatch[] {
-    release(this.state, key, resourceIds, nowMs, spent)
+    release(this.state, key, resourceIds, nowMs, spent, held)
     return flush(this.state)
   }
 

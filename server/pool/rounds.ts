@@ -35,7 +35,9 @@ export function round(pool: PoolState, resourceId: string, nowMs: number): void 
   for (const e of r.entries.values()) {
     if (!e.client.connected) {
       e.target = 0
-      reserved += e.committed
+      // A rate share released with what it held waits for its heir: the others keep their
+      // shares meanwhile, rather than grow to it (held-handover.ts).
+      if (e.heldVacancy === undefined) reserved += e.committed
     } else if (e.awaitsDecreaseAck(silentSinceMs)) {
       // Its decrease is on its way or in force, but not acknowledged: keep what it holds.
       // A quota's client cannot acknowledge a budget below what it spent before the decrease

@@ -176,6 +176,9 @@ export const ackMessage = z.strictObject({
   resources: z.array(resourceId).min(1).max(L.maxEntries).optional(),
 })
 
+/** A share of a whole (0..1). */
+const shareFraction = z.number().min(0).max(1)
+
 /** A key of a family and units of it: what a released share spent, or what a lease hands on. */
 const spentKeys = z
   .array(z.tuple([printableString(maxKeyLength).min(1), quantity]))
@@ -202,6 +205,16 @@ export const releaseMessage = z.strictObject({
         keys: spentKeys.optional(),
       }),
     )
+    .max(L.maxEntries)
+    .optional(),
+  /**
+   * Rate families released whole, and what the share still held (server/pool/handover.ts): of
+   * every key not named, `level` of the key's burst (a share of it, at most the share
+   * released); of each key named, its tokens. The coordinator may hand the share on with
+   * them: the process that takes it starts those keys from them, not empty.
+   */
+  held: z
+    .array(z.strictObject({ resource: resourceId, level: shareFraction, keys: spentKeys }))
     .max(L.maxEntries)
     .optional(),
 })
@@ -266,6 +279,15 @@ export const leaseGrant = z.strictObject({
    */
   inherit: z
     .strictObject({ window: windowIndex, keys: spentKeys, id: printableString(64).min(1) })
+    .optional(),
+  /**
+   * Rate family: a share another process released whole comes with this lease (`capacity`
+   * includes it), and with it what that share still held (the release's `held`): the client
+   * adds to each key's bucket `level` of its burst, or the tokens named for it (never above
+   * the bucket's burst). Taken once per `id`, however often a lease says it.
+   */
+  handed: z
+    .strictObject({ level: shareFraction, keys: spentKeys, id: printableString(64).min(1) })
     .optional(),
   window: z
     .strictObject({

@@ -170,6 +170,38 @@ describe('keyed families (real sockets, manual clock)', () => {
     for (const f of all) expect(f.lease?.capacity).toBeCloseTo(1 / 4, 9)
   })
 
+  it('hands a share closed cleanly to its replacement with what it held: new keys start from it, spent keys stay spent', async () => {
+    const families = await three()
+    for (let i = 0; i < 20; i++) await cluster!.step(refreshMs)
+    const [a, b, c] = families as [KeyedFamily, KeyedFamily, KeyedFamily]
+    // A spends all it holds of `spent`, and one token of `some`; then closes (a SIGTERM).
+    let spentAtA = 0
+    while (a.tryAcquire('spent')) spentAtA++
+    expect(spentAtA).toBe(3)
+    expect(a.tryAcquire('some')).toBe(true)
+    await cluster!.clients[0]!.close()
+    // B and C keep their shares while the share waits for its heir.
+    await cluster!.step(10)
+    expect(b.lease?.capacity).toBeCloseTo(1 / 3, 9)
+    const d = (await cluster!.client('d')).keyed('apikey')
+    for (let i = 0; i < 30 && !((d.lease?.capacity ?? 0) > 0.33); i++) await cluster!.step(10)
+    expect(d.lease?.capacity).toBeCloseTo(1 / 3, 9)
+    expect(c.lease?.capacity).toBeCloseTo(1 / 3, 9)
+    // D starts every key from what A held, at once: a key nobody spent is full of the share
+    // (without the handover it started empty here: nothing of the burst was free).
+    let fresh = 0
+    while (d.tryAcquire('fresh')) fresh++
+    expect(fresh).toBe(3)
+    let some = 0
+    while (d.tryAcquire('some')) some++
+    expect(some).toBe(2)
+    // And what A spent stays spent: the three never hold more of a key than one bucket.
+    expect(d.tryAcquire('spent')).toBe(false)
+    let others = 0
+    while (b.tryAcquire('spent') || c.tryAcquire('spent')) others++
+    expect(spentAtA + others).toBeLessThanOrEqual(10)
+  })
+
   it('sends a newcomer the hot keys with its first family lease: it never enforces a default for them', async () => {
     const families = await three()
     const [a] = families

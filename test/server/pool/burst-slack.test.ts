@@ -107,6 +107,13 @@ describe('BurstSlack', () => {
         // free (`takePart`, as a keyed family's first share does).
         start: fc.constantFrom('empty', 'full', 'half', 'part'),
       }),
+      // A share released with what it held, handed whole to a process holding nothing, which
+      // adds those tokens to its bucket (server/pool/held-handover.ts).
+      fc.record({
+        t: fc.constant('handover' as const),
+        i: fc.integer({ min: 0, max: 2 }),
+        j: fc.integer({ min: 0, max: 2 }),
+      }),
       fc.record({
         t: fc.constant('hidden' as const),
         share: fc.constantFrom(0.25, 0.5, 1),
@@ -164,6 +171,10 @@ describe('BurstSlack', () => {
             centralLevel = level - take
           }
           for (const s of steps) {
+            // What the processes hold never exceeds what the central bucket holds: else they
+            // could spend it all, each by its own bucket, past the central bucket.
+            const holding = buckets.reduce((a, b) => a + b.tokens, 0) + hidden.bucket.tokens
+            expect(holding).toBeLessThanOrEqual(central() + 1e-6)
             if (s.t === 'tick') {
               const toMs = clock.now() + s.ms
               // What was unseen ends when it was said to (its excess goes on as a fall's does).
@@ -175,7 +186,29 @@ describe('BurstSlack', () => {
               clock.advance(toMs - clock.now())
               spend(hidden.bucket, true)
             } else if (s.t === 'spend') spend(buckets[s.i]!, s.all)
-            else if (s.t === 'hidden') {
+            else if (s.t === 'handover') {
+              if (s.i === s.j || !(shares[s.i]! > 0)) continue
+              // The heir holds nothing: one that held a share gave it up first (a fall).
+              if (shares[s.j]! > 0) {
+                shares[s.j] = 0
+                buckets[s.j]!.moveRate(0, 0)
+                slack.hold(
+                  shares.reduce((a, c) => a + c, 0),
+                  clock.now(),
+                )
+              }
+              const from = buckets[s.i]!
+              // What a fall left going is paid for by another's rise: it stays behind, and
+              // goes with the leaver.
+              const held = Math.max(0, from.tokens - from.excess)
+              const share = shares[s.i]!
+              shares[s.j] = share
+              shares[s.i] = 0
+              buckets[s.i] = new TokenBucket(clock, 0, 0, 0)
+              const to = buckets[s.j]!
+              to.moveRate(share * ratePerSec, share * burst)
+              to.refund(held)
+            } else if (s.t === 'hidden') {
               if (hidden.share > 0 || excessLeft()) continue
               startHidden(s.share, clock.now() + s.forMs)
               slack.disturb(clock.now() + s.forMs, clock.now())

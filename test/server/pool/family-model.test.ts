@@ -159,6 +159,20 @@ class World {
     this.pool.disconnect(p.id, this.nowMs)
   }
 
+  /**
+   * Closed cleanly, for good (a rolling deploy's SIGTERM): it releases its share with what it
+   * held (server/pool/held-handover.ts) and its keys, and enforces nothing from then on.
+   */
+  close(p: Process): void {
+    if (!p.connected || p.id === central) return
+    const held = p.family.heldAtClose()
+    const ids = [FAMILY, ...keys.filter((k) => p.family.leaseOf(keyOfId('k', k)!).source === 'key')]
+    p.family.close()
+    this.enqueue(this.pool.release(p.id, ids, this.nowMs, undefined, held ? [held] : []))
+    this.disconnect(p)
+    p.crashed = true
+  }
+
   check(): void {
     for (const k of keys) {
       let sum = 0
@@ -169,7 +183,7 @@ class World {
 }
 
 type Step =
-  | { op: 'join' | 'report' | 'disconnect' | 'crash'; p: Id }
+  | { op: 'join' | 'report' | 'disconnect' | 'crash' | 'close'; p: Id }
   | { op: 'deliver'; p: Id; ackLost: boolean }
   | { op: 'want'; p: Id; key: number; wants: number }
   | { op: 'round'; key: number }
@@ -179,7 +193,7 @@ type Step =
 
 const step: fc.Arbitrary<Step> = fc.oneof(
   fc.record({
-    op: fc.constantFrom('join', 'report', 'disconnect', 'crash'),
+    op: fc.constantFrom('join', 'report', 'disconnect', 'crash', 'close'),
     p: fc.constantFrom(...ids),
   }),
   fc.record({ op: fc.constant('deliver'), p: fc.constantFrom(...ids), ackLost: fc.boolean() }),
@@ -232,6 +246,9 @@ function run(steps: readonly Step[]): World {
         // Gone for good, still enforcing what it holds until it lapses.
         w.disconnect(p!)
         p!.crashed = true
+        break
+      case 'close':
+        w.close(p!)
         break
       case 'deliver':
         w.deliver(p!, s.ackLost)

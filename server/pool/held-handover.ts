@@ -1,0 +1,184 @@
+import { keyLimits } from '../../shared/index.js'
+import type { Entry, ResourceState } from './entry.js'
+import { send } from './lease-out.js'
+import { unsubscribe } from './registry.js'
+import type { PoolState } from './state.js'
+
+/**
+ * A rate family's share handed on with what it still held. A process that
+ * closes cleanly (a rolling deploy's SIGTERM) says in its release what its
+ * default share still holds of every key: `level` of each key's burst, less
+ * for the keys it names (their tokens). Before, the share went back to the
+ * pool and its tokens with it: the process that came in its place started
+ * every key nearly empty (what of the burst nobody may hold, BurstSlack,
+ * is little once every share is out), and refused the first checks of keys
+ * that a central limiter held full (95.5% of first checks at a gateway
+ * under 5 s old, in the rolling deploy of docs/benchmarks.md).
+ *
+ * Now the share is set aside, still committed, as a vacancy (`HeldVacancy`)
+ * for one refresh period; the others keep their shares meanwhile (the
+ * vacancy is not among what silent clients hold: rounds.ts), so nothing
+ * moves. A holder that holds nothing yet (the replacement, once it asks)
+ * is handed the share whole, in a lease whose capacity adds it and that
+ * carries what it held (`handed`): its client adds that to each key's bucket
+ * (client/keyed/family.ts). Tokens move, none are made: the leaver admits
+ * nothing after its release, what the heir gets is at most what the leaver's
+ * buckets held then (the coordinator caps it at the share released), and
+ * neither earns the share's rate between the release and the handover (the
+ * vacancy holds it). So across the processes a key's tokens never exceed
+ * one bucket of it, as before. Without a holder that holds nothing within
+ * the refresh period (a scale-down), the vacancy is dropped and the share
+ * goes to the others as it did before, a refresh period later.
+ *
+ * Safe whatever is lost: a lease that carried the tokens lost or replaced,
+ * the next lease of the heir carries them too until it acknowledges one
+ * (`pendingHanded`); a client takes each handover once (its id); the
+ * vacancy counts until the heir acknowledges (both count in between), and
+ * is dropped if the heir goes away first. Nothing of it is in the ledger:
+ * after a restart the set-aside share is a silent client's, to its lapse,
+ * and the heir's tokens are lost, never doubled.
+ */
+
+/** A rate family's share released whole, with what it held: it may be handed on. */
+export interface HeldVacancy {
+  /** Of every key not named: this share of its burst. */
+  readonly level: number
+  /** Keys that held less, and their tokens. */
+  readonly keys: readonly (readonly [string, number])[]
+  /** When it was released. */
+  readonly sinceMs: number
+  /** Its id: a client takes a handover once, however often told (random: no client can name it). */
+  readonly id: string
+  /** The holder it was handed to, until that one acknowledges. */
+  heir?: Entry | undefined
+}
+
+/** A heir's pending handover: sent with every lease from batch `fromSeq` on until one is acknowledged. */
+export interface PendingHanded {
+  readonly level: number
+  readonly keys: [string, number][]
+  readonly id: string
+  fromSeq: number
+}
+
+/** How long a vacancy waits for a holder that holds nothing yet, in refresh periods. */
+const patienceRefreshes = 1
+
+/**
+ * What a rate family's release says its share `entry` held, capped at what that share could
+ * hold: a level at most the share, each key's tokens at most the share of its burst. Undefined
+ * when there is nothing to hand on (not a rate family's share, or nothing held).
+ */
+export function heldVacancy(
+  entry: Entry,
+  said: { readonly level: number; readonly keys: readonly (readonly [string, number])[] },
+  id: string,
+  nowMs: number,
+): HeldVacancy | undefined {
+  const r = entry.resource
+  const s = r.settings
+  const family = s.family
+  if (!r.shape.familyShare || s.quotaWindow !== undefined || family?.keyKind !== 'rate')
+    return undefined
+  const share = s.capacity > 0 ? Math.min(1, entry.committed / s.capacity) : 0
+  if (!(share > 0)) return undefined
+  const defaults = { capacity: family.keyCapacity, burst: family.keyBurst }
+  const keys: [string, number][] = said.keys.map(([key, tokens]) => [
+    key,
+    Math.min(tokens, share * keyLimits(family.plan, key, defaults).burst),
+  ])
+  return { level: Math.min(said.level, share), keys, sinceMs: nowMs, id }
+}
+
+/**
+ * The held vacancies of rate family `r` go on, each whole to a holder of `sharing` that holds
+ * nothing yet (`heirs` > 0: a process that holds a default share; of the leaver's tenant first), one per
+ * holder at a time; one not taken within the patience is dropped, and one whose heir
+ * acknowledged leaves the pool.
+ */
+export function handOverHeld(
+  pool: PoolState,
+  r: ResourceState,
+  sharing: readonly Entry[],
+  heirs: readonly number[],
+  nowMs: number,
+): void {
+  let taken: Set<Entry> | undefined
+  for (const e of [...r.entries.values()]) {
+    const v = e.heldVacancy
+    if (v === undefined) continue
+    if (!(e.committed > r.epsilon)) {
+      e.heldVacancy = undefined // lapsed: nothing to hand on
+      continue
+    }
+    if (v.heir !== undefined) {
+      if (handedTo(v.heir, v.id)) leave(pool, e, nowMs)
+      // The heir went before it acknowledged: what it was sent counts on its own to its lapse.
+      else if (!v.heir.client.connected) leave(pool, e, nowMs)
+      continue
+    }
+    const heir = heirOf(r, sharing, heirs, (taken ??= new Set()), e)
+    if (heir === undefined) {
+      if (nowMs - v.sinceMs >= patienceRefreshes * r.settings.refreshMs) leave(pool, e, nowMs)
+      continue
+    }
+    taken.add(heir)
+    v.heir = heir
+    heir.handed = {
+      level: v.level,
+      keys: v.keys.map(([k, n]): [string, number] => [k, n]),
+      id: v.id,
+      fromSeq: Infinity,
+    }
+    send(pool, heir, heir.newest + e.committed, nowMs)
+  }
+}
+
+/** The vacancy leaves the pool: what its share held is gone with it. */
+function leave(pool: PoolState, e: Entry, nowMs: number): void {
+  e.heldVacancy = undefined
+  e.clear(nowMs)
+  unsubscribe(pool, e)
+}
+
+/** Whether `heir` has acknowledged a lease that carried handover `id` (or was handed another since). */
+function handedTo(heir: Entry, id: string): boolean {
+  const handed = heir.handed
+  if (handed === undefined || handed.id !== id) return true
+  if (!heir.leases.some((l) => l.acked && l.seq >= handed.fromSeq)) return false
+  heir.handed = undefined
+  return true
+}
+
+/**
+ * What a lease of `entry` carries of a handover it has not acknowledged (undefined: none).
+ * Called before each lease of a rate family's share.
+ */
+export function pendingHanded(
+  entry: Entry,
+  seq: number,
+): { level: number; keys: [string, number][]; id: string } | undefined {
+  const handed = entry.handed
+  if (handed === undefined || handedTo(entry, handed.id)) return undefined
+  if (seq < handed.fromSeq) handed.fromSeq = seq
+  return { level: handed.level, keys: handed.keys, id: handed.id }
+}
+
+/** The holder to hand `vacancy` to: a default holder that holds nothing yet and is free. */
+function heirOf(
+  r: ResourceState,
+  sharing: readonly Entry[],
+  heirs: readonly number[],
+  taken: ReadonlySet<Entry>,
+  vacancy: Entry,
+): Entry | undefined {
+  let best: Entry | undefined
+  for (let i = 0; i < sharing.length; i++) {
+    const e = sharing[i]!
+    if (!(heirs[i]! > 0) || taken.has(e)) continue
+    if (e.newest > r.epsilon || (e.handed !== undefined && !handedTo(e, e.handed.id))) continue
+    if (e.client.tenant === vacancy.client.tenant) return e
+    best ??= e
+  }
+  return best
+}

@@ -1,0 +1,153 @@
+import { describe, expect, it } from 'vitest'
+import { CompiledConfig, parseConfig } from '../../../server/config/index.js'
+import { Pool, type LeaseBatch } from '../../../server/pool/index.js'
+import type { LeaseGrant } from '../../../shared/index.js'
+
+/**
+ * A rate family's share released with what it held (server/pool/held-handover.ts): set aside
+ * for a refresh period, handed whole to a process that holds nothing yet, with what it held,
+ * capped at what that share could hold; dropped to the others after the patience.
+ */
+function family() {
+  const config = new CompiledConfig(
+    parseConfig({
+      resources: [
+        {
+          match: 'key/*',
+          keyed: true,
+          kind: 'rate',
+          capacity: 20,
+          burst: 20,
+          keys: { big: { capacity: 60, burst: 60 } },
+        },
+      ],
+    }),
+  )
+  const pool = new Pool(0, (id) => config.settingsFor(id), { learn: false })
+  const leases = new Map<string, LeaseGrant>()
+  let nowMs = 0
+  const take = (batches: readonly LeaseBatch[], ack = true): void => {
+    for (const b of batches) {
+      for (const l of b.leases) if (l.resource === 'key/*') leases.set(b.clientKey, l)
+      if (ack) pool.acknowledge(b.clientKey, b.seq, undefined, nowMs)
+    }
+  }
+  const join = (c: string): void => {
+    pool.connect(c, c, undefined, `${c}-instance`, nowMs)
+    take(pool.reportDemand(c, [{ resource: 'key/*', wants: 100 }], nowMs).batches)
+  }
+  const round = (ms: number, ack = true): void => {
+    nowMs += ms
+    take(pool.roundMany(['key/*'], nowMs), ack)
+  }
+  const share = (c: string): number => leases.get(c)?.capacity ?? 0
+  const settle = (): void => {
+    for (let i = 0; i < 5; i++) round(100)
+  }
+  return { pool, leases, join, round, share, settle, take, now: () => nowMs }
+}
+
+describe('a rate family share released with what it held', () => {
+  it('waits for the replacement, which gets it whole with what it held, capped at the share', () => {
+    const f = family()
+    for (const c of ['a', 'b', 'c']) f.join(c)
+    f.settle()
+    for (const c of ['a', 'b', 'c']) expect(f.share(c)).toBeCloseTo(1 / 3, 9)
+    // A closes cleanly: it held half of its share of every key it did not name, 2 tokens of
+    // `spent`, and claims more than its share could hold of `greedy` and of `big`.
+    f.take(
+      f.pool.release('a', ['key/*'], f.now(), undefined, [
+        {
+          resource: 'key/*',
+          level: 0.9,
+          keys: [
+            ['spent', 2],
+            ['greedy', 500],
+            ['big', 500],
+          ],
+        },
+      ]),
+    )
+    // The others keep their shares: nothing moves while the vacancy waits.
+    f.round(300)
+    expect(f.share('b')).toBeCloseTo(1 / 3, 9)
+    expect(f.share('c')).toBeCloseTo(1 / 3, 9)
+    expect(f.pool.committed('key/*', f.now())).toBeCloseTo(1, 9)
+    // Its replacement joins and is handed the share whole, with what it held.
+    f.join('d')
+    f.round(100)
+    const grant = f.leases.get('d')!
+    expect(grant.capacity).toBeCloseTo(1 / 3, 9)
+    expect(grant.handed).toBeDefined()
+    expect(grant.handed!.level).toBeCloseTo(1 / 3, 9)
+    const handed = new Map(grant.handed!.keys)
+    expect(handed.get('spent')).toBe(2)
+    expect(handed.get('greedy')).toBeCloseTo(20 / 3, 9)
+    expect(handed.get('big')).toBeCloseTo(20, 9)
+    f.settle()
+    // Acknowledged: the vacancy left, and every share is as before.
+    for (const c of ['b', 'c', 'd']) expect(f.share(c)).toBeCloseTo(1 / 3, 9)
+    expect(f.pool.committed('key/*', f.now())).toBeCloseTo(1, 9)
+    // Its renewals carry nothing more: the handover is settled.
+    const settled = f.leases.get('d')
+    for (let i = 0; i < 20 && f.leases.get('d') === settled; i++) {
+      f.take(f.pool.reportDemand('d', [{ resource: 'key/*', wants: 100 }], f.now()).batches)
+      f.round(1000)
+    }
+    expect(f.leases.get('d')).not.toBe(settled)
+    expect(f.leases.get('d')!.handed).toBeUndefined()
+  })
+
+  it('sends what was handed with every lease of the heir until it acknowledges one', () => {
+    const f = family()
+    for (const c of ['a', 'b']) f.join(c)
+    f.settle()
+    f.take(
+      f.pool.release('a', ['key/*'], f.now(), undefined, [
+        { resource: 'key/*', level: 0.25, keys: [['x', 1]] },
+      ]),
+    )
+    f.join('d')
+    const lost = f.pool.roundMany(['key/*'], f.now() + 100)
+    const id = lost.flatMap((b) => b.leases).find((l) => l.handed !== undefined)!.handed!.id
+    // The lease that carried it never left: the next one says the same handover.
+    f.pool.unsent(lost)
+    f.take(f.pool.reportDemand('d', [{ resource: 'key/*', wants: 100 }], f.now() + 200).batches)
+    expect(f.leases.get('d')?.handed?.id).toBe(id)
+    f.settle()
+    const settled = f.leases.get('d')
+    for (let i = 0; i < 20 && f.leases.get('d') === settled; i++) {
+      f.take(f.pool.reportDemand('d', [{ resource: 'key/*', wants: 100 }], f.now()).batches)
+      f.round(1000)
+    }
+    expect(f.leases.get('d')!.handed).toBeUndefined()
+    expect(f.pool.committed('key/*', f.now())).toBeCloseTo(1, 9)
+  })
+
+  it('goes to the others after a refresh period when nobody comes to take it (a scale-down)', () => {
+    const f = family()
+    for (const c of ['a', 'b', 'c']) f.join(c)
+    f.settle()
+    f.take(
+      f.pool.release('a', ['key/*'], f.now(), undefined, [
+        { resource: 'key/*', level: 1 / 3, keys: [] },
+      ]),
+    )
+    f.round(500)
+    expect(f.share('b')).toBeCloseTo(1 / 3, 9)
+    for (let i = 0; i < 10; i++) f.round(200)
+    expect(f.share('b')).toBeCloseTo(1 / 2, 9)
+    expect(f.share('c')).toBeCloseTo(1 / 2, 9)
+    expect(f.leases.get('b')!.handed).toBeUndefined()
+  })
+
+  it('a release that says nothing held frees the share at once, as before', () => {
+    const f = family()
+    for (const c of ['a', 'b']) f.join(c)
+    f.settle()
+    f.take(f.pool.release('a', ['key/*'], f.now()))
+    f.round(100)
+    f.round(100)
+    expect(f.share('b')).toBeCloseTo(1, 9)
+  })
+})
