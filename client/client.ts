@@ -561,9 +561,23 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
       this.#reportTimer = undefined
       this.#scheduleReports()
     }
-    if (held === 0) this.#send({ type: 'ack', seq: msg.seq })
+    // What a rate family's falling share gave up goes with the ack (alone in its frame, or not
+    // at all: it is then lost, never spent twice).
+    const given = this.#families.flatMap((f) => f.takeGivenBack() ?? [])
+    const withGiven = given.length > 0 && held === 0 ? this.#ackWith(msg.seq, given) : undefined
+    if (withGiven !== undefined) this.#connection.sendText(withGiven)
+    else if (held === 0) this.#send({ type: 'ack', seq: msg.seq })
     else if (ready.length > 0)
       this.#connection.sendSplit(ready, (resources) => ({ type: 'ack', seq: msg.seq, resources }))
+  }
+
+  /** An ack of batch `seq` saying what falling shares gave up, encoded; undefined if past a frame. */
+  #ackWith(
+    seq: number,
+    held: { resource: string; level: number; keys: [string, number][] }[],
+  ): string | undefined {
+    const text = encodeMessage({ type: 'ack', seq, held })
+    return Buffer.byteLength(text) > this.options.maxFrameBytes ? undefined : text
   }
 
   /**

@@ -94,6 +94,8 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
   #refusedError: SluiceError | undefined = undefined
   readonly #readyWaiters: { resolve: () => void; reject: (e: SluiceError) => void }[] = []
   #closed = false
+  /** What the share's last fall gave up, until its ack takes it (`takeGivenBack`). */
+  #givenBack: { resource: string; level: number; keys: [string, number][] } | undefined = undefined
   /** Keys with callers waiting in `acquire`, and the one timer that wakes them as buckets refill. */
   readonly #waiting = new Set<KeyState>()
   #wake: Timer | undefined = undefined
@@ -505,12 +507,22 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     this.#hold?.cancel()
     this.#hold = undefined
     const before = this.mode
-    const changed = this.#shares.applyLease(grant, family)
-    this.#keyKind = keyKinds[this.#shares.kind]
+    const shares = this.#shares
+    const shareBefore = shares.share
+    const levelBefore = shares.kind === 'rate' ? shares.untrackedLevel() : 0
+    const changed = shares.applyLease(grant, family)
+    this.#keyKind = keyKinds[shares.kind]
     if (grant.inherit !== undefined) this.#inherit(grant.inherit)
     // A new share takes effect on every key now, not at each key's next use: a bucket must not
     // go on earning at the old rate after the ack says the new one is in force.
     if (changed) this.#refreshDefaults()
+    if (
+      changed &&
+      shares.kind === 'rate' &&
+      grant.window === undefined &&
+      shares.share < shareBefore
+    )
+      this.#giveBack(levelBefore)
     if (grant.handed !== undefined) this.#takeHanded(grant.handed)
     this.#expiry = this.#clock.setTimeout(() => this.#lapse(grant), grant.ttlMs).unref()
     this.#refusedError = undefined
@@ -995,6 +1007,46 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
       else if (state.lease === undefined) state.bucket.refund(tokens)
     }
     if (tracked) shares.raiseBase(handed.level)
+  }
+
+  /**
+   * A rate family's share fell: what its keys held beyond the new share (each bucket's excess,
+   * and for a key never seen here the level it would have started with beyond the new one) is
+   * given up now and said in the ack, for the shares that rise (server/pool/hand-back.ts).
+   * Keys named: each that gave less than the level's part of its burst (it must be), then
+   * those that gave more, most first, to maxSpentKeys in all. Past that, only the keys that
+   * gave most are named and the level is 0. Nothing given up is ever spent here again.
+   */
+  #giveBack(levelBefore: number): void {
+    const shares = this.#shares
+    let level = Math.max(0, levelBefore - shares.untrackedLevel())
+    const below: [string, number][] = []
+    const above: [string, number][] = []
+    for (const state of this.#keys.values()) {
+      if (state.lease !== undefined) continue
+      const given = state.bucket.dropExcess()
+      const atLevel = level * shares.keyLimits(state.key).burst
+      if (given < atLevel - 1e-9) below.push([state.key, given])
+      else if (given > atLevel + 1e-9) above.push([state.key, given])
+    }
+    const max = domainLimits.maxSpentKeys
+    let keys: [string, number][]
+    if (below.length > max) {
+      level = 0
+      keys = [...below, ...above]
+        .filter(([, tokens]) => tokens > 0)
+        .sort((a, b) => b[1] - a[1])
+        .slice(0, max)
+    } else keys = [...below, ...above.sort((a, b) => b[1] - a[1]).slice(0, max - below.length)]
+    if (!(level > 0) && keys.length === 0) return
+    this.#givenBack = { resource: this.familyId, level: Math.min(1, level), keys }
+  }
+
+  /** What the last fall of the share gave up, for the ack of its lease (once). */
+  takeGivenBack(): { resource: string; level: number; keys: [string, number][] } | undefined {
+    const given = this.#givenBack
+    this.#givenBack = undefined
+    return given
   }
 
   /**

@@ -1,5 +1,6 @@
 import type { BurstSlack } from './burst-slack.js'
 import type { Vacancy } from './handover.js'
+import type { HeldTokens } from './hand-back.js'
 import type { HeldVacancy, PendingHanded } from './held-handover.js'
 import { kindTraits } from '../../shared/index.js'
 import type { ResourceSettings } from '../config/index.js'
@@ -152,6 +153,8 @@ export class ResourceState {
    * every change of `committedSum`, at `seenMs`.
    */
   burstSlack: BurstSlack | undefined = undefined
+  /** A rate family's: what its falling shares gave back, for the shares that rise (hand-back.ts). */
+  handBack: HeldTokens | undefined = undefined
   /** The newest time an entry of this resource recomputed what it commits. */
   seenMs = -Infinity
   /** Entries whose target is above their newest lease, waiting for free capacity (made when first needed). */
@@ -339,6 +342,8 @@ export class Entry {
   heldVacancy: HeldVacancy | undefined = undefined
   /** Rate family share handed a held vacancy: what it held, sent with every lease until one is acknowledged. */
   handed: PendingHanded | undefined = undefined
+  /** Rate family share that rose: its part of what falling shares gave back, to send (hand-back.ts). */
+  owed: HeldTokens | undefined = undefined
   /**
    * A keyed family's share: its client asks the coordinator what its part cannot decide (as its
    * last report said). Crowded, such a client holds no default share (default-holders.ts).

@@ -1,4 +1,6 @@
+import { randomUUID } from 'node:crypto'
 import { keyLimits } from '../../shared/index.js'
+import { burstOfKey } from './hand-back.js'
 import type { Entry, ResourceState } from './entry.js'
 import { send } from './lease-out.js'
 import { unsubscribe } from './registry.js'
@@ -158,8 +160,21 @@ export function pendingHanded(
   entry: Entry,
   seq: number,
 ): { level: number; keys: [string, number][]; id: string } | undefined {
-  const handed = entry.handed
-  if (handed === undefined || handedTo(entry, handed.id)) return undefined
+  let handed = entry.handed
+  if (handed !== undefined && handedTo(entry, handed.id)) handed = undefined
+  if (handed === undefined) {
+    // One at a time: what it is owed of what falling shares gave back goes once the last is
+    // acknowledged (hand-back.ts).
+    const owed = entry.owed
+    if (owed === undefined) return undefined
+    entry.owed = undefined
+    if (owed.empty) return undefined
+    handed = entry.handed = {
+      ...owed.wire(burstOfKey(entry.resource)),
+      id: randomUUID(),
+      fromSeq: seq,
+    }
+  }
   if (seq < handed.fromSeq) handed.fromSeq = seq
   return { level: handed.level, keys: handed.keys, id: handed.id }
 }

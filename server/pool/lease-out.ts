@@ -3,6 +3,7 @@ import { leaseTtlMsAt, type FamilySettings } from '../config/index.js'
 import { batchOf, putLease } from './batches.js'
 import { clockDriftShare, type Entry, type ResourceState } from './entry.js'
 import { pendingInherit } from './handover.js'
+import { allot, handsBack } from './hand-back.js'
 import { pendingHanded } from './held-handover.js'
 import { keyIsCold, retireKey } from './hot-keys.js'
 import { subscribe } from './registry.js'
@@ -142,6 +143,9 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
     }
   }
   entry.refillDue = false
+  // A rate family's share that rises takes its part of what falling shares gave back.
+  if (window === undefined && capacity > entry.newest + r.epsilon && handsBack(r))
+    allot(entry, (capacity - entry.newest) / s.capacity, nowMs)
   // The fallback never exceeds the lease: what a silent client may enforce is what it was leased.
   const safeShare = s.safeCapacity ?? s.capacity / Math.max(1, r.entries.size)
   const safeCapacity = Math.min(capacity, inKindUnits(s.kind, safeShare))

@@ -165,8 +165,9 @@ export class Pool extends PoolView {
     seq: number,
     resources: readonly string[] | undefined,
     nowMs: number,
+    held?: readonly HeldReport[],
   ): readonly LeaseBatch[] {
-    acknowledge(this.state, key, seq, resources, nowMs)
+    acknowledge(this.state, key, seq, resources, nowMs, held)
     return flush(this.state)
   }
 

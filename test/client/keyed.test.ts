@@ -170,6 +170,32 @@ describe('keyed families (real sockets, manual clock)', () => {
     for (const f of all) expect(f.lease?.capacity).toBeCloseTo(1 / 4, 9)
   })
 
+  it('hands what falling shares held to a joiner: its keys start from it, not empty, and never past one bucket', async () => {
+    const families = await three()
+    for (let i = 0; i < 20; i++) await cluster!.step(refreshMs)
+    const a = families[0]!
+    // A spends all it holds of `spent`: the others hold theirs, full.
+    let spent = 0
+    while (a.tryAcquire('spent')) spent++
+    expect(spent).toBe(3)
+    const d = (await cluster!.client('d')).keyed('apikey')
+    const all = [...families, d]
+    for (let i = 0; i < 50 && !((d.lease?.capacity ?? 0) > 0.24); i++) await cluster!.step(10)
+    for (const f of all) expect(f.lease?.capacity).toBeCloseTo(1 / 4, 9)
+    // Each of the three gave up a twelfth of every key's burst it held beyond a quarter: D
+    // starts a key nobody spent with a quarter of its burst (2.5 of 10), at once. Without the
+    // hand-back it started empty: nothing of the burst was free.
+    let fresh = 0
+    while (d.tryAcquire('fresh')) fresh++
+    expect(fresh).toBe(2)
+    // Of `spent`, A gave nothing (it held nothing): the four together never admit more than
+    // one bucket of it, now or after.
+    let more = 0
+    for (const f of all) while (f.tryAcquire('spent')) more++
+    expect(spent + more).toBeLessThanOrEqual(10)
+    expect(more).toBe(5)
+  })
+
   it('hands a share closed cleanly to its replacement with what it held: new keys start from it, spent keys stay spent', async () => {
     const families = await three()
     for (let i = 0; i < 20; i++) await cluster!.step(refreshMs)

@@ -114,6 +114,14 @@ describe('BurstSlack', () => {
         i: fc.integer({ min: 0, max: 2 }),
         j: fc.integer({ min: 0, max: 2 }),
       }),
+      // A share falls and gives up its excess (what no longer fits), which goes to a share that
+      // rises by as much (server/pool/hand-back.ts).
+      fc.record({
+        t: fc.constant('shift' as const),
+        i: fc.integer({ min: 0, max: 2 }),
+        j: fc.integer({ min: 0, max: 2 }),
+        part: fc.constantFrom(0.25, 0.5, 1),
+      }),
       fc.record({
         t: fc.constant('hidden' as const),
         share: fc.constantFrom(0.25, 0.5, 1),
@@ -186,7 +194,18 @@ describe('BurstSlack', () => {
               clock.advance(toMs - clock.now())
               spend(hidden.bucket, true)
             } else if (s.t === 'spend') spend(buckets[s.i]!, s.all)
-            else if (s.t === 'handover') {
+            else if (s.t === 'shift') {
+              if (s.i === s.j || !(shares[s.i]! > 0)) continue
+              const moved = shares[s.i]! * s.part
+              const from = buckets[s.i]!
+              shares[s.i] = shares[s.i]! - moved
+              from.moveRate(shares[s.i]! * ratePerSec, shares[s.i]! * burst)
+              const given = from.dropExcess()
+              shares[s.j] = shares[s.j]! + moved
+              const to = buckets[s.j]!
+              to.moveRate(shares[s.j]! * ratePerSec, shares[s.j]! * burst)
+              to.refund(given)
+            } else if (s.t === 'handover') {
               if (s.i === s.j || !(shares[s.i]! > 0)) continue
               // The heir holds nothing: one that held a share gave it up first (a fall).
               if (shares[s.j]! > 0) {
