@@ -37,6 +37,15 @@ const noPermit: Permit = Object.freeze({ release: () => undefined })
 const maxEdgeWaits = 10_000
 
 /** A check not answered (the family closed while it waited): refused, no retry time known. */
+/** What a share or a key's lease held, given back (release or ack `held`). */
+export interface HeldShare {
+  resource: string
+  level: number
+  keys: [string, number][]
+}
+
+const noHeld: HeldShare[] = []
+
 const notAnswered: RemoteAnswer = Object.freeze({ admitted: false, retryAfterMs: 0 })
 
 /** Callers one key may have waiting in `acquire` at once (past it: SLUICE_ERR_CLIENT_QUEUE_FULL). */
@@ -94,8 +103,8 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
   #refusedError: SluiceError | undefined = undefined
   readonly #readyWaiters: { resolve: () => void; reject: (e: SluiceError) => void }[] = []
   #closed = false
-  /** What the share's last fall gave up, until its ack takes it (`takeGivenBack`). */
-  #givenBack: { resource: string; level: number; keys: [string, number][] } | undefined = undefined
+  /** What the share's and key leases' falls gave up, until their ack takes it (`takeGivenBack`). */
+  #givenBack: HeldShare[] = []
   /** Keys with callers waiting in `acquire`, and the one timer that wakes them as buckets refill. */
   readonly #waiting = new Set<KeyState>()
   #wake: Timer | undefined = undefined
@@ -564,12 +573,15 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
       this.#earlyReportWish = true
       this.#owner.requestEarlyReport()
     }
+    const rateBefore = state.lease !== undefined ? state.bucket.ratePerSec : undefined
     state.lease = grant
     state.leaseProof = grant.proof
     state.leaseUntilMs = nowMs + grant.ttlMs
     state.fallbackUntilMs = state.leaseUntilMs + grant.safeHoldMs
     state.epoch = -1
     this.#keyKind.refresh(this.#shares, state)
+    if (grant.kind === 'rate' && grant.window === undefined)
+      this.#keyHandBack(state, grant, rateBefore)
     // A rate key reset (server/pool/reset.ts): its bucket is full again, once, at this lease's burst.
     if (grant.full === true && this.#keyKind.refills) state.bucket.fill()
     if (state.waiters !== undefined) this.#serve(state)
@@ -1039,14 +1051,37 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
         .slice(0, max)
     } else keys = [...below, ...above.sort((a, b) => b[1] - a[1]).slice(0, max - below.length)]
     if (!(level > 0) && keys.length === 0) return
-    this.#givenBack = { resource: this.familyId, level: Math.min(1, level), keys }
+    this.#givenBack.push({ resource: this.familyId, level: Math.min(1, level), keys })
   }
 
-  /** What the last fall of the share gave up, for the ack of its lease (once). */
-  takeGivenBack(): { resource: string; level: number; keys: [string, number][] } | undefined {
+  /** What the falls of the leases just applied gave up, for the ack of their batch (once). */
+  takeGivenBack(): HeldShare[] {
+    if (this.#givenBack.length === 0) return noHeld
     const given = this.#givenBack
-    this.#givenBack = undefined
+    this.#givenBack = []
     return given
+  }
+
+  /**
+   * A rate key's own lease came: one that fell gives up what its bucket held beyond it (its
+   * excess, said in the ack as a share of the key's burst, for the holders of the key whose
+   * shares rise: server/pool/hand-back.ts); one that carries what another's fall gave
+   * (`handed`) adds it to the bucket, once.
+   */
+  #keyHandBack(state: KeyState, grant: LeaseGrant, rateBefore: number | undefined): void {
+    const burst = this.#shares.keyLimits(state.key).burst
+    if (rateBefore !== undefined && state.bucket.ratePerSec < rateBefore && burst > 0) {
+      const given = state.bucket.dropExcess()
+      if (given > 0)
+        this.#givenBack.push({
+          resource: keyIdOf(this.prefix, state.key),
+          level: Math.min(1, given / burst),
+          keys: [],
+        })
+    }
+    const handed = grant.handed
+    if (handed !== undefined && this.#shares.takeHanded(handed.id))
+      state.bucket.refund(handed.level * burst)
   }
 
   /**
@@ -1057,10 +1092,25 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
    * another process's rise), and a key leased on its own with 0 (its lease is not the share).
    * Past maxSpentKeys keys, the level is 0 and the keys holding most are named.
    */
-  heldAtClose(): { resource: string; level: number; keys: [string, number][] } | undefined {
+  heldAtClose(): HeldShare[] {
     const shares = this.#shares
-    if (shares.kind !== 'rate' || shares.lease === undefined || !(shares.share > 0))
-      return undefined
+    if (shares.kind !== 'rate') return noHeld
+    const out: HeldShare[] = []
+    // A key leased on its own: what its bucket holds of the key's burst (its lease's share),
+    // handed to the holders of the key whose shares rise as this one goes.
+    for (const state of this.#keys.values()) {
+      if (state.lease === undefined) continue
+      this.#refreshIfStale(state)
+      const burst = shares.keyLimits(state.key).burst
+      const tokens = Math.max(0, state.bucket.tokens - state.bucket.excess)
+      if (tokens > 0 && burst > 0)
+        out.push({
+          resource: keyIdOf(this.prefix, state.key),
+          level: Math.min(1, tokens / burst),
+          keys: [],
+        })
+    }
+    if (shares.lease === undefined || !(shares.share > 0)) return out
     let level = shares.untrackedLevel()
     let keys: [string, number][] = []
     for (const state of this.#keys.values()) {
@@ -1080,7 +1130,8 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
         .sort((a, b) => b[1] - a[1])
         .slice(0, domainLimits.maxSpentKeys)
     }
-    return { resource: this.familyId, level, keys }
+    out.unshift({ resource: this.familyId, level, keys })
+    return out
   }
 
   /**

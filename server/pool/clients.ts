@@ -352,7 +352,10 @@ export function release(
       ;(vacancies ??= []).push([entry, vacancy])
       continue
     }
+    const share = entry.committed / (entry.resource.settings.capacity || 1)
     entry.clear(nowMs)
+    // A key leased on its own: what it held goes to the holders whose shares rise (hand-back.ts).
+    if (said !== undefined && entry.resource.shape.hotKey) takeBack(entry, share, said, nowMs)
     unsubscribe(pool, entry)
     touched.push(entry.resource)
   }

@@ -342,8 +342,6 @@ export class Entry {
   heldVacancy: HeldVacancy | undefined = undefined
   /** Rate family share handed a held vacancy: what it held, sent with every lease until one is acknowledged. */
   handed: PendingHanded | undefined = undefined
-  /** Rate family share that rose: its part of what falling shares gave back, to send (hand-back.ts). */
-  owed: HeldTokens | undefined = undefined
   /**
    * A keyed family's share: its client asks the coordinator what its part cannot decide (as its
    * last report said). Crowded, such a client holds no default share (default-holders.ts).

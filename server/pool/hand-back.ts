@@ -2,32 +2,38 @@ import { domainLimits, keyLimits } from '../../shared/index.js'
 import type { Entry, ResourceState } from './entry.js'
 
 /**
- * What a rate family's falling shares held, handed to the rising ones. When a
- * process joins, the others' default shares fall; before, each key's bucket
- * at a faller kept what no longer fit its burst as an excess, spent there or
- * gone within a refill time, while the joiner's share rose empty and earned
- * (shared/limiters/bucket-parts.ts): a key that a central limiter held full
- * was refused at the joiner for a whole refill time ("100 per minute", burst
- * 100: a minute). Now a faller gives its excess up as it applies the fall
- * and says in its ack what it gave (`ack.held`: a level for every key it did
- * not name, less for those it names); the coordinator keeps it
- * (`HeldTokens`, per family) and hands it to the shares that rise, each in
- * proportion to its rise, in their leases (`handed`, repeated until
- * acknowledged, taken once per id). Tokens move, none are made: the faller
- * dropped them before it acknowledged, the riser gets them only after, at
- * most once, and never above its bucket's burst. What nobody rises to take
- * within `keptRefreshes` is dropped (the key's tokens are then fewer, never
- * more).
+ * What a rate family's falling shares held, handed to the share that rises.
+ * When a process joins, the others' default shares fall; before, each key's
+ * bucket at a faller kept what no longer fit its burst as an excess, spent
+ * there or gone within a refill time, while the joiner's share rose empty
+ * and earned (shared/limiters/bucket-parts.ts): a key that a central limiter
+ * held full was refused at the joiner for a whole refill time ("100 per
+ * minute", burst 100: a minute). The same when a key leased on its own
+ * moves between processes.
+ *
+ * Now a faller gives its excess up as it applies the fall and says in its
+ * ack what it gave (`ack.held`: a level for every key it did not name, less
+ * for those it names; for a key's own lease, a share of its burst); the
+ * coordinator keeps it (`HeldTokens`, per resource) and hands it whole to
+ * the next share that rises by at least the share it came from, in that
+ * rise's lease (`handed`, repeated until acknowledged, taken once per id,
+ * never with a lease of less). Tokens move with their slice, none are made:
+ * the faller dropped them before it acknowledged; the riser gets them after,
+ * once, into the fresh part its rise makes, at the rise (so that part holds
+ * no more than the slice would have, had it stayed), never above its burst.
+ * A rise that takes less than every slice given (two risers), a riser with a
+ * handover not yet acknowledged, or nobody within `keptRefreshes`: what was
+ * given is dropped (the key's tokens are then fewer, never more).
  *
  * A faller names at most maxSpentKeys keys; past that, nothing is handed.
  * Kept relative to the level (a key's tokens less the level's share of its
- * burst), parts of what several fallers gave add up key by key.
+ * burst), what several fallers gave adds up key by key.
  */
 
 /** Refresh periods what was given back waits for a share that rises. */
 const keptRefreshes = 3
 
-/** Tokens given back by shares of a family (`share` of it in all), or owed to a riser. */
+/** Tokens given back by falling shares of a resource (`share` of it in all). */
 export class HeldTokens {
   /** The share of the family these came with. */
   share = 0
@@ -62,21 +68,6 @@ export class HeldTokens {
     return true
   }
 
-  /** Moves `fraction` (0..1) of these into `to`. */
-  give(fraction: number, to: HeldTokens): void {
-    const f = Math.min(1, Math.max(0, fraction))
-    if (!(f > 0)) return
-    // A key named there and not here holds only the level here: its delta adds 0.
-    to.share += this.share * f
-    to.level += this.level * f
-    for (const [key, delta] of this.deltas)
-      to.deltas.set(key, (to.deltas.get(key) ?? 0) + delta * f)
-    this.share -= this.share * f
-    this.level -= this.level * f
-    if (f >= 1) this.deltas.clear()
-    else for (const [key, delta] of this.deltas) this.deltas.set(key, delta * (1 - f))
-  }
-
   /** What a lease carries of these (`handed`, less its id): a key's tokens, never below 0. */
   wire(burstOf: (key: string) => number): { level: number; keys: [string, number][] } {
     const keys: [string, number][] = []
@@ -97,10 +88,13 @@ export function burstOfKey(r: ResourceState): (key: string) => number {
   return (key) => keyLimits(family.plan, key, defaults).burst
 }
 
-/** Whether `r` is a rate family's own resource (its shares may hand back what they held). */
+/**
+ * Whether `r` is a rate family's own resource or one of its keys leased on its own: a share
+ * of it that falls may hand back what it held (a key's lease, as a share of its burst).
+ */
 export function handsBack(r: ResourceState): boolean {
   return (
-    r.shape.familyShare &&
+    (r.shape.familyShare || r.shape.hotKey) &&
     r.settings.quotaWindow === undefined &&
     r.settings.family?.keyKind === 'rate'
   )
@@ -122,31 +116,38 @@ export function takeBack(
   const fell = beforeShare - entry.committed / r.settings.capacity
   if (!(fell > 0)) return
   const burstOf = burstOfKey(r)
-  const held = r.handBack !== undefined && fresh(r, nowMs) ? r.handBack : new HeldTokens(nowMs)
-  const keys = said.keys.map(([key, tokens]): [string, number] => [
-    key,
-    Math.max(0, Math.min(tokens, beforeShare * burstOf(key))),
-  ])
+  const held =
+    r.handBack !== undefined && fresh(r.handBack, r, nowMs) ? r.handBack : new HeldTokens(nowMs)
+  // A key leased on its own says a share of its own burst, and names no key.
+  const keys = r.shape.familyShare
+    ? said.keys.map(([key, tokens]): [string, number] => [
+        key,
+        Math.max(0, Math.min(tokens, beforeShare * burstOf(key))),
+      ])
+    : []
   if (held.add(fell, Math.min(said.level, fell), keys, burstOf)) r.handBack = held
 }
 
 /** Whether what `r`'s shares gave back may still be handed on. */
-function fresh(r: ResourceState, nowMs: number): boolean {
-  return nowMs - r.handBack!.sinceMs <= keptRefreshes * r.settings.refreshMs
+function fresh(held: HeldTokens, r: ResourceState, nowMs: number): boolean {
+  return nowMs - held.sinceMs <= keptRefreshes * r.settings.refreshMs
 }
 
 /**
- * `entry`'s share rises by `rise` (a share of the family): it is owed that part of what the
- * falling shares gave back, in proportion (its lease carries it, `pendingHanded`).
+ * A share of `r` rises by `rise` (a share of it): it takes what falling shares gave back if
+ * it takes every slice they gave (`rise` at least their share), else nobody ever does. Tokens
+ * go with the slice they were held in, into the fresh part its rise makes, at the rise: put
+ * in a share that took another slice, or later (its fresh part earning meanwhile, to its
+ * burst), they would be held twice (found by the family model: 12.8 of a burst of 12).
  */
-export function allot(entry: Entry, rise: number, nowMs: number): void {
-  const r = entry.resource
+export function takeHandBack(
+  r: ResourceState,
+  rise: number,
+  nowMs: number,
+): HeldTokens | undefined {
   const held = r.handBack
-  if (held === undefined || !(rise > 0)) return
-  if (!fresh(r, nowMs) || held.empty || !(held.share > 0)) {
-    r.handBack = undefined
-    return
-  }
-  held.give(rise / held.share, (entry.owed ??= new HeldTokens(nowMs)))
-  if (held.empty || !(held.share > 1e-12)) r.handBack = undefined
+  if (held === undefined) return undefined
+  r.handBack = undefined
+  if (!fresh(held, r, nowMs) || held.empty || rise < held.share - 1e-9) return undefined
+  return held
 }

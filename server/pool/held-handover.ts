@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { keyLimits } from '../../shared/index.js'
-import { burstOfKey } from './hand-back.js'
+import { burstOfKey, type HeldTokens } from './hand-back.js'
 import type { Entry, ResourceState } from './entry.js'
 import { send } from './lease-out.js'
 import { unsubscribe } from './registry.js'
@@ -61,6 +61,8 @@ export interface PendingHanded {
   readonly keys: [string, number][]
   readonly id: string
   fromSeq: number
+  /** The capacity of the lease that first carried it: never sent with a lease of less. */
+  readonly minCapacity: number
 }
 
 /** How long a vacancy waits for a holder that holds nothing yet, in refresh periods. */
@@ -126,13 +128,15 @@ export function handOverHeld(
     }
     taken.add(heir)
     v.heir = heir
+    const capacity = heir.newest + e.committed
     heir.handed = {
       level: v.level,
       keys: v.keys.map(([k, n]): [string, number] => [k, n]),
       id: v.id,
       fromSeq: Infinity,
+      minCapacity: capacity,
     }
-    send(pool, heir, heir.newest + e.committed, nowMs)
+    send(pool, heir, capacity, nowMs)
   }
 }
 
@@ -159,24 +163,33 @@ function handedTo(heir: Entry, id: string): boolean {
 export function pendingHanded(
   entry: Entry,
   seq: number,
+  capacity: number,
 ): { level: number; keys: [string, number][]; id: string } | undefined {
-  let handed = entry.handed
-  if (handed !== undefined && handedTo(entry, handed.id)) handed = undefined
-  if (handed === undefined) {
-    // One at a time: what it is owed of what falling shares gave back goes once the last is
-    // acknowledged (hand-back.ts).
-    const owed = entry.owed
-    if (owed === undefined) return undefined
-    entry.owed = undefined
-    if (owed.empty) return undefined
-    handed = entry.handed = {
-      ...owed.wire(burstOfKey(entry.resource)),
-      id: randomUUID(),
-      fromSeq: seq,
-    }
+  const handed = entry.handed
+  if (handed === undefined || handedTo(entry, handed.id)) return undefined
+  // The tokens go with the rise they came with, never with less (a lease that carried them
+  // lost, then a decrease): they would be held by a share that did not take their slice.
+  if (capacity < handed.minCapacity - entry.resource.epsilon) {
+    entry.handed = undefined
+    return undefined
   }
   if (seq < handed.fromSeq) handed.fromSeq = seq
   return { level: handed.level, keys: handed.keys, id: handed.id }
+}
+
+/**
+ * `entry`'s share rises to `capacity` in batch `seq`, taking the slices that `tokens` came from
+ * (hand-back.ts): its lease carries them, unless it has a handover not yet acknowledged (one
+ * at a time: they are then dropped, never sent after the rise).
+ */
+export function handOn(entry: Entry, tokens: HeldTokens, seq: number, capacity: number): void {
+  if (entry.handed !== undefined && !handedTo(entry, entry.handed.id)) return
+  entry.handed = {
+    ...tokens.wire(burstOfKey(entry.resource)),
+    id: randomUUID(),
+    fromSeq: seq,
+    minCapacity: capacity,
+  }
 }
 
 /** The holder to hand `vacancy` to: a default holder that holds nothing yet and is free. */

@@ -3,8 +3,8 @@ import { leaseTtlMsAt, type FamilySettings } from '../config/index.js'
 import { batchOf, putLease } from './batches.js'
 import { clockDriftShare, type Entry, type ResourceState } from './entry.js'
 import { pendingInherit } from './handover.js'
-import { allot, handsBack } from './hand-back.js'
-import { pendingHanded } from './held-handover.js'
+import { handsBack, takeHandBack } from './hand-back.js'
+import { handOn, pendingHanded } from './held-handover.js'
 import { keyIsCold, retireKey } from './hot-keys.js'
 import { subscribe } from './registry.js'
 import type { PoolState } from './state.js'
@@ -143,9 +143,12 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
     }
   }
   entry.refillDue = false
-  // A rate family's share that rises takes its part of what falling shares gave back.
-  if (window === undefined && capacity > entry.newest + r.epsilon && handsBack(r))
-    allot(entry, (capacity - entry.newest) / s.capacity, nowMs)
+  // A rate family's share (or key) that rises takes what falling shares gave back, if it takes
+  // every slice they gave (hand-back.ts).
+  if (window === undefined && capacity > entry.newest + r.epsilon && handsBack(r)) {
+    const tokens = takeHandBack(r, (capacity - entry.newest) / s.capacity, nowMs)
+    if (tokens !== undefined) handOn(entry, tokens, batch.seq, capacity)
+  }
   // The fallback never exceeds the lease: what a silent client may enforce is what it was leased.
   const safeShare = s.safeCapacity ?? s.capacity / Math.max(1, r.entries.size)
   const safeCapacity = Math.min(capacity, inKindUnits(s.kind, safeShare))
@@ -159,7 +162,7 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
       ? pendingInherit(entry, window.index, batch.seq)
       : undefined
   const handed =
-    window === undefined && r.shape.familyShare ? pendingHanded(entry, batch.seq) : undefined
+    window === undefined && handsBack(r) ? pendingHanded(entry, batch.seq, capacity) : undefined
   putLease(batch, {
     ...(inherit === undefined ? {} : { inherit }),
     ...(handed === undefined ? {} : { handed }),

@@ -163,9 +163,7 @@ class World {
     // share gave up (lost with the ack when it is lost).
     const given = p.family.takeGivenBack()
     if (!ackLost)
-      this.enqueue(
-        this.pool.acknowledge(p.id, next.batch.seq, undefined, this.nowMs, given ? [given] : []),
-      )
+      this.enqueue(this.pool.acknowledge(p.id, next.batch.seq, undefined, this.nowMs, given))
   }
 
   round(id: string): void {
@@ -189,7 +187,7 @@ class World {
     const held = p.family.heldAtClose()
     const ids = [FAMILY, ...keys.filter((k) => p.family.leaseOf(keyOfId('k', k)!).source === 'key')]
     p.family.close()
-    this.enqueue(this.pool.release(p.id, ids, this.nowMs, undefined, held ? [held] : []))
+    this.enqueue(this.pool.release(p.id, ids, this.nowMs, undefined, held))
     this.disconnect(p)
     p.crashed = true
   }
