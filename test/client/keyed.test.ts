@@ -134,6 +134,25 @@ describe('keyed families (real sockets, manual clock)', () => {
     expect(metrics).not.toMatch(/k1/)
   })
 
+  it('moves a hot key with what the others held of it: the process that asks gets their tokens, not an empty part', async () => {
+    const families = await three()
+    for (let i = 0; i < 20; i++) await cluster!.step(refreshMs)
+    const a = families[0]!
+    // Every share of k1 is full (3.3 of 10 each). A asks k1 at 100/s for two seconds: as the
+    // key moves to A, B's and C's shares of it fall, and what they held comes with A's rise.
+    let admitted = 0
+    for (let t = 0; t < 2000; t += 10) {
+      if (a.tryAcquire('k1')) admitted++
+      await cluster!.step(10)
+      expect(enforced(families, 'k1'), `at ${t} ms`).toBeLessThanOrEqual(10 + 1e-9)
+    }
+    expect(a.leaseOf('k1').capacity).toBeGreaterThan(9)
+    // A central bucket admits 10 at once and 10/s: 30. Without the hand-back A got 21 (what B
+    // and C held was lost with their falls); with it, all but what the moves took in flight.
+    expect(admitted).toBeGreaterThanOrEqual(27)
+    expect(admitted).toBeLessThanOrEqual(30)
+  })
+
   it('leaves a key asked past its share’s rate on the default share while its bucket holds the asking', async () => {
     // 10/s with a burst of 300 ("600 a minute" in one go): each share holds 100 of every key.
     const families = await three({ burst: 300 })
