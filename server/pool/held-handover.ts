@@ -96,19 +96,21 @@ export function heldVacancy(
 
 /**
  * The held vacancies of rate family `r` go on, each whole to a holder of `sharing` that holds
- * nothing yet (`heirs` > 0: a process that holds a default share; of the leaver's tenant first), one per
- * holder at a time; one not taken within the patience is dropped, and one whose heir
- * acknowledged leaves the pool.
+ * nothing yet (a default holder: `wants` > 0, shapes/default-holders.ts; of the leaver's
+ * tenant first), one per holder at a time; one not taken within the patience is dropped, and
+ * one whose heir acknowledged leaves the pool.
  */
 export function handOverHeld(
   pool: PoolState,
   r: ResourceState,
   sharing: readonly Entry[],
-  heirs: readonly number[],
+  wants: readonly number[],
   nowMs: number,
 ): void {
   let taken: Set<Entry> | undefined
-  for (const e of [...r.entries.values()]) {
+  // Nothing allocated when there is no vacancy (every round of every family comes here); an
+  // entry that leaves is deleted from the map as it is iterated, which a Map allows.
+  for (const e of r.entries.values()) {
     const v = e.heldVacancy
     if (v === undefined) continue
     if (!(e.committed > r.epsilon)) {
@@ -121,7 +123,7 @@ export function handOverHeld(
       else if (!v.heir.client.connected) leave(pool, e, nowMs)
       continue
     }
-    const heir = heirOf(r, sharing, heirs, (taken ??= new Set()), e)
+    const heir = heirOf(r, sharing, wants, (taken ??= new Set()), e)
     if (heir === undefined) {
       if (nowMs - v.sinceMs >= patienceRefreshes * r.settings.refreshMs) leave(pool, e, nowMs)
       continue
@@ -196,14 +198,14 @@ export function handOn(entry: Entry, tokens: HeldTokens, seq: number, capacity: 
 function heirOf(
   r: ResourceState,
   sharing: readonly Entry[],
-  heirs: readonly number[],
+  wants: readonly number[],
   taken: ReadonlySet<Entry>,
   vacancy: Entry,
 ): Entry | undefined {
   let best: Entry | undefined
   for (let i = 0; i < sharing.length; i++) {
     const e = sharing[i]!
-    if (!(heirs[i]! > 0) || taken.has(e)) continue
+    if (!(wants[i]! > 0) || taken.has(e)) continue
     if (e.newest > r.epsilon || (e.handed !== undefined && !handedTo(e, e.handed.id))) continue
     if (e.client.tenant === vacancy.client.tenant) return e
     best ??= e

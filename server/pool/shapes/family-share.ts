@@ -1,5 +1,5 @@
 import { handOverHeld } from '../held-handover.js'
-import { centralClientId, defaultHolders, defaultWeights } from './default-holders.js'
+import { defaultHolders, defaultWeights } from './default-holders.js'
 import { maxMinTargets } from './max-min.js'
 import { settle, type Shape } from './shape.js'
 
@@ -14,14 +14,7 @@ export const familyShareShape: Shape = Object.freeze<Shape>({
   hotKey: false,
   round(pool, r, sharing, reserved, nowMs) {
     const wants = defaultHolders(r, sharing)
-    // A share released with what it held goes to a process, never to the coordinator's own part.
-    handOverHeld(
-      pool,
-      r,
-      sharing,
-      wants.map((w, i) => (sharing[i]!.client.clientId === centralClientId ? 0 : w)),
-      nowMs,
-    )
+    handOverHeld(pool, r, sharing, wants, nowMs)
     maxMinTargets(r, sharing, wants, reserved, {
       wholeTokens: false,
       weights: defaultWeights(sharing),
