@@ -225,6 +225,9 @@ describe('keyed families (real sockets, manual clock)', () => {
     expect(spentAtA).toBe(3)
     expect(a.tryAcquire('some')).toBe(true)
     await cluster!.clients[0]!.close()
+    // A closed admits nothing more, though its buckets held some: that is the heir's now.
+    expect(a.tryAcquire('fresh')).toBe(false)
+    expect(a.leaseOf('fresh').source).toBe('none')
     // B and C keep their shares while the share waits for its heir.
     await cluster!.step(10)
     expect(b.lease?.capacity).toBeCloseTo(1 / 3, 9)
