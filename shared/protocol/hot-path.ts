@@ -11,8 +11,7 @@ import type { AckMessage, ClientMessage, DemandMessage } from './messages.js'
  * message only when every field is one the zod schema in messages.ts would
  * accept unchanged, and `undefined` for anything else (a hello, a release,
  * an unknown key, a bound crossed), which then goes through zod and gets
- * zod's error. An ack that says what a share's fall gave up (`held`, once
- * per fall) goes through zod too: it is rare, and its keys are many. A property test holds it to that: whatever it accepts, zod
+ * zod's error. A property test holds it to that: whatever it accepts, zod
  * accepts and decodes to an equal value (test/shared/protocol/hot-path.test.ts).
  */
 export function acceptHotMessage(json: unknown): ClientMessage | undefined {
