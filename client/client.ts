@@ -310,13 +310,12 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
       // A rate family's share goes with what it still holds of each key, so that the process
       // that takes it over starts its keys from that, not empty; alone in its frame, or not at all.
       for (const family of this.#families) {
-        const held = family.heldAtClose().filter((h) => ids.includes(h.resource))
-        if (held.length === 0) continue
-        const resources = held.map((h) => h.resource)
-        const text = encodeMessage({ type: 'release', resources, held })
+        const held = family.heldAtClose()
+        if (held === undefined || !ids.includes(held.resource)) continue
+        const text = encodeMessage({ type: 'release', resources: [held.resource], held: [held] })
         if (Buffer.byteLength(text) > this.options.maxFrameBytes) continue
         this.#connection.sendText(text)
-        for (const id of resources) ids.splice(ids.indexOf(id), 1)
+        ids.splice(ids.indexOf(held.resource), 1)
       }
       // A named quota, and a keyed quota's key leased on its own, says what it used of its
       // window: the rest of its block comes back.
@@ -562,23 +561,9 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
       this.#reportTimer = undefined
       this.#scheduleReports()
     }
-    // What a rate family's falling share gave up goes with the ack (alone in its frame, or not
-    // at all: it is then lost, never spent twice).
-    const given = this.#families.flatMap((f) => f.takeGivenBack())
-    const withGiven = given.length > 0 && held === 0 ? this.#ackWith(msg.seq, given) : undefined
-    if (withGiven !== undefined) this.#connection.sendText(withGiven)
-    else if (held === 0) this.#send({ type: 'ack', seq: msg.seq })
+    if (held === 0) this.#send({ type: 'ack', seq: msg.seq })
     else if (ready.length > 0)
       this.#connection.sendSplit(ready, (resources) => ({ type: 'ack', seq: msg.seq, resources }))
-  }
-
-  /** An ack of batch `seq` saying what falling shares gave up, encoded; undefined if past a frame. */
-  #ackWith(
-    seq: number,
-    held: { resource: string; level: number; keys: [string, number][] }[],
-  ): string | undefined {
-    const text = encodeMessage({ type: 'ack', seq, held })
-    return Buffer.byteLength(text) > this.options.maxFrameBytes ? undefined : text
   }
 
   /**

@@ -37,15 +37,6 @@ const noPermit: Permit = Object.freeze({ release: () => undefined })
 const maxEdgeWaits = 10_000
 
 /** A check not answered (the family closed while it waited): refused, no retry time known. */
-/** What a share or a key's lease held, given back (release or ack `held`). */
-export interface HeldShare {
-  resource: string
-  level: number
-  keys: [string, number][]
-}
-
-const noHeld: HeldShare[] = []
-
 const notAnswered: RemoteAnswer = Object.freeze({ admitted: false, retryAfterMs: 0 })
 
 /** Callers one key may have waiting in `acquire` at once (past it: SLUICE_ERR_CLIENT_QUEUE_FULL). */
@@ -103,8 +94,8 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
   #refusedError: SluiceError | undefined = undefined
   readonly #readyWaiters: { resolve: () => void; reject: (e: SluiceError) => void }[] = []
   #closed = false
-  /** What the share's and key leases' falls gave up, until their ack takes it (`takeGivenBack`). */
-  #givenBack: HeldShare[] = []
+  /** Whether any family lease of more than 0 ever came (a handover goes only to one that never held). */
+  #everHeld = false
   /** Keys with callers waiting in `acquire`, and the one timer that wakes them as buckets refill. */
   readonly #waiting = new Set<KeyState>()
   #wake: Timer | undefined = undefined
@@ -516,23 +507,17 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     this.#hold?.cancel()
     this.#hold = undefined
     const before = this.mode
-    const shares = this.#shares
-    const shareBefore = shares.share
-    const levelBefore = shares.kind === 'rate' ? shares.untrackedLevel() : 0
-    const changed = shares.applyLease(grant, family)
-    this.#keyKind = keyKinds[shares.kind]
+    // Whether this family held any share before this lease (a handover goes only to one that
+    // never did).
+    const heldBefore = this.#everHeld
+    if (grant.capacity > 0) this.#everHeld = true
+    const changed = this.#shares.applyLease(grant, family)
+    this.#keyKind = keyKinds[this.#shares.kind]
     if (grant.inherit !== undefined) this.#inherit(grant.inherit)
     // A new share takes effect on every key now, not at each key's next use: a bucket must not
     // go on earning at the old rate after the ack says the new one is in force.
     if (changed) this.#refreshDefaults()
-    if (
-      changed &&
-      shares.kind === 'rate' &&
-      grant.window === undefined &&
-      shares.share < shareBefore
-    )
-      this.#giveBack(levelBefore)
-    if (grant.handed !== undefined) this.#takeHanded(grant.handed)
+    if (grant.handed !== undefined) this.#takeHanded(grant.handed, heldBefore)
     this.#expiry = this.#clock.setTimeout(() => this.#lapse(grant), grant.ttlMs).unref()
     this.#refusedError = undefined
     if (before !== 'leased') this.emit('mode', 'leased')
@@ -573,15 +558,12 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
       this.#earlyReportWish = true
       this.#owner.requestEarlyReport()
     }
-    const rateBefore = state.lease !== undefined ? state.bucket.ratePerSec : undefined
     state.lease = grant
     state.leaseProof = grant.proof
     state.leaseUntilMs = nowMs + grant.ttlMs
     state.fallbackUntilMs = state.leaseUntilMs + grant.safeHoldMs
     state.epoch = -1
     this.#keyKind.refresh(this.#shares, state)
-    if (grant.kind === 'rate' && grant.window === undefined)
-      this.#keyHandBack(state, grant, rateBefore)
     // A rate key reset (server/pool/reset.ts): its bucket is full again, once, at this lease's burst.
     if (grant.full === true && this.#keyKind.refills) state.bucket.fill()
     if (state.waiters !== undefined) this.#serve(state)
@@ -997,16 +979,16 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
    * be tracked here (the key bound) gets nothing, and then neither does a key never seen here,
    * which would start from the raised level.
    */
-  #takeHanded(handed: NonNullable<LeaseGrant['handed']>): void {
+  #takeHanded(handed: NonNullable<LeaseGrant['handed']>, heldBefore: boolean): void {
     const shares = this.#shares
     if (shares.kind !== 'rate' || !shares.takeHanded(handed.id)) return
-    const named = new Set<string>()
-    for (const [key] of handed.keys) named.add(key)
-    for (const state of this.#keys.values()) {
-      if (named.has(state.key) || state.lease !== undefined) continue
-      this.#refreshIfStale(state)
-      state.bucket.refund(handed.level * shares.keyLimits(state.key).burst)
-    }
+    // Only into buckets that never held anything (a new process): each key's bucket is then one
+    // part, as the leaver's was for every key whose tokens it named; a bucket in parts, or with
+    // a fall's excess going, would earn those tokens back faster than the leaver would have.
+    if (heldBefore) return
+    // A key tracked here and not named gets nothing: its bucket is one part, while the level
+    // was the leaver's untracked keys', a full part and a part earning (a key never seen here
+    // starts from the level in that shape: raiseBase).
     let tracked = true
     for (const [key, tokens] of handed.keys) {
       let state: KeyState | undefined
@@ -1022,69 +1004,6 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
   }
 
   /**
-   * A rate family's share fell: what its keys held beyond the new share (each bucket's excess,
-   * and for a key never seen here the level it would have started with beyond the new one) is
-   * given up now and said in the ack, for the shares that rise (server/pool/hand-back.ts).
-   * Keys named: each that gave less than the level's part of its burst (it must be), then
-   * those that gave more, most first, to maxSpentKeys in all. Past that, only the keys that
-   * gave most are named and the level is 0. Nothing given up is ever spent here again.
-   */
-  #giveBack(levelBefore: number): void {
-    const shares = this.#shares
-    let level = Math.max(0, levelBefore - shares.untrackedLevel())
-    const below: [string, number][] = []
-    const above: [string, number][] = []
-    for (const state of this.#keys.values()) {
-      if (state.lease !== undefined) continue
-      const given = state.bucket.dropExcess()
-      const atLevel = level * shares.keyLimits(state.key).burst
-      if (given < atLevel - 1e-9) below.push([state.key, given])
-      else if (given > atLevel + 1e-9) above.push([state.key, given])
-    }
-    const max = domainLimits.maxSpentKeys
-    let keys: [string, number][]
-    if (below.length > max) {
-      level = 0
-      keys = [...below, ...above]
-        .filter(([, tokens]) => tokens > 0)
-        .sort((a, b) => b[1] - a[1])
-        .slice(0, max)
-    } else keys = [...below, ...above.sort((a, b) => b[1] - a[1]).slice(0, max - below.length)]
-    if (!(level > 0) && keys.length === 0) return
-    this.#givenBack.push({ resource: this.familyId, level: Math.min(1, level), keys })
-  }
-
-  /** What the falls of the leases just applied gave up, for the ack of their batch (once). */
-  takeGivenBack(): HeldShare[] {
-    if (this.#givenBack.length === 0) return noHeld
-    const given = this.#givenBack
-    this.#givenBack = []
-    return given
-  }
-
-  /**
-   * A rate key's own lease came: one that fell gives up what its bucket held beyond it (its
-   * excess, said in the ack as a share of the key's burst, for the holders of the key whose
-   * shares rise: server/pool/hand-back.ts); one that carries what another's fall gave
-   * (`handed`) adds it to the bucket, once.
-   */
-  #keyHandBack(state: KeyState, grant: LeaseGrant, rateBefore: number | undefined): void {
-    const burst = this.#shares.keyLimits(state.key).burst
-    if (rateBefore !== undefined && state.bucket.ratePerSec < rateBefore && burst > 0) {
-      const given = state.bucket.dropExcess()
-      if (given > 0)
-        this.#givenBack.push({
-          resource: keyIdOf(this.prefix, state.key),
-          level: Math.min(1, given / burst),
-          keys: [],
-        })
-    }
-    const handed = grant.handed
-    if (handed !== undefined && this.#shares.takeHanded(handed.id))
-      state.bucket.refund(handed.level * burst)
-  }
-
-  /**
    * A rate family closing: what its default share still holds, for the release, so that the
    * coordinator may hand it on with the share (server/pool/handover.ts). `level` is what a key
    * never seen here would start with now (a share of its burst); each key tracked here that
@@ -1092,25 +1011,10 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
    * another process's rise), and a key leased on its own with 0 (its lease is not the share).
    * Past maxSpentKeys keys, the level is 0 and the keys holding most are named.
    */
-  heldAtClose(): HeldShare[] {
+  heldAtClose(): { resource: string; level: number; keys: [string, number][] } | undefined {
     const shares = this.#shares
-    if (shares.kind !== 'rate') return noHeld
-    const out: HeldShare[] = []
-    // A key leased on its own: what its bucket holds of the key's burst (its lease's share),
-    // handed to the holders of the key whose shares rise as this one goes.
-    for (const state of this.#keys.values()) {
-      if (state.lease === undefined) continue
-      this.#refreshIfStale(state)
-      const burst = shares.keyLimits(state.key).burst
-      const tokens = Math.max(0, state.bucket.tokens - state.bucket.excess)
-      if (tokens > 0 && burst > 0)
-        out.push({
-          resource: keyIdOf(this.prefix, state.key),
-          level: Math.min(1, tokens / burst),
-          keys: [],
-        })
-    }
-    if (shares.lease === undefined || !(shares.share > 0)) return out
+    if (shares.kind !== 'rate' || shares.lease === undefined || !(shares.share > 0))
+      return undefined
     let level = shares.untrackedLevel()
     let keys: [string, number][] = []
     for (const state of this.#keys.values()) {
@@ -1120,7 +1024,10 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
       }
       this.#refreshIfStale(state)
       const bucket = state.bucket
-      const tokens = Math.max(0, bucket.tokens - bucket.excess)
+      // Only a plain bucket's tokens go (one part, no excess): a bucket in parts earns each to
+      // its own burst, and at the heir, in one part, they would earn faster (BurstSlack's
+      // property found it: a full old part's rate earned at the heir).
+      const tokens = bucket.partCount === 1 && bucket.excess === 0 ? bucket.tokens : 0
       if (tokens < level * shares.keyLimits(state.key).burst) keys.push([state.key, tokens])
     }
     if (keys.length > domainLimits.maxSpentKeys) {
@@ -1130,8 +1037,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
         .sort((a, b) => b[1] - a[1])
         .slice(0, domainLimits.maxSpentKeys)
     }
-    out.unshift({ resource: this.familyId, level, keys })
-    return out
+    return { resource: this.familyId, level, keys }
   }
 
   /**

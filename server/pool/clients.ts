@@ -3,7 +3,6 @@ import { inKindUnits } from '../../shared/index.js'
 import { isFamilyKey } from '../config/index.js'
 import { ClientState, type Entry, type ResourceState } from './entry.js'
 import { seedKey } from './hot-keys.js'
-import { takeBack } from './hand-back.js'
 import { heldVacancy, type HeldVacancy } from './held-handover.js'
 import { grantIncreases } from './increases.js'
 import { send } from './lease-out.js'
@@ -273,7 +272,6 @@ export function acknowledge(
   seq: number,
   resources: readonly string[] | undefined,
   nowMs: number,
-  held: readonly HeldReport[] = [],
 ): void {
   const client = pool.clients.get(key)
   if (client === undefined || seq < client.sinceSeq || seq > client.lastSentSeq) return
@@ -282,15 +280,7 @@ export function acknowledge(
     const before = entry.committed
     if (entry.acknowledge(seq, nowMs)) {
       pool.touch(entry)
-      if (entry.committed < before) {
-        touched.add(entry.resource)
-        // A rate family's share that fell gave up what it held beyond the new share: it goes
-        // to the shares that rise (hand-back.ts), before the increases this ack frees.
-        const said =
-          held.length > 0 ? held.find((h) => h.resource === entry.resource.settings.id) : undefined
-        if (said !== undefined)
-          takeBack(entry, before / entry.resource.settings.capacity, said, nowMs)
-      }
+      if (entry.committed < before) touched.add(entry.resource)
     }
   }
   if (resources === undefined) for (const entry of client.entries.values()) ack(entry)
@@ -352,10 +342,7 @@ export function release(
       ;(vacancies ??= []).push([entry, vacancy])
       continue
     }
-    const share = entry.committed / (entry.resource.settings.capacity || 1)
     entry.clear(nowMs)
-    // A key leased on its own: what it held goes to the holders whose shares rise (hand-back.ts).
-    if (said !== undefined && entry.resource.shape.hotKey) takeBack(entry, share, said, nowMs)
     unsubscribe(pool, entry)
     touched.push(entry.resource)
   }

@@ -1,6 +1,5 @@
 import type { BurstSlack } from './burst-slack.js'
 import type { Vacancy } from './handover.js'
-import type { HeldTokens } from './hand-back.js'
 import type { HeldVacancy, PendingHanded } from './held-handover.js'
 import { kindTraits } from '../../shared/index.js'
 import type { ResourceSettings } from '../config/index.js'
@@ -153,8 +152,6 @@ export class ResourceState {
    * every change of `committedSum`, at `seenMs`.
    */
   burstSlack: BurstSlack | undefined = undefined
-  /** A rate family's: what its falling shares gave back, for the shares that rise (hand-back.ts). */
-  handBack: HeldTokens | undefined = undefined
   /** The newest time an entry of this resource recomputed what it commits. */
   seenMs = -Infinity
   /** Entries whose target is above their newest lease, waiting for free capacity (made when first needed). */
@@ -340,6 +337,8 @@ export class Entry {
     undefined
   /** Rate family share, set aside on a release that said what it held: it may be handed on (held-handover.ts). */
   heldVacancy: HeldVacancy | undefined = undefined
+  /** Whether a lease of more than 0 was ever sent to it (a held vacancy goes only to one never sent any). */
+  everHeld = false
   /** Rate family share handed a held vacancy: what it held, sent with every lease until one is acknowledged. */
   handed: PendingHanded | undefined = undefined
   /**

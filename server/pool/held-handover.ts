@@ -1,6 +1,4 @@
-import { randomUUID } from 'node:crypto'
 import { keyLimits } from '../../shared/index.js'
-import { burstOfKey, type HeldTokens } from './hand-back.js'
 import type { Entry, ResourceState } from './entry.js'
 import { send } from './lease-out.js'
 import { unsubscribe } from './registry.js'
@@ -61,8 +59,6 @@ export interface PendingHanded {
   readonly keys: [string, number][]
   readonly id: string
   fromSeq: number
-  /** The capacity of the lease that first carried it: never sent with a lease of less. */
-  readonly minCapacity: number
 }
 
 /** How long a vacancy waits for a holder that holds nothing yet, in refresh periods. */
@@ -130,15 +126,13 @@ export function handOverHeld(
     }
     taken.add(heir)
     v.heir = heir
-    const capacity = heir.newest + e.committed
     heir.handed = {
       level: v.level,
       keys: v.keys.map(([k, n]): [string, number] => [k, n]),
       id: v.id,
       fromSeq: Infinity,
-      minCapacity: capacity,
     }
-    send(pool, heir, capacity, nowMs)
+    send(pool, heir, heir.newest + e.committed, nowMs)
   }
 }
 
@@ -165,33 +159,11 @@ function handedTo(heir: Entry, id: string): boolean {
 export function pendingHanded(
   entry: Entry,
   seq: number,
-  capacity: number,
 ): { level: number; keys: [string, number][]; id: string } | undefined {
   const handed = entry.handed
   if (handed === undefined || handedTo(entry, handed.id)) return undefined
-  // The tokens go with the rise they came with, never with less (a lease that carried them
-  // lost, then a decrease): they would be held by a share that did not take their slice.
-  if (capacity < handed.minCapacity - entry.resource.epsilon) {
-    entry.handed = undefined
-    return undefined
-  }
   if (seq < handed.fromSeq) handed.fromSeq = seq
   return { level: handed.level, keys: handed.keys, id: handed.id }
-}
-
-/**
- * `entry`'s share rises to `capacity` in batch `seq`, taking the slices that `tokens` came from
- * (hand-back.ts): its lease carries them, unless it has a handover not yet acknowledged (one
- * at a time: they are then dropped, never sent after the rise).
- */
-export function handOn(entry: Entry, tokens: HeldTokens, seq: number, capacity: number): void {
-  if (entry.handed !== undefined && !handedTo(entry, entry.handed.id)) return
-  entry.handed = {
-    ...tokens.wire(burstOfKey(entry.resource)),
-    id: randomUUID(),
-    fromSeq: seq,
-    minCapacity: capacity,
-  }
 }
 
 /** The holder to hand `vacancy` to: a default holder that holds nothing yet and is free. */
@@ -206,7 +178,9 @@ function heirOf(
   for (let i = 0; i < sharing.length; i++) {
     const e = sharing[i]!
     if (!(wants[i]! > 0) || taken.has(e)) continue
-    if (e.newest > r.epsilon || (e.handed !== undefined && !handedTo(e, e.handed.id))) continue
+    // Never sent a share: its buckets hold nothing, each key's is one part (the client takes a
+    // handover only then, client/keyed/family.ts).
+    if (e.everHeld || (e.handed !== undefined && !handedTo(e, e.handed.id))) continue
     if (e.client.tenant === vacancy.client.tenant) return e
     best ??= e
   }

@@ -3,8 +3,7 @@ import { leaseTtlMsAt, type FamilySettings } from '../config/index.js'
 import { batchOf, putLease } from './batches.js'
 import { clockDriftShare, type Entry, type ResourceState } from './entry.js'
 import { pendingInherit } from './handover.js'
-import { handsBack, takeHandBack } from './hand-back.js'
-import { handOn, pendingHanded } from './held-handover.js'
+import { pendingHanded } from './held-handover.js'
 import { keyIsCold, retireKey } from './hot-keys.js'
 import { subscribe } from './registry.js'
 import type { PoolState } from './state.js'
@@ -143,12 +142,7 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
     }
   }
   entry.refillDue = false
-  // A rate family's share (or key) that rises takes what falling shares gave back, if it takes
-  // every slice they gave (hand-back.ts).
-  if (window === undefined && capacity > entry.newest + r.epsilon && handsBack(r)) {
-    const tokens = takeHandBack(r, (capacity - entry.newest) / s.capacity, nowMs)
-    if (tokens !== undefined) handOn(entry, tokens, batch.seq, capacity)
-  }
+  if (capacity > 0) entry.everHeld = true
   // The fallback never exceeds the lease: what a silent client may enforce is what it was leased.
   const safeShare = s.safeCapacity ?? s.capacity / Math.max(1, r.entries.size)
   const safeCapacity = Math.min(capacity, inKindUnits(s.kind, safeShare))
@@ -162,7 +156,7 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
       ? pendingInherit(entry, window.index, batch.seq)
       : undefined
   const handed =
-    window === undefined && handsBack(r) ? pendingHanded(entry, batch.seq, capacity) : undefined
+    window === undefined && r.shape.familyShare ? pendingHanded(entry, batch.seq) : undefined
   putLease(batch, {
     ...(inherit === undefined ? {} : { inherit }),
     ...(handed === undefined ? {} : { handed }),

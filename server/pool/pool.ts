@@ -165,9 +165,8 @@ export class Pool extends PoolView {
     seq: number,
     resources: readonly string[] | undefined,
     nowMs: number,
-    held?: readonly HeldReport[],
   ): readonly LeaseBatch[] {
-    acknowledge(this.state, key, seq, resources, nowMs, held)
+    acknowledge(this.state, key, seq, resources, nowMs)
     return flush(this.state)
   }
 

@@ -114,15 +114,6 @@ export class BucketParts {
     if (this.excess <= 0) this.#noExcess()
   }
 
-  /** Gives up the excess beyond `keep` (it goes elsewhere whole); returns what was given up. */
-  dropExcess(keep: number): number {
-    const dropped = this.excess - Math.max(0, keep)
-    if (!(dropped > 0)) return 0
-    this.excess -= dropped
-    if (this.excess <= 0) this.#noExcess()
-    return dropped
-  }
-
   /** Pays what it can of `amount` from the excess; returns the rest. */
   spendExcess(amount: number): number {
     if (this.excess <= 0 || !(amount > 0)) return amount

@@ -195,21 +195,6 @@ export class TokenBucket {
     this.#afterParts()
   }
 
-  /**
-   * Gives up the tokens kept from falls (the excess): the share that fell hands them on to
-   * the process it went to, which holds them instead (server/pool/hand-back.ts). Returns how
-   * many; the bucket holds what fits its burst, as a plain bucket's fall would leave it.
-   */
-  dropExcess(): number {
-    this.#refill(this.#clock.now())
-    const parts = this.#parts
-    if (parts === undefined) return 0
-    // What was taken at the last reading comes from the excess first: that much stays.
-    const dropped = parts.dropExcess(this.#taken)
-    this.#afterParts()
-    return dropped
-  }
-
   /** Tokens kept from falls, still going (0 without). */
   get excess(): number {
     this.#refill(this.#clock.now())

@@ -164,19 +164,6 @@ export const demandMessage = z.strictObject({
   at: z.number().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
 })
 
-/** A share of a whole (0..1). */
-const shareFraction = z.number().min(0).max(1)
-
-/** A key of a family and units of it: what a released share spent, or what a lease hands on. */
-const spentKeys = z
-  .array(z.tuple([printableString(maxKeyLength).min(1), quantity]))
-  .max(L.maxSpentKeys)
-
-/** What rate family shares held, given back with them (held-handover.ts, hand-back.ts). */
-const heldShares = z
-  .array(z.strictObject({ resource: resourceId, level: shareFraction, keys: spentKeys }))
-  .max(L.maxEntries)
-
 export const ackMessage = z.strictObject({
   type: z.literal('ack'),
   /** A lease batch sent on this connection. */
@@ -187,14 +174,15 @@ export const ackMessage = z.strictObject({
    * resources), never another resource or another batch's lease.
    */
   resources: z.array(resourceId).min(1).max(L.maxEntries).optional(),
-  /**
-   * Rate families whose share fell with this batch, and what the fall gave up (server/pool/
-   * hand-back.ts): of every key not named, `level` of its burst; of each key named, its
-   * tokens. The client dropped them as it put the lease in force; the coordinator hands them
-   * to the shares that rise.
-   */
-  held: heldShares.optional(),
 })
+
+/** A share of a whole (0..1). */
+const shareFraction = z.number().min(0).max(1)
+
+/** A key of a family and units of it: what a released share spent, or what a lease hands on. */
+const spentKeys = z
+  .array(z.tuple([printableString(maxKeyLength).min(1), quantity]))
+  .max(L.maxSpentKeys)
 
 export const releaseMessage = z.strictObject({
   type: z.literal('release'),
@@ -225,7 +213,10 @@ export const releaseMessage = z.strictObject({
    * released); of each key named, its tokens. The coordinator may hand the share on with
    * them: the process that takes it starts those keys from them, not empty.
    */
-  held: heldShares.optional(),
+  held: z
+    .array(z.strictObject({ resource: resourceId, level: shareFraction, keys: spentKeys }))
+    .max(L.maxEntries)
+    .optional(),
 })
 
 /**

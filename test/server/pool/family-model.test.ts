@@ -159,11 +159,8 @@ class World {
     for (const l of next.batch.leases)
       if (l.resource === FAMILY) p.family.applyFamilyLease(l)
       else p.family.applyKeyLease(keyOfId('k', l.resource)!, l)
-    // A rate lease is in force at once: the whole batch is acknowledged, with what a falling
-    // share gave up (lost with the ack when it is lost).
-    const given = p.family.takeGivenBack()
-    if (!ackLost)
-      this.enqueue(this.pool.acknowledge(p.id, next.batch.seq, undefined, this.nowMs, given))
+    // A rate lease is in force at once: the whole batch is acknowledged.
+    if (!ackLost) this.enqueue(this.pool.acknowledge(p.id, next.batch.seq, undefined, this.nowMs))
   }
 
   round(id: string): void {
@@ -187,7 +184,7 @@ class World {
     const held = p.family.heldAtClose()
     const ids = [FAMILY, ...keys.filter((k) => p.family.leaseOf(keyOfId('k', k)!).source === 'key')]
     p.family.close()
-    this.enqueue(this.pool.release(p.id, ids, this.nowMs, undefined, held))
+    this.enqueue(this.pool.release(p.id, ids, this.nowMs, undefined, held ? [held] : []))
     this.disconnect(p)
     p.crashed = true
   }
@@ -198,8 +195,8 @@ class World {
   /**
    * `cost` of `key` admitted by a process: one central bucket of the key, fed every admission
    * of every process, never goes below 0 (what they admit together is within capacity·t +
-   * burst over any interval; tokens handed between processes, held-handover.ts and
-   * hand-back.ts, must move, never be made).
+   * burst over any interval; tokens a share closed cleanly hands on,
+   * held-handover.ts, must move, never be made).
    */
   admit(key: string, cost: number): void {
     const c = this.central.get(key) ?? { level: capacity, atMs: this.nowMs }
@@ -472,9 +469,9 @@ describe('keyed families in the pool (model)', () => {
     },
   )
 
-  // One hot key at most: the others are spent on the default shares, whose tokens move between
-  // processes as shares fall and rise (hand-back.ts) and go with a share closed cleanly
-  // (held-handover.ts). The central bucket of each key (`admit`) is what this run holds them to.
+  // One hot key at most: the others are spent on the default shares, whose tokens go with a
+  // share closed cleanly (held-handover.ts). The central bucket of each key (`admit`) is what
+  // this run holds them to.
   it(
     'never lets the processes admit more of a key than one central bucket, keys on the default split, through joins, closes, crashes and lost acks',
     { timeout: 120_000 },
