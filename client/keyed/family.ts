@@ -973,11 +973,11 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
 
   /**
    * A rate family's share that another process released came with what it still held
-   * (server/pool/handover.ts): each key here gets it on top of what its bucket holds now (its
-   * named tokens, or `level` of its burst), never above its burst, once per handover. The
-   * tokens moved, they were not made: the leaver holds them no more. A named key that cannot
-   * be tracked here (the key bound) gets nothing, and then neither does a key never seen here,
-   * which would start from the raised level.
+   * (server/pool/held-handover.ts), once per handover, and only if this family never held a
+   * share: a named key gets its tokens (never above its burst), a key never seen here starts
+   * from `level` more (raiseBase). The tokens moved, they were not made: the leaver holds them
+   * no more. A named key that cannot be tracked here (the key bound) gets nothing, and then
+   * neither does a key never seen here, which would start from the raised level.
    */
   #takeHanded(handed: NonNullable<LeaseGrant['handed']>, heldBefore: boolean): void {
     const shares = this.#shares
@@ -1005,10 +1005,10 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
 
   /**
    * A rate family closing: what its default share still holds, for the release, so that the
-   * coordinator may hand it on with the share (server/pool/handover.ts). `level` is what a key
-   * never seen here would start with now (a share of its burst); each key tracked here that
-   * holds less is named with its tokens (without what a fall left going: that is paid for by
-   * another process's rise), and a key leased on its own with 0 (its lease is not the share).
+   * coordinator may hand it on with the share (server/pool/held-handover.ts). `level` is what
+   * a key never seen here would start with now (a share of its burst); each key tracked here
+   * that holds less is named with its tokens, a key whose bucket is in parts or holds a fall's
+   * excess with 0, and a key leased on its own with 0 (its lease is not the share).
    * Past maxSpentKeys keys, the level is 0 and the keys holding most are named.
    */
   heldAtClose(): { resource: string; level: number; keys: [string, number][] } | undefined {

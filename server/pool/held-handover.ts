@@ -18,10 +18,14 @@ import type { PoolState } from './state.js'
  * Now the share is set aside, still committed, as a vacancy (`HeldVacancy`)
  * for one refresh period; the others keep their shares meanwhile (the
  * vacancy is not among what silent clients hold: rounds.ts), so nothing
- * moves. A holder that holds nothing yet (the replacement, once it asks)
- * is handed the share whole, in a lease whose capacity adds it and that
- * carries what it held (`handed`): its client adds that to each key's bucket
- * (client/keyed/family.ts). Tokens move, none are made: the leaver admits
+ * moves. A holder never sent a share (the replacement, once it asks) is
+ * handed the share whole, in a lease whose capacity adds it and that carries
+ * what it held (`handed`): its client adds that to each key's bucket, if its
+ * family never held a share (client/keyed/family.ts). The leaver names a
+ * key's tokens only from a bucket in one part with no excess: a bucket in
+ * parts earns each to its own burst, and in one part at the heir its tokens
+ * would earn faster (BurstSlack's property found both rules, 2026-12-02).
+ * Tokens move, none are made: the leaver admits
  * nothing after its release, what the heir gets is at most what the leaver's
  * buckets held then (the coordinator caps it at the share released), and
  * neither earns the share's rate between the release and the handover (the
