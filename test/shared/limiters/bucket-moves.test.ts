@@ -41,7 +41,7 @@ describe('a token bucket whose share moves', () => {
         fc.integer({ min: 1, max: 50 }),
         fc.integer({ min: 1, max: 100 }),
         fc.nat(shareSets.length - 1),
-        fc.array(step, { minLength: 1, maxLength: 200 }),
+        fc.array(step, { minLength: 1, maxLength: 200, size: 'max' }),
         (ratePerSec, burst, first, steps) => {
           const clock = new ManualClock()
           let shares = shareSets[first]!

@@ -41,7 +41,7 @@ describe('CoarseClock and the token bucket on it', () => {
       fc.property(
         fc.integer({ min: 1, max: 2000 }),
         fc.integer({ min: 1, max: 40 }),
-        fc.array(step, { minLength: 1, maxLength: 120 }),
+        fc.array(step, { minLength: 1, maxLength: 120, size: 'max' }),
         (ratePerSec, burst, steps) => {
           const source = new ManualClock(0)
           const coarse = new CoarseClock(source, never)
