@@ -301,7 +301,7 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
       // rather than stay spent to the window's end; alone in its frame, or not at all.
       for (const family of this.#families) {
         const spent = family.spentInWindow()
-        if (spent === undefined) continue
+        if (spent === undefined || !ids.includes(spent.resource)) continue
         const text = encodeMessage({ type: 'release', resources: [spent.resource], spent: [spent] })
         if (Buffer.byteLength(text) > this.options.maxFrameBytes) continue
         this.#connection.sendText(text)
