@@ -240,6 +240,9 @@ export interface KeyedQuotaResetResult extends KeyedQuotaResult {
     readonly status: number
     readonly before: number
     readonly after: number
+    /** After the reset and before the coordinator's SIGKILL (whose restart forgets the reset): asked, and admitted by each process's log (the killed process, then its replacement, last). */
+    readonly askedUntilKill: number
+    readonly admittedByLog: readonly number[]
   }[]
   /** Keys not reset admitted past their budget in the window (from every process's log). */
   readonly othersOver: number
@@ -254,25 +257,40 @@ export async function runKeyedQuotaResetScenario(
   const measured = await runKeyedQuotaScenario(s, (run) => {
     const windowOf = (wallMs: number) => Math.floor(wallMs / s.windowMs)
     const first = windowOf(run.firstMs)
-    const lines: { w: number; a: Record<string, number> }[] = []
-    for (const output of run.outputs)
+    const lines: {
+      w: number
+      a: Record<string, number>
+      r: Record<string, number>
+      log: number
+    }[] = []
+    run.outputs.forEach((output, log) => {
       for (const line of output.split('\n')) {
         if (line === '') continue
-        const l = JSON.parse(line) as { w?: number; a?: Record<string, number> }
+        const l = JSON.parse(line) as {
+          w?: number
+          a?: Record<string, number>
+          r?: Record<string, number>
+        }
         if (l.w !== undefined && l.a !== undefined && windowOf(l.w) === first)
-          lines.push({ w: l.w, a: l.a })
+          lines.push({ w: l.w, a: l.a, r: l.r ?? {}, log })
       }
+    })
+    const killWallMs = run.firstMs + (s.coordinatorKillMs ?? Infinity)
     // The logs name a key by its Zipf rank (`3`); the family by `k3`.
     const logKey = (key: string) => key.replace(/^k/, '')
     resets = run.resets.map((r) => {
       let before = 0
       let after = 0
+      let askedUntilKill = 0
+      const admittedByLog = run.outputs.map(() => 0)
       for (const l of lines) {
         const n = l.a[logKey(r.key)] ?? 0
         if (l.w < r.atWallMs) before += n
         else after += n
+        if (l.w >= r.atWallMs) admittedByLog[l.log]! += n
+        if (l.w >= r.atWallMs && l.w < killWallMs) askedUntilKill += n + (l.r[logKey(r.key)] ?? 0)
       }
-      return { key: r.key, status: r.status, before, after }
+      return { key: r.key, status: r.status, before, after, askedUntilKill, admittedByLog }
     })
     const used = new Map<string, number>()
     for (const l of lines)

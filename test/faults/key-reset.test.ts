@@ -29,10 +29,18 @@ describe('key reset under faults (real processes)', () => {
         expect(k.before, label).toBeLessThanOrEqual(capacity)
         // After it: the budget again, at most one budget (and what was left, had any been).
         expect(k.after, label).toBeLessThanOrEqual(capacity + (capacity - k.before))
-        // Measured 100 of 100 for each key in 3 runs of 4, 68 once for k0: the process
-        // SIGKILLed 0.3 s after the reset took its block of k0 with it (stranded, as any
-        // killed process's), and the restart at 9 s forgot the reset.
-        expect(k.after, label).toBeGreaterThanOrEqual(0.6 * capacity)
+        // At least the budget less what the SIGKILLed process stranded (it is killed 0.3 s
+        // after the reset, holding its block of each hot key: a block is its demand over two
+        // refresh periods and its link's round trip, up to 8 periods of it). Measured on an idle
+        // machine (k0, k1, k2): 100/100/100 three runs of four; 70/100/100 and 67/78/96 with
+        // this split logged, k0's replacement admitting 0 (the other blocks held the rest);
+        // under load (a build beside it, round trips longer, blocks larger) k1 50 once. A reset
+        // that did nothing leaves 0.
+        expect(k.after, `${label}; by process ${k.admittedByLog.join('/')}`).toBeGreaterThanOrEqual(
+          0.4 * capacity,
+        )
+        // Asked for, after the reset and before the restart (which forgets it): 108 to 393 measured.
+        expect(k.askedUntilKill, label).toBeGreaterThan(0.5 * capacity)
       }
       expect(r.othersOver, 'keys not reset over their budget').toBe(0)
       expect(r.windows[0]!.keys).toBeGreaterThan(1500)
