@@ -308,14 +308,28 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
         ids.splice(ids.indexOf(spent.resource), 1)
       }
       // A rate family's share goes with what it still holds of each key, so that the process
-      // that takes it over starts its keys from that, not empty; alone in its frame, or not at all.
+      // that takes it over starts its keys from that, not empty; and with the keys leased on
+      // their own, so that it takes their shares too rather than the others (held-handover.ts).
+      // Alone in its frame (without the keys if they make it too large), or not at all.
       for (const family of this.#families) {
         const held = family.heldAtClose()
         if (held === undefined || !ids.includes(held.resource)) continue
-        const text = encodeMessage({ type: 'release', resources: [held.resource], held: [held] })
+        const keyIds = family
+          .leasedIds()
+          .filter((id) => id !== held.resource && ids.includes(id))
+          .slice(0, domainLimits.maxEntries - 1)
+        let text = encodeMessage({
+          type: 'release',
+          resources: [held.resource, ...keyIds],
+          held: [held],
+        })
+        if (Buffer.byteLength(text) > this.options.maxFrameBytes) {
+          keyIds.length = 0
+          text = encodeMessage({ type: 'release', resources: [held.resource], held: [held] })
+        }
         if (Buffer.byteLength(text) > this.options.maxFrameBytes) continue
         this.#connection.sendText(text)
-        ids.splice(ids.indexOf(held.resource), 1)
+        for (const id of [held.resource, ...keyIds]) ids.splice(ids.indexOf(id), 1)
       }
       // A named quota, and a keyed quota's key leased on its own, says what it used of its
       // window: the rest of its block comes back.

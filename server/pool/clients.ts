@@ -328,6 +328,7 @@ export function release(
   const touched: ResourceState[] = []
   let aside: Entry[] | undefined
   let vacancies: [Entry, HeldVacancy][] | undefined
+  let freed: Entry[] | undefined
   for (const id of resourceIds) {
     const entry = client.entries.get(id)
     if (entry === undefined) continue
@@ -340,6 +341,20 @@ export function release(
     const vacancy = said && heldVacancy(entry, said, randomUUID(), nowMs)
     if (vacancy !== undefined) {
       ;(vacancies ??= []).push([entry, vacancy])
+      continue
+    }
+    ;(freed ??= []).push(entry)
+  }
+  // A hot key released with its family's share, the share set aside for an heir: its share of
+  // the key waits with it, and goes to the same heir (held-handover.ts).
+  let keysAside: Entry[] | undefined
+  for (const entry of freed ?? []) {
+    const family = entry.resource.settings.family?.familyId
+    if (
+      entry.resource.shape.hotKey &&
+      vacancies?.some(([v]) => v.resource.settings.id === family) === true
+    ) {
+      ;(keysAside ??= []).push(entry)
       continue
     }
     entry.clear(nowMs)
@@ -365,14 +380,15 @@ export function release(
       }
     }
   if (vacancies !== undefined) {
+    // One client set aside: the heir finds the keys beside the share.
     const moved = setAside(
       pool,
       client,
-      vacancies.map(([e]) => e),
+      [...vacancies.map(([e]) => e), ...(keysAside ?? [])],
       nowMs,
     )
     for (const [i, e] of moved.entries()) {
-      e.heldVacancy = vacancies[i]![1]
+      if (i < vacancies.length) e.heldVacancy = vacancies[i]![1]
       touched.push(e.resource)
     }
   }

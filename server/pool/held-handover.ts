@@ -1,7 +1,7 @@
 import { keyLimits } from '../../shared/index.js'
 import type { Entry, ResourceState } from './entry.js'
 import { send } from './lease-out.js'
-import { unsubscribe } from './registry.js'
+import { subscribe, unsubscribe } from './registry.js'
 import type { PoolState } from './state.js'
 
 /**
@@ -33,6 +33,10 @@ import type { PoolState } from './state.js'
  * one bucket of it, as before. Without a holder that holds nothing within
  * the refresh period (a scale-down), the vacancy is dropped and the share
  * goes to the others as it did before, a refresh period later.
+ *
+ * The leaver's hot keys of the family released in the same message wait
+ * beside the share (set aside with it) and go to the same heir, their
+ * shares whole (`handKeys`); nobody comes, they are freed with it.
  *
  * Safe whatever is lost: a lease that carried the tokens lost or replaced,
  * the next lease of the heir carries them too until it acknowledges one
@@ -137,11 +141,49 @@ export function handOverHeld(
       fromSeq: Infinity,
     }
     send(pool, heir, heir.newest + e.committed, nowMs)
+    handKeys(pool, e, heir, nowMs)
   }
 }
 
-/** The vacancy leaves the pool: what its share held is gone with it. */
+/**
+ * The leaver's hot keys of the family, set aside with its share (clients.ts, `release`), go to
+ * the same heir: each key's share moves whole to the heir's entry of the key, so the others
+ * keep theirs and the heir decides the key at once. Before, the others rose to it as it was
+ * released, then fell back as the heir asked, and the heir refused the key for a round trip
+ * and more (1-2 s at 1 s refresh periods, the rolling deploy of docs/benchmarks.md). Safe: the
+ * leaver enforces nothing since its release, and what the heir is sent is what the leaver's
+ * entry still committed, which leaves the pool with it (no tokens move: the heir's part starts
+ * empty, as any rise does). Until the heir reports the key it keeps the share (`seededMs`,
+ * shapes/hot-key.ts).
+ */
+function handKeys(pool: PoolState, vacancy: Entry, heir: Entry, nowMs: number): void {
+  for (const ke of keysBeside(vacancy)) {
+    const capacity = Math.min(ke.newest, ke.committed)
+    const id = ke.resource.settings.id
+    const to = heir.client.entries.get(id) ?? subscribe(pool, heir.client, id, ke.resource.settings)
+    ke.clear(nowMs)
+    unsubscribe(pool, ke)
+    if (!(capacity > 0)) continue
+    to.seededMs = Math.floor(nowMs)
+    send(pool, to, to.newest + capacity, nowMs)
+  }
+}
+
+/** The hot keys of the vacancy's family set aside beside it. */
+function keysBeside(vacancy: Entry): Entry[] {
+  const familyId = vacancy.resource.settings.id
+  const out: Entry[] = []
+  for (const e of vacancy.client.entries.values())
+    if (e.resource.shape.hotKey && e.resource.settings.family?.familyId === familyId) out.push(e)
+  return out
+}
+
+/** The vacancy leaves the pool: what its share held is gone with it, and its hot keys' shares go back. */
 function leave(pool: PoolState, e: Entry, nowMs: number): void {
+  for (const ke of keysBeside(e)) {
+    ke.clear(nowMs)
+    unsubscribe(pool, ke)
+  }
   e.heldVacancy = undefined
   e.clear(nowMs)
   unsubscribe(pool, e)

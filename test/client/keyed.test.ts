@@ -205,6 +205,36 @@ describe('keyed families (real sockets, manual clock)', () => {
     expect(spentAtA + others).toBeLessThanOrEqual(10)
   })
 
+  it('hands a hot key’s share closed cleanly to the replacement with the family’s: the others keep theirs', async () => {
+    const families = await three()
+    const [a, b, c] = families as [KeyedFamily, KeyedFamily, KeyedFamily]
+    // `hot` asked for at every process, more than it allows: leased on its own, a third each.
+    for (let t = 0; t < 3000; t += 10) {
+      for (const f of families) f.tryAcquire('hot')
+      await cluster!.step(10)
+    }
+    for (const f of families) expect(f.leaseOf('hot').source).toBe('key')
+    for (const f of families) expect(f.leaseOf('hot').capacity).toBeCloseTo(10 / 3, 6)
+    await cluster!.clients[0]!.close()
+    const d = (await cluster!.client('d')).keyed('apikey')
+    const all = [b, c, d]
+    let atOnce: number | undefined
+    for (let t = 0; t < 1500; t += 10) {
+      for (const f of all) f.tryAcquire('hot')
+      await cluster!.step(10)
+      expect(enforced([a, ...all], 'hot'), `at ${t} ms`).toBeLessThanOrEqual(10 + 1e-9)
+      // The first lease the replacement enforces for the key.
+      if (atOnce === undefined && d.leaseOf('hot').source === 'key')
+        atOnce = d.leaseOf('hot').capacity
+      // B and C never rise to A's share and fall back: they keep theirs throughout.
+      expect(b.leaseOf('hot').capacity, `at ${t} ms`).toBeLessThanOrEqual(10 / 3 + 1e-6)
+      expect(c.leaseOf('hot').capacity, `at ${t} ms`).toBeLessThanOrEqual(10 / 3 + 1e-6)
+    }
+    // D's first lease of the key is A's share (without the handover: 0, while B and C rose).
+    expect(atOnce).toBeCloseTo(10 / 3, 6)
+    for (const f of all) expect(f.leaseOf('hot').capacity).toBeCloseTo(10 / 3, 6)
+  })
+
   it('sends a newcomer the hot keys with its first family lease: it never enforces a default for them', async () => {
     const families = await three()
     const [a] = families

@@ -25,10 +25,14 @@ function family() {
   )
   const pool = new Pool(0, (id) => config.settingsFor(id), { learn: false })
   const leases = new Map<string, LeaseGrant>()
+  /** Every client's newest lease of a hot key: `${client} ${key id}`. */
+  const keyLeases = new Map<string, LeaseGrant>()
   let nowMs = 0
   const take = (batches: readonly LeaseBatch[], ack = true): void => {
     for (const b of batches) {
-      for (const l of b.leases) if (l.resource === 'key/*') leases.set(b.clientKey, l)
+      for (const l of b.leases)
+        if (l.resource === 'key/*') leases.set(b.clientKey, l)
+        else keyLeases.set(`${b.clientKey} ${l.resource}`, l)
       if (ack) pool.acknowledge(b.clientKey, b.seq, undefined, nowMs)
     }
   }
@@ -38,13 +42,26 @@ function family() {
   }
   const round = (ms: number, ack = true): void => {
     nowMs += ms
-    take(pool.roundMany(['key/*'], nowMs), ack)
+    take(pool.roundMany(['key/*', 'key/hot'], nowMs), ack)
   }
   const share = (c: string): number => leases.get(c)?.capacity ?? 0
   const settle = (): void => {
     for (let i = 0; i < 5; i++) round(100)
   }
-  return { pool, leases, join, round, share, settle, take, now: () => nowMs }
+  const keyShare = (c: string, id: string): number => keyLeases.get(`${c} ${id}`)?.capacity ?? 0
+  /** Client `c` asks for the family and for key `id` (30/s: more than the key's 20/s). */
+  const ask = (c: string, id: string): void =>
+    take(
+      pool.reportDemand(
+        c,
+        [
+          { resource: 'key/*', wants: 100 },
+          { resource: id, wants: 30 },
+        ],
+        nowMs,
+      ).batches,
+    )
+  return { pool, leases, join, round, share, settle, take, keyShare, ask, now: () => nowMs }
 }
 
 describe('a rate family share released with what it held', () => {
@@ -149,5 +166,74 @@ describe('a rate family share released with what it held', () => {
     f.round(100)
     f.round(100)
     expect(f.share('b')).toBeCloseTo(1, 9)
+  })
+
+  describe('with a hot key (a key leased on its own)', () => {
+    /** a, b and c hold the family and share key/hot; a closes cleanly, naming the key. */
+    const closed = () => {
+      const f = family()
+      for (const c of ['a', 'b', 'c']) f.join(c)
+      f.settle()
+      for (let i = 0; i < 8; i++) {
+        for (const c of ['a', 'b', 'c']) f.ask(c, 'key/hot')
+        f.round(200)
+      }
+      for (const c of ['a', 'b', 'c']) expect(f.keyShare(c, 'key/hot')).toBeCloseTo(20 / 3, 6)
+      f.take(
+        f.pool.release('a', ['key/*', 'key/hot'], f.now(), undefined, [
+          { resource: 'key/*', level: 0.5, keys: [['hot', 0]] },
+        ]),
+      )
+      return f
+    }
+
+    it('hands the leaver’s share of the key to its replacement at once; the others keep theirs', () => {
+      const f = closed()
+      // While the vacancy waits, nobody rises to the key's freed share.
+      for (let i = 0; i < 3; i++) {
+        for (const c of ['b', 'c']) f.ask(c, 'key/hot')
+        f.round(100)
+        for (const c of ['b', 'c']) expect(f.keyShare(c, 'key/hot')).toBeCloseTo(20 / 3, 6)
+        expect(f.pool.committed('key/hot', f.now())).toBeLessThanOrEqual(20 + 1e-9)
+      }
+      // The replacement joins: with the family's share comes its share of the key.
+      f.join('d')
+      f.round(100)
+      expect(f.keyShare('d', 'key/hot')).toBeCloseTo(20 / 3, 6)
+      for (const c of ['b', 'c']) expect(f.keyShare(c, 'key/hot')).toBeCloseTo(20 / 3, 6)
+      expect(f.pool.committed('key/hot', f.now())).toBeLessThanOrEqual(20 + 1e-9)
+      // And it keeps it as it asks: nothing moves.
+      for (let i = 0; i < 8; i++) {
+        for (const c of ['b', 'c', 'd']) f.ask(c, 'key/hot')
+        f.round(200)
+        expect(f.pool.committed('key/hot', f.now())).toBeLessThanOrEqual(20 + 1e-9)
+      }
+      for (const c of ['b', 'c', 'd']) expect(f.keyShare(c, 'key/hot')).toBeCloseTo(20 / 3, 6)
+    })
+
+    it('gives the key’s share to the others when nobody comes within a refresh period', () => {
+      const f = closed()
+      for (let i = 0; i < 10; i++) {
+        for (const c of ['b', 'c']) f.ask(c, 'key/hot')
+        f.round(200)
+        expect(f.pool.committed('key/hot', f.now())).toBeLessThanOrEqual(20 + 1e-9)
+      }
+      for (const c of ['b', 'c']) expect(f.keyShare(c, 'key/hot')).toBeCloseTo(10, 6)
+    })
+
+    it('frees the key at once when the family’s release says nothing held, as before', () => {
+      const f = family()
+      for (const c of ['a', 'b']) f.join(c)
+      f.settle()
+      for (let i = 0; i < 8; i++) {
+        for (const c of ['a', 'b']) f.ask(c, 'key/hot')
+        f.round(200)
+      }
+      f.take(f.pool.release('a', ['key/*', 'key/hot'], f.now()))
+      f.ask('b', 'key/hot')
+      f.round(100)
+      f.round(100)
+      expect(f.keyShare('b', 'key/hot')).toBeCloseTo(20, 6)
+    })
   })
 })
