@@ -549,6 +549,17 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     // What the key may use changed since it was last used (a lease's end, the default share's
     // moves): the bucket moves as of then, before this lease moves it now.
     if (this.#keyKind.refills) this.#refreshIfStale(state)
+    // A key's share handed on from a process closed cleanly (server/pool/held-handover.ts):
+    // what it earned since the release, taken only by a bucket that held nothing of the key
+    // (no lease of it, no token, no excess). It starts as one fresh part holding that.
+    const handFill =
+      grant.fill !== undefined &&
+      grant.capacity > 0 &&
+      this.#keyKind.refills &&
+      !((state.lease?.capacity ?? 0) > 0) &&
+      state.bucket.tokens === 0 &&
+      state.bucket.excess === 0
+    if (handFill) state.bucket.setRate(0, 0)
     const nowMs = this.#hotClock.now()
     // A quota's key leased here for the first time (it went hot, maybe elsewhere): the
     // coordinator holds this process's seeded lease until it hears what was spent of the key
@@ -566,6 +577,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     this.#keyKind.refresh(this.#shares, state)
     // A rate key reset (server/pool/reset.ts): its bucket is full again, once, at this lease's burst.
     if (grant.full === true && this.#keyKind.refills) state.bucket.fill()
+    else if (handFill) state.bucket.refund(Math.min(grant.fill!, state.bucket.burst))
     if (state.waiters !== undefined) this.#serve(state)
     // In force once what this process holds (slots) or spent (a quota) of the key fits it.
     return this.#keyKind.fits(state)

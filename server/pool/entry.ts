@@ -342,6 +342,11 @@ export class Entry {
   /** Rate family share handed a held vacancy: what it held, sent with every lease until one is acknowledged. */
   handed: PendingHanded | undefined = undefined
   /**
+   * A hot key's share handed on with a held vacancy (held-handover.ts): the tokens its next
+   * lease's bucket starts with (`fill`), sent once.
+   */
+  handFill = 0
+  /**
    * A keyed family's share: its client asks the coordinator what its part cannot decide (as its
    * last report said). Crowded, such a client holds no default share (default-holders.ts).
    */

@@ -1,7 +1,7 @@
-import { keyLimits } from '../../shared/index.js'
+import { keyIdOf, keyLimits, kindTraits } from '../../shared/index.js'
 import type { Entry, ResourceState } from './entry.js'
 import { send } from './lease-out.js'
-import { subscribe, unsubscribe } from './registry.js'
+import { burstRefillMs, subscribe, unsubscribe } from './registry.js'
 import type { PoolState } from './state.js'
 
 /**
@@ -28,9 +28,11 @@ import type { PoolState } from './state.js'
  * Tokens move, none are made: the leaver admits
  * nothing after its release, what the heir gets is at most what the leaver's
  * buckets held then (the coordinator caps it at the share released), and
- * neither earns the share's rate between the release and the handover (the
- * vacancy holds it). So across the processes a key's tokens never exceed
- * one bucket of it, as before. Without a holder that holds nothing within
+ * what the share earned between the release and the handover, as the
+ * leaver's buckets would have, idle (a fresh part of the share granted at
+ * the release, empty, earning its rate to its burst: nobody else holds the
+ * share meanwhile, the vacancy does). So across the processes a key's
+ * tokens never exceed one bucket of it, as before. Without a holder that holds nothing within
  * the refresh period (a scale-down), the vacancy is dropped and the share
  * goes to the others as it did before, a refresh period later.
  *
@@ -134,14 +136,28 @@ export function handOverHeld(
     }
     taken.add(heir)
     v.heir = heir
+    // What the share earned since the release, as the leaver's buckets would have, idle: a
+    // fresh part of the share granted then, empty, earning its rate to its burst.
+    const gapMs = Math.max(0, nowMs - v.sinceMs)
+    const s = r.settings
+    const family = s.family!
+    const share = s.capacity > 0 ? Math.min(1, e.committed / s.capacity) : 0
+    const defaults = { capacity: family.keyCapacity, burst: family.keyBurst }
+    const refillMs = burstRefillMs(s)
     heir.handed = {
-      level: v.level,
-      keys: v.keys.map(([k, n]): [string, number] => [k, n]),
+      level: Math.min(share, v.level + (refillMs > 0 ? (share * gapMs) / refillMs : 0)),
+      // A key leased on its own (hot) is not the share's: what its share earned goes with the
+      // key's lease (`handKeys`), none here.
+      keys: v.keys.map(([k, n]): [string, number] => {
+        if (pool.resources.get(keyIdOf(family.prefix, k))?.shape.hotKey === true) return [k, n]
+        const { capacity, burst } = keyLimits(family.plan, k, defaults)
+        return [k, Math.min(share * burst, n + (share * capacity * gapMs) / 1000)]
+      }),
       id: v.id,
       fromSeq: Infinity,
     }
     send(pool, heir, heir.newest + e.committed, nowMs)
-    handKeys(pool, e, heir, nowMs)
+    handKeys(pool, e, heir, gapMs, nowMs)
   }
 }
 
@@ -156,15 +172,25 @@ export function handOverHeld(
  * empty, as any rise does). Until the heir reports the key it keeps the share (`seededMs`,
  * shapes/hot-key.ts).
  */
-function handKeys(pool: PoolState, vacancy: Entry, heir: Entry, nowMs: number): void {
+function handKeys(
+  pool: PoolState,
+  vacancy: Entry,
+  heir: Entry,
+  gapMs: number,
+  nowMs: number,
+): void {
   for (const ke of keysBeside(vacancy)) {
     const capacity = Math.min(ke.newest, ke.committed)
-    const id = ke.resource.settings.id
-    const to = heir.client.entries.get(id) ?? subscribe(pool, heir.client, id, ke.resource.settings)
+    const s = ke.resource.settings
+    const to = heir.client.entries.get(s.id) ?? subscribe(pool, heir.client, s.id, s)
     ke.clear(nowMs)
     unsubscribe(pool, ke)
     if (!(capacity > 0)) continue
     to.seededMs = Math.floor(nowMs)
+    // A heir that held nothing of the key: its bucket starts with what the share earned since
+    // the release (a fresh part granted then), at most its burst; the client takes it only so.
+    if (to.newest === 0 && kindTraits[s.kind].refills)
+      to.handFill = Math.min((s.burst * capacity) / s.capacity, (capacity * gapMs) / 1000)
     send(pool, to, to.newest + capacity, nowMs)
   }
 }

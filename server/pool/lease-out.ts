@@ -142,6 +142,10 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
     }
   }
   entry.refillDue = false
+  // A hot key's share handed on (held-handover.ts): what it earned since the leaver's release.
+  if (!full && fill === 0 && entry.handFill > 0 && capacity > 0 && r.shape.hotKey)
+    fill = Math.min(entry.handFill, (s.burst * capacity) / s.capacity) / s.capacity
+  entry.handFill = 0
   if (capacity > 0) entry.everHeld = true
   // The fallback never exceeds the lease: what a silent client may enforce is what it was leased.
   const safeShare = s.safeCapacity ?? s.capacity / Math.max(1, r.entries.size)

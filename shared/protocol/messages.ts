@@ -332,7 +332,9 @@ export const leaseGrant = z.strictObject({
    * Rate, a keyed family's own resource: each key's bucket starts with this much of the key's
    * burst (as `capacity` is of its rate: a share, at most `capacity`) rather than empty, and
    * earns the rest. A first share on a family, when part of the burst is free but not all of
-   * this share (server/pool/lease-out.ts, firstShareFill).
+   * this share (server/pool/lease-out.ts, firstShareFill). On a rate key's own lease, tokens:
+   * a key's share handed on from a process closed cleanly, what it earned since the release
+   * (server/pool/held-handover.ts); taken only by a bucket that held nothing of the key.
    */
   fill: quantity.optional(),
   /**

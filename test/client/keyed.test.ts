@@ -235,6 +235,38 @@ describe('keyed families (real sockets, manual clock)', () => {
     for (const f of all) expect(f.leaseOf('hot').capacity).toBeCloseTo(10 / 3, 6)
   })
 
+  it('starts the replacement’s share of a hot key with what it earned since the release', async () => {
+    // Refresh periods of 1 s: a vacancy waits up to one for its heir.
+    const families = await three({ refreshMs: 1000, leaseTtlMs: 5000 })
+    const [a, b, c] = families as [KeyedFamily, KeyedFamily, KeyedFamily]
+    for (let t = 0; t < 8000; t += 10) {
+      for (const f of families) f.tryAcquire('hot')
+      await cluster!.step(10)
+    }
+    for (const f of families) expect(f.leaseOf('hot').capacity).toBeCloseTo(10 / 3, 6)
+    await cluster!.clients[0]!.close()
+    // 700 ms pass before the replacement comes (its process starting), B and C using theirs.
+    for (let t = 0; t < 700; t += 10) {
+      b.tryAcquire('hot')
+      c.tryAcquire('hot')
+      await cluster!.step(10)
+    }
+    const d = (await cluster!.client('d')).keyed('apikey')
+    for (let t = 0; t < 1000 && d.leaseOf('hot').source !== 'key'; t += 10) {
+      b.tryAcquire('hot')
+      c.tryAcquire('hot')
+      await cluster!.step(10)
+      expect(enforced([a, b, c, d], 'hot')).toBeLessThanOrEqual(10 + 1e-9)
+    }
+    expect(d.leaseOf('hot').capacity).toBeCloseTo(10 / 3, 6)
+    // A's share earned 10/3 per second for the 0.7 s and more it waited (2.3 tokens; at most
+    // its burst of 3.3): D admits 2 of them at once. Without: its part started empty, 0.
+    let admitted = 0
+    while (d.tryAcquire('hot')) admitted++
+    expect(admitted).toBeGreaterThanOrEqual(2)
+    expect(admitted).toBeLessThanOrEqual(3)
+  })
+
   it('sends a newcomer the hot keys with its first family lease: it never enforces a default for them', async () => {
     const families = await three()
     const [a] = families

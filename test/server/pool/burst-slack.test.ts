@@ -109,10 +109,12 @@ describe('BurstSlack', () => {
       }),
       // A share released with what it held, handed whole to a process holding nothing, which
       // adds those tokens to its bucket (server/pool/held-handover.ts).
+      // The heir comes `gapMs` after the release: what the share earned meanwhile goes too.
       fc.record({
         t: fc.constant('handover' as const),
         i: fc.integer({ min: 0, max: 2 }),
         j: fc.integer({ min: 0, max: 2 }),
+        gapMs: fc.constantFrom(0, 0, 30, 400, 1000, 5000),
       }),
       fc.record({
         t: fc.constant('hidden' as const),
@@ -172,22 +174,24 @@ describe('BurstSlack', () => {
             expect(take).toBeLessThanOrEqual(level + 1e-6)
             centralLevel = level - take
           }
+          const tick = (ms: number): void => {
+            const toMs = clock.now() + ms
+            // What was unseen ends when it was said to (its excess goes on as a fall's does).
+            if (hidden.share > 0 && hidden.untilMs <= toMs) {
+              clock.advance(Math.max(0, hidden.untilMs - clock.now()))
+              hidden.share = 0
+              hidden.bucket.moveRate(0, 0)
+            }
+            clock.advance(toMs - clock.now())
+            spend(hidden.bucket, true)
+          }
           for (const s of steps) {
             // What the processes hold never exceeds what the central bucket holds: else they
             // could spend it all, each by its own bucket, past the central bucket.
             const holding = buckets.reduce((a, b) => a + b.tokens, 0) + hidden.bucket.tokens
             expect(holding).toBeLessThanOrEqual(central() + 1e-6)
-            if (s.t === 'tick') {
-              const toMs = clock.now() + s.ms
-              // What was unseen ends when it was said to (its excess goes on as a fall's does).
-              if (hidden.share > 0 && hidden.untilMs <= toMs) {
-                clock.advance(Math.max(0, hidden.untilMs - clock.now()))
-                hidden.share = 0
-                hidden.bucket.moveRate(0, 0)
-              }
-              clock.advance(toMs - clock.now())
-              spend(hidden.bucket, true)
-            } else if (s.t === 'spend') spend(buckets[s.i]!, s.all)
+            if (s.t === 'tick') tick(s.ms)
+            else if (s.t === 'spend') spend(buckets[s.i]!, s.all)
             else if (s.t === 'handover') {
               // The heir never held anything (server/pool/held-handover.ts: a new process, as a
               // rolling deploy's replacement is): not a share, not a token, not an excess. One
@@ -202,12 +206,18 @@ describe('BurstSlack', () => {
               // faster than they did (found here: a full old part's rate earned at the heir).
               const held = from.partCount === 1 && from.excess === 0 ? from.tokens : 0
               const share = shares[s.i]!
+              // Released: the leaver holds nothing more, its share stays committed (the
+              // vacancy) until the heir comes, and nobody earns it meanwhile.
+              buckets[s.i] = new TokenBucket(clock, 0, 0, 0)
+              tick(s.gapMs)
               shares[s.j] = share
               everHeld[s.j] = true
               shares[s.i] = 0
-              buckets[s.i] = new TokenBucket(clock, 0, 0, 0)
+              // The heir's part is the share's, as if granted at the release, empty, and
+              // earning since (the coordinator adds gapMs of its rate, capped at its burst), with
+              // what the leaver held on top.
               const to = buckets[s.j]!
-              to.moveRate(share * ratePerSec, share * burst)
+              to.moveRate(share * ratePerSec, share * burst, Infinity, s.gapMs)
               to.refund(held)
             } else if (s.t === 'hidden') {
               if (hidden.share > 0 || excessLeft()) continue

@@ -48,7 +48,8 @@ function family() {
   const settle = (): void => {
     for (let i = 0; i < 5; i++) round(100)
   }
-  const keyShare = (c: string, id: string): number => keyLeases.get(`${c} ${id}`)?.capacity ?? 0
+  const keyLease = (c: string, id: string): LeaseGrant | undefined => keyLeases.get(`${c} ${id}`)
+  const keyShare = (c: string, id: string): number => keyLease(c, id)?.capacity ?? 0
   /** Client `c` asks for the family and for key `id` (30/s: more than the key's 20/s). */
   const ask = (c: string, id: string): void =>
     take(
@@ -61,7 +62,19 @@ function family() {
         nowMs,
       ).batches,
     )
-  return { pool, leases, join, round, share, settle, take, keyShare, ask, now: () => nowMs }
+  return {
+    pool,
+    leases,
+    join,
+    round,
+    share,
+    settle,
+    take,
+    keyLease,
+    keyShare,
+    ask,
+    now: () => nowMs,
+  }
 }
 
 describe('a rate family share released with what it held', () => {
@@ -98,7 +111,9 @@ describe('a rate family share released with what it held', () => {
     expect(grant.handed).toBeDefined()
     expect(grant.handed!.level).toBeCloseTo(1 / 3, 9)
     const handed = new Map(grant.handed!.keys)
-    expect(handed.get('spent')).toBe(2)
+    // What each key held, and what the share earned in the 400 ms since the release (a third
+    // of 20/s), as the leaver's buckets would have, idle; never past what the share holds.
+    expect(handed.get('spent')).toBeCloseTo(2 + (20 / 3) * 0.4, 9)
     expect(handed.get('greedy')).toBeCloseTo(20 / 3, 9)
     expect(handed.get('big')).toBeCloseTo(20, 9)
     f.settle()
@@ -200,6 +215,8 @@ describe('a rate family share released with what it held', () => {
       f.join('d')
       f.round(100)
       expect(f.keyShare('d', 'key/hot')).toBeCloseTo(20 / 3, 6)
+      // Its bucket starts with what that share earned since the release, 400 ms at 20/3 per s.
+      expect(f.keyLease('d', 'key/hot')?.fill).toBeCloseTo((20 / 3) * 0.4, 6)
       for (const c of ['b', 'c']) expect(f.keyShare(c, 'key/hot')).toBeCloseTo(20 / 3, 6)
       expect(f.pool.committed('key/hot', f.now())).toBeLessThanOrEqual(20 + 1e-9)
       // And it keeps it as it asks: nothing moves.
