@@ -66,13 +66,21 @@ export async function runEfficiency(s: EfficiencyScenario): Promise<EfficiencyRe
   const keyed = s.named === true ? {} : { keyed: true }
   const template =
     s.kind === 'rate'
-      ? { match: 'key/*', ...keyed, kind: 'rate', capacity: s.capacity, burst: s.burst }
+      ? {
+          match: 'key/*',
+          ...keyed,
+          kind: 'rate',
+          capacity: s.capacity,
+          burst: s.burst,
+          ...s.settings,
+        }
       : {
           match: 'key/*',
           ...keyed,
           kind: 'quota',
           capacity: s.capacity,
           window: `${s.windowMs! / 1000}s`,
+          ...s.settings,
         }
   await writeFile(
     configPath,

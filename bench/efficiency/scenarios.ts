@@ -39,6 +39,8 @@ export interface EfficiencyScenario {
    * demand, its capacity the whole cluster's.
    */
   readonly named?: boolean
+  /** Settings of the family's template beside the defaults (what a setting costs or buys). */
+  readonly settings?: { readonly leaseTtlMs?: number; readonly safeHoldMs?: number }
 }
 
 const s = 1000
@@ -232,4 +234,21 @@ export const efficiencyScenarios: readonly EfficiencyScenario[] = [
   ...tryAcquireScenarios,
   ...tryAcquireScenarios.map((x) => ({ ...x, name: `${x.name} — remote decisions`, remote: true })),
   ...namedScenarios,
+  // What a killed gateway strands is its leases until they lapse (a process may still run
+  // behind a cut, so a closed socket frees nothing): leaseTtlMs + graceMs + safeHoldMs, 17 s by
+  // default. Shorter leases strand less, at the cost of more renewals and less time to ride out
+  // a coordinator that is down.
+  {
+    name: 'home, a gateway SIGKILLed at 10 s and a new one started, leases of 3 s (leaseTtlMs: 3000)',
+    kind: 'rate',
+    capacity: 20,
+    burst: 20,
+    processes: 3,
+    gatewaysPerProcess: 1,
+    keys: 2000,
+    ratePerSec: 1500,
+    durationMs: 30 * s,
+    gatewayKill: { atMs: 10 * s },
+    settings: { leaseTtlMs: 3000 },
+  },
 ]
