@@ -143,7 +143,16 @@ export class FamilyShares {
       // A rise: a new key starts with what it had earned of the share before it, no more.
       this.baseShare = this.#earnedShare(nowMs)
       this.increasedAtMs = nowMs
-    } else this.baseShare = Math.min(this.#earnedShare(nowMs), grant.capacity)
+    } else if (grant.capacity < this.share) {
+      // A fall: what it had earned is kept (never above the new share), and the rest of the
+      // share earns from now. (Kept without moving the time it earns from, a renewal or a fall
+      // counted the time since the rise twice: a process's keys never seen started with a
+      // token more than they had earned, 3 where 2 were, past the central bucket; found by
+      // the family model holding the buckets to it.)
+      this.baseShare = Math.min(this.#earnedShare(nowMs), grant.capacity)
+      this.increasedAtMs = nowMs
+    }
+    // The same share again (a renewal): a new key's level goes on as it was.
     this.share = grant.capacity
     this.fallback = safeFallback(grant)
     this.refreshMs = grant.refreshMs

@@ -76,6 +76,8 @@ const central: Id = 'c'
 class Process {
   connected = false
   crashed = false
+  /** Closed cleanly: its family admits nothing more, whatever its buckets hold. */
+  closed = false
   inFlight: { batch: LeaseBatch; sentMs: number }[] = []
   wants: Record<string, number> = {}
   readonly family: KeyedFamily
@@ -184,6 +186,7 @@ class World {
     const held = p.family.heldAtClose()
     const ids = [FAMILY, ...keys.filter((k) => p.family.leaseOf(keyOfId('k', k)!).source === 'key')]
     p.family.close()
+    p.closed = true
     this.enqueue(this.pool.release(p.id, ids, this.nowMs, undefined, held ? [held] : []))
     this.disconnect(p)
     p.crashed = true
@@ -211,6 +214,18 @@ class World {
       let sum = 0
       for (const p of this.processes.values()) sum += p.enforces(k)
       expect(sum, `${k} at ${this.nowMs} ms`).toBeLessThanOrEqual(capacity * (1 + 1e-9) + 1e-9)
+      // What the processes' buckets hold of the key (whole tokens: what each could admit at
+      // once) never exceeds what its central bucket holds now, or they could spend it all
+      // together past it. A crashed process may still spend what it holds; a closed one not.
+      let holding = 0
+      for (const p of this.processes.values())
+        if (!p.closed) holding += p.family.remaining(keyOfId('k', k)!)
+      const c = this.central.get(k)
+      const central =
+        c === undefined
+          ? capacity
+          : Math.min(capacity, c.level + ((this.nowMs - c.atMs) * capacity) / 1000)
+      expect(holding, `${k} held at ${this.nowMs} ms`).toBeLessThanOrEqual(central + 1e-6)
     }
   }
 }
