@@ -60,6 +60,19 @@ const daily: EfficiencyScenario = {
   probe: { atMs: 25 * s, count: 100 },
 }
 
+const gatewayKillScenario: EfficiencyScenario = {
+  name: 'home, a gateway SIGKILLed at 10 s and a new one started',
+  kind: 'rate',
+  capacity: 20,
+  burst: 20,
+  processes: 3,
+  gatewaysPerProcess: 1,
+  keys: 2000,
+  ratePerSec: 1500,
+  durationMs: 30 * s,
+  gatewayKill: { atMs: 10 * s },
+}
+
 const tryAcquireScenarios: readonly EfficiencyScenario[] = [
   {
     name: 'home: 3 gateways, 20/s per key, 1,500 req/s over 2,000 keys',
@@ -143,18 +156,7 @@ const tryAcquireScenarios: readonly EfficiencyScenario[] = [
     durationMs: 30 * s,
     coordinatorKill: { atMs: 10 * s, downMs: 500 },
   },
-  {
-    name: 'home, a gateway SIGKILLed at 10 s and a new one started',
-    kind: 'rate',
-    capacity: 20,
-    burst: 20,
-    processes: 3,
-    gatewaysPerProcess: 1,
-    keys: 2000,
-    ratePerSec: 1500,
-    durationMs: 30 * s,
-    gatewayKill: { atMs: 10 * s },
-  },
+  gatewayKillScenario,
   {
     name: 'keyed quota, 100 per key per 20 s window, 3 gateways, 600 req/s over 1,000 keys',
     kind: 'quota',
@@ -239,16 +241,8 @@ export const efficiencyScenarios: readonly EfficiencyScenario[] = [
   // default. Shorter leases strand less, at the cost of more renewals and less time to ride out
   // a coordinator that is down.
   {
-    name: 'home, a gateway SIGKILLed at 10 s and a new one started, leases of 3 s (leaseTtlMs: 3000)',
-    kind: 'rate',
-    capacity: 20,
-    burst: 20,
-    processes: 3,
-    gatewaysPerProcess: 1,
-    keys: 2000,
-    ratePerSec: 1500,
-    durationMs: 30 * s,
-    gatewayKill: { atMs: 10 * s },
+    ...gatewayKillScenario,
+    name: `${gatewayKillScenario.name}, leases of 3 s (leaseTtlMs: 3000)`,
     settings: { leaseTtlMs: 3000 },
   },
 ]
