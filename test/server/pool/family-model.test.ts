@@ -107,8 +107,12 @@ class World {
   readonly clock = new ManualClock(0, 0)
   readonly pool: Pool
 
+  /** Keys leased on their own at most (the coordinator's admission refuses more: they stay on the default split). */
+  readonly maxHotKeys: number
+
   constructor(settings: ReadonlyMap<string, ResourceSettings> = manyHotKeys) {
     this.pool = new Pool(0, (id) => settings.get(id), { track: true })
+    this.maxHotKeys = settings.get(FAMILY)?.family?.maxHotKeys ?? Infinity
   }
   readonly processes = new Map<Id, Process>(ids.map((id) => [id, new Process(id, this.clock)]))
 
@@ -142,7 +146,17 @@ class World {
         if (admitted) this.admit(k, 1)
       }
     }
-    this.enqueue(this.pool.reportDemand(p.id, p.family.takeReport(), this.nowMs).batches)
+    // As the coordinator's admission does (server/coordinator/admission.ts): a key not yet
+    // leased on its own once the family has maxHotKeys of them is refused, and stays on the
+    // default split (the Pool alone enforces no such limit).
+    let added = 0
+    const report = p.family.takeReport().filter((e) => {
+      if (e.resource === FAMILY || this.pool.hasResource(e.resource)) return true
+      if (this.pool.hotKeyCount(FAMILY) + added >= this.maxHotKeys) return false
+      added++
+      return true
+    })
+    this.enqueue(this.pool.reportDemand(p.id, report, this.nowMs).batches)
   }
 
   connect(p: Process): void {
