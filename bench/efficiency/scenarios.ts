@@ -60,8 +60,9 @@ const daily: EfficiencyScenario = {
   probe: { atMs: 25 * s, count: 100 },
 }
 
-const gatewayKillScenario: EfficiencyScenario = {
-  name: 'home, a gateway SIGKILLed at 10 s and a new one started',
+/** The home case: 3 gateways, 20/s per key, 1,500 req/s over 2,000 keys for 30 s. */
+const home: EfficiencyScenario = {
+  name: 'home: 3 gateways, 20/s per key, 1,500 req/s over 2,000 keys',
   kind: 'rate',
   capacity: 20,
   burst: 20,
@@ -70,31 +71,19 @@ const gatewayKillScenario: EfficiencyScenario = {
   keys: 2000,
   ratePerSec: 1500,
   durationMs: 30 * s,
+}
+
+const gatewayKillScenario: EfficiencyScenario = {
+  ...home,
+  name: 'home, a gateway SIGKILLed at 10 s and a new one started',
   gatewayKill: { atMs: 10 * s },
 }
 
 const tryAcquireScenarios: readonly EfficiencyScenario[] = [
+  home,
   {
-    name: 'home: 3 gateways, 20/s per key, 1,500 req/s over 2,000 keys',
-    kind: 'rate',
-    capacity: 20,
-    burst: 20,
-    processes: 3,
-    gatewaysPerProcess: 1,
-    keys: 2000,
-    ratePerSec: 1500,
-    durationMs: 30 * s,
-  },
-  {
+    ...home,
     name: 'the same, each gateway replaced one after another (rolling deploy)',
-    kind: 'rate',
-    capacity: 20,
-    burst: 20,
-    processes: 3,
-    gatewaysPerProcess: 1,
-    keys: 2000,
-    ratePerSec: 1500,
-    durationMs: 30 * s,
     deploy: { firstAtMs: 8 * s, everyMs: 6 * s },
   },
   {
@@ -145,15 +134,8 @@ const tryAcquireScenarios: readonly EfficiencyScenario[] = [
     durationMs: 30 * s,
   },
   {
+    ...home,
     name: 'home, the coordinator SIGKILLed at 10 s and restarted 0.5 s later',
-    kind: 'rate',
-    capacity: 20,
-    burst: 20,
-    processes: 3,
-    gatewaysPerProcess: 1,
-    keys: 2000,
-    ratePerSec: 1500,
-    durationMs: 30 * s,
     coordinatorKill: { atMs: 10 * s, downMs: 500 },
   },
   gatewayKillScenario,
