@@ -467,6 +467,87 @@ describe('keyed families in the pool (model)', () => {
       expect(w.processes.get(id)!.enforces('k/b'), id).toBeGreaterThan(0)
   })
 
+  // Random steps rarely drain a key on the default split and then bring a new process within a
+  // vacancy's patience (about 30 runs in 1,000): a handover that handed full buckets went
+  // unfound by the properties below. Here both happen: s and t spend every token of k/b (k/a
+  // is the one hot key, so k/b stays on the default split), s closes, u joins at once and
+  // asks k/b. What u starts with is what s held, and s held nothing.
+  it('hands a closed share on with what it held, never more: a drained key stays drained at the heir', () => {
+    const drain = (p: Id): Step => ({ op: 'want', p, key: 1, wants: 40 })
+    const w = run(
+      [
+        { op: 'join', p: 's' },
+        { op: 'join', p: 't' },
+        tick,
+        tick,
+        { op: 'want', p: 's', key: 0, wants: 40 },
+        // A burst's refill time and more before k/b is asked: s's and t's buckets hold all of
+        // it then, as the central bucket does (the first shares started with part of it).
+        ...Array.from({ length: 15 }, () => tick),
+        drain('s'),
+        drain('t'),
+        ...Array.from({ length: 10 }, () => tick),
+        { op: 'close', p: 's' },
+        { op: 'join', p: 'u' },
+        drain('u'),
+        ...Array.from({ length: 10 }, () => tick),
+      ],
+      familySettings(1),
+    )
+    // u took s's share (a half of every key) and spends k/b as it earns it.
+    expect(w.processes.get('u')!.enforces('k/b')).toBeCloseTo(capacity / 2, 9)
+  })
+
+  // The same shape, drawn: how long the buckets filled before the key was asked, how hard each
+  // asks, how long after the close the heir comes (within the patience or not), then random
+  // steps. Handing full buckets, or 200 ms of the share's earning too many, fails here (50 ms,
+  // under a token here, does not).
+  it(
+    'never lets an heir admit more of a key than one central bucket, however drained the key was at the close',
+    { timeout: 120_000 },
+    () => {
+      const fewHotKeys = familySettings(1)
+      fc.assert(
+        fc.property(
+          fc.integer({ min: 0, max: 15 }),
+          fc.constantFrom(5, 12, 40),
+          fc.constantFrom(5, 12, 40),
+          fc.integer({ min: 0, max: 10 }),
+          fc.constantFrom(0, 10, 50, 150, 400, 1200),
+          fc.constantFrom(1, 5, 12, 40),
+          fc.array(step, { maxLength: 12, size: 'max' }),
+          (idle, sWants, tWants, drained, gapMs, uWants, steps) => {
+            run(
+              [
+                { op: 'join', p: 's' },
+                { op: 'join', p: 't' },
+                tick,
+                tick,
+                { op: 'want', p: 's', key: 0, wants: 40 },
+                ...Array.from({ length: idle }, () => tick),
+                { op: 'want', p: 's', key: 1, wants: sWants },
+                { op: 'want', p: 't', key: 1, wants: tWants },
+                ...Array.from({ length: drained }, () => tick),
+                { op: 'close', p: 's' },
+                { op: 'advance', ms: gapMs },
+                { op: 'join', p: 'u' },
+                { op: 'want', p: 'u', key: 1, wants: uWants },
+                tick,
+                tick,
+                ...steps,
+                tick,
+              ],
+              fewHotKeys,
+            )
+          },
+        ),
+        // 25 ms a run (its prefix is 30 ticks and more): 200 at most, 5 s. Each of the two
+        // mutations above failed within 10 runs (hand the heir 200 ms of earning too many: 3).
+        { numRuns: Math.min(200, fc.readConfigureGlobal().numRuns ?? 100) },
+      )
+    },
+  )
+
   // A thousand runs in CI (FC_NUM_RUNS) take 25-35 s on a busy 2-core machine, past the
   // default 30 s: it timed out in a clean-clone CI (eaceac7), and at 6c8b641 under the same
   // load (33.8 s), with no counterexample either time.
