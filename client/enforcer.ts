@@ -35,8 +35,8 @@ export interface Enforcer {
   meterQueued(cost: number, waiting: number): void
   /** Whether a waiter is admitted by time passing (a bucket refills), so a wake timer helps. */
   readonly refills: boolean
-  /** The capacity in force changed. */
-  apply(capacity: number, burst: number): void
+  /** The capacity in force changed; `moved`: from one lease to another (not a fallback's). */
+  apply(capacity: number, burst: number, moved?: boolean): void
   /** Rate: the lease says the bucket may start full (`full`); a no-op for other kinds. */
   fill(): void
   /** Milliseconds until `cost` would be admitted (Infinity: not by waiting). */
@@ -107,8 +107,28 @@ export class RateEnforcer implements Enforcer {
 
   meterQueued(): void {}
 
-  apply(capacity: number, burst: number): void {
-    this.#bucket.setRate(capacity, burst)
+  /**
+   * A share of the limit moving here or away (rate and burst in the ratio they had, as every
+   * lease of one limit is): moved as a keyed family's share is (TokenBucket.moveRate: a fall
+   * keeps what the slices that fell held, spent here as it may be and going at the rate that
+   * fell; a rise is a fresh part, empty). Before, a fall dropped it at once: a first holder that
+   * started full and fell to a third as two more joined threw two thirds of the burst away,
+   * which the coordinator's bound (server/pool/burst-slack.ts) already counted held until it
+   * would have gone. Anything else (the first lease, a lapse, a fallback, a new limit) is set
+   * as it is (TokenBucket.setRate: none invented, what exceeds the new burst dropped).
+   * `moved`: the capacity in force before was a lease too, not a fallback the coordinator never
+   * counted.
+   */
+  apply(capacity: number, burst: number, moved = false): void {
+    const bucket = this.#bucket
+    const rate = bucket.ratePerSec
+    const sameRatio =
+      moved &&
+      rate > 0 &&
+      capacity > 0 &&
+      Math.abs(burst * rate - capacity * bucket.burst) <= 1e-9 * capacity * bucket.burst
+    if (sameRatio) bucket.moveRate(capacity, burst)
+    else bucket.setRate(capacity, burst)
   }
 
   fill(): void {

@@ -570,6 +570,9 @@ export class Resource extends EventEmitter<ResourceEvents> implements Holder {
     if (changed) this.emit('mode', state.mode)
   }
 
+  /** Whether the capacity applied last was a lease's. */
+  #leasedBefore = false
+
   #applyCapacity(fill = false): void {
     const capacity = this.capacity
     const state = this.#state
@@ -579,7 +582,11 @@ export class Resource extends EventEmitter<ResourceEvents> implements Holder {
         : this.failureMode === 'safe'
           ? Math.min(this.#fallbackBurst, capacity)
           : capacity
-    this.#enforcer.apply(capacity, burst)
+    // A share moving between leases keeps what it held as a fall's excess (enforcer.ts); from or
+    // to anything else, none is kept.
+    const leased = state.mode === 'leased'
+    this.#enforcer.apply(capacity, burst, leased && this.#leasedBefore)
+    this.#leasedBefore = leased
     if (fill) this.#enforcer.fill()
     this.#serve()
   }

@@ -71,6 +71,34 @@ describe('rate resource', () => {
     expect(admitted).toBe(3)
   })
 
+  it('keeps what a falling share held as an excess going at the rate that fell; a rise is a fresh part', () => {
+    const { r, clock } = setup()
+    const drain = (): number => {
+      let n = 0
+      while (r.tryAcquire()) n++
+      return n
+    }
+    // A share of a limit of 10/s, burst 10 (leases in that ratio): first the whole, held full.
+    r.applyLease(lease({ capacity: 10, burst: 10, ttlMs: 60_000, full: true }))
+    // Two more processes join: it falls to a third. The two thirds that left are an excess,
+    // spent first, going at the 20/3 tokens/s that left (a first holder used to drop them).
+    r.applyLease(lease({ capacity: 10 / 3, burst: 10 / 3, ttlMs: 60_000 }))
+    clock.advance(600) // the excess lost 4 of its 6.67; the third, full, held its 3.33
+    expect(drain()).toBe(6)
+    // Refilled (the third's 3.33 in 1 s), a rise back to the whole is a fresh part, empty,
+    // earning the 20/3 gained while the full third earns nothing: 3.33 in 0.5 s, not the whole
+    // rate's 5 on top of what the old part held.
+    clock.advance(1000)
+    r.applyLease(lease({ capacity: 10, burst: 10, ttlMs: 60_000 }))
+    clock.advance(500)
+    expect(drain()).toBe(6)
+    // A lease whose burst is not in its rate's ratio (a new limit) is set as it is: what
+    // exceeds the new burst is dropped at once.
+    clock.advance(5000)
+    r.applyLease(lease({ capacity: 10, burst: 4, ttlMs: 60_000 }))
+    expect(drain()).toBe(4)
+  })
+
   it('shapes acquire in FIFO order, waiting on one timer', async () => {
     const { r, clock } = setup()
     r.applyLease(lease({ capacity: 10, burst: 1 }))
