@@ -92,6 +92,13 @@ export class BucketParts {
     )
   }
 
+  /** The excess given up (a share that fell hands what its slices held on); returns it. */
+  dropExcess(): number {
+    const dropped = Math.max(0, this.excess)
+    this.#noExcess()
+    return dropped
+  }
+
   /** The tokens of the one part left (settled), 0 without one. */
   get onlyTokens(): number {
     return this.#parts[0]?.tokens ?? 0

@@ -195,6 +195,25 @@ export class TokenBucket {
     this.#afterParts()
   }
 
+  /**
+   * Gives up what falls left above the burst (the excess) and returns it: for a rise elsewhere
+   * to hold instead, in the fresh part of the rate that moved (`moveRate`'s `risenForMs`,
+   * capped at the burst gained). A design modelled in test/server/pool/burst-slack.test.ts
+   * ('move'), not wired into the protocol yet.
+   */
+  dropExcess(): number {
+    const nowMs = this.#clock.now()
+    this.#refill(nowMs)
+    const parts = this.#parts
+    if (parts === undefined) return 0
+    // What was taken since the last reading came from the excess first.
+    parts.spend(parts.spendExcess(this.#taken))
+    this.#taken = 0
+    const dropped = parts.dropExcess()
+    this.#afterParts()
+    return dropped
+  }
+
   /** Tokens kept from falls, still going (0 without). */
   get excess(): number {
     this.#refill(this.#clock.now())

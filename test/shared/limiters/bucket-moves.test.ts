@@ -146,6 +146,20 @@ describe('a token bucket whose share moves', () => {
     expect(e.excess).toBe(0)
   })
 
+  it('gives its excess up on demand: what is left of it, less what was taken, and nothing after', () => {
+    const clock = new ManualClock(0)
+    const b = new TokenBucket(clock, 10, 10, 10)
+    // Full of 10, it falls to 5/s: 5 fit, 5 are an excess going at the 5/s that fell.
+    b.moveRate(5, 5)
+    expect(b.tryTake(1)).toBe(true) // from the excess first
+    clock.advance(200) // the excess lost 1 more
+    expect(b.dropExcess()).toBeCloseTo(3, 9)
+    expect(b.excess).toBe(0)
+    expect(b.tokens).toBeCloseTo(5, 9)
+    // A plain bucket has none to give.
+    expect(new TokenBucket(clock, 10, 10, 10).dropExcess()).toBe(0)
+  })
+
   it('a fall keeps in the bucket what fits its new burst: only what does not is an excess', () => {
     // A key spent as it comes holds a fraction of a token; had the fall made a slice of that
     // fraction an excess, it would have gone before it made a whole token (62% where a plain
