@@ -135,8 +135,10 @@ export class TokenBucket {
       this.#tokens = this.#parts.tokens
       return
     }
+    // What is available is `#tokens` less what was taken since the last reading: capped there.
     const t = this.#tokens + (cost - back)
-    this.#tokens = t < this.#burst ? t : this.#burst
+    const most = this.#burst + this.#taken
+    this.#tokens = t < most ? t : most
   }
 
   /**

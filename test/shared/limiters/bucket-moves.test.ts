@@ -146,6 +146,17 @@ describe('a token bucket whose share moves', () => {
     expect(e.excess).toBe(0)
   })
 
+  it('puts back tokens after takes at the same reading and a re-rate, never below what it held', () => {
+    const clock = new ManualClock(0)
+    const b = new TokenBucket(clock, 10, 10, 10)
+    for (let i = 0; i < 8; i++) expect(b.tryTake(1)).toBe(true)
+    // Re-rated at the same reading (a lease of 5/s, burst 5): 2 left, what was taken pending.
+    b.setRate(5, 5)
+    b.refund(1)
+    // 3: the cap is the burst above what is pending (capped at 5 with 7 pending, it said -2).
+    expect(b.tokens).toBeCloseTo(3, 9)
+  })
+
   it('gives its excess up on demand: what is left of it, less what was taken, and nothing after', () => {
     const clock = new ManualClock(0)
     const b = new TokenBucket(clock, 10, 10, 10)
