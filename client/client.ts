@@ -554,13 +554,18 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
     // once in-flight work fits it. A held-back ack never holds back, nor is implied by, another.
     let held = 0
     const ready: string[] = []
+    /** What falls of this batch gave up (an ack's `gave`): the coordinator may hand it on. */
+    let gave: [string, number][] | undefined
     let period = Infinity
     for (const leased of msg.leases) {
       const grant = this.#onOwnClock(leased)
       period = Math.min(period, grant.refreshMs)
       const holder = this.#holderOf(grant.resource)
       // A lease of what this process no longer holds needs nothing but its ack.
-      if (holder === undefined || holder.applyLeaseOf(grant.resource, grant)) {
+      const inForce = holder === undefined || holder.applyLeaseOf(grant.resource, grant)
+      const given = holder?.takeGave?.(grant.resource) ?? 0
+      if (given > 0) (gave ??= []).push([grant.resource, given])
+      if (inForce) {
         // An older lease's held-back ack is void once a newer one is in force.
         this.#pendingAcks.delete(grant.resource)
         ready.push(grant.resource)
@@ -575,7 +580,8 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
       this.#reportTimer = undefined
       this.#scheduleReports()
     }
-    if (held === 0) this.#send({ type: 'ack', seq: msg.seq })
+    if (held === 0)
+      this.#send({ type: 'ack', seq: msg.seq, ...(gave === undefined ? {} : { gave }) })
     else if (ready.length > 0)
       this.#connection.sendSplit(ready, (resources) => ({ type: 'ack', seq: msg.seq, resources }))
   }

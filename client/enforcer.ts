@@ -35,8 +35,12 @@ export interface Enforcer {
   meterQueued(cost: number, waiting: number): void
   /** Whether a waiter is admitted by time passing (a bucket refills), so a wake timer helps. */
   readonly refills: boolean
-  /** The capacity in force changed; `moved`: from one lease to another (not a fallback's). */
-  apply(capacity: number, burst: number, moved?: boolean): void
+  /**
+   * The capacity in force changed; `moved`: from one lease to another (not a fallback's), a
+   * rise holding `handed` tokens another holder gave up. Returns the tokens it gave up (a rate's
+   * fall between leases: what the slices that fell held), 0 if none.
+   */
+  apply(capacity: number, burst: number, moved?: boolean, handed?: number): number
   /** Rate: the lease says the bucket may start full (`full`); a no-op for other kinds. */
   fill(): void
   /** Milliseconds until `cost` would be admitted (Infinity: not by waiting). */
@@ -109,17 +113,17 @@ export class RateEnforcer implements Enforcer {
 
   /**
    * A share of the limit moving here or away (rate and burst in the ratio they had, as every
-   * lease of one limit is): moved as a keyed family's share is (TokenBucket.moveRate: a fall
-   * keeps what the slices that fell held, spent here as it may be and going at the rate that
-   * fell; a rise is a fresh part, empty). Before, a fall dropped it at once: a first holder that
-   * started full and fell to a third as two more joined threw two thirds of the burst away,
-   * which the coordinator's bound (server/pool/burst-slack.ts) already counted held until it
-   * would have gone. Anything else (the first lease, a lapse, a fallback, a new limit) is set
-   * as it is (TokenBucket.setRate: none invented, what exceeds the new burst dropped).
-   * `moved`: the capacity in force before was a lease too, not a fallback the coordinator never
-   * counted.
+   * lease of one limit is): moved as a keyed family's share is (TokenBucket.moveRate), except
+   * that a fall gives up what the slices that fell held (returned, for the ack's `gave`: the
+   * coordinator hands it to the rise the ack lets through), and a rise is a fresh part holding
+   * what was `handed` to it (a lease's `fill`), earning the rate gained. A first holder that
+   * started full and fell to a half as another joined used to drop the half it gave up, and the
+   * joiner started from nothing. Anything else (the first lease, a lapse, a fallback, a new
+   * limit) is set as it is (TokenBucket.setRate: none invented, what exceeds the new burst
+   * dropped); from a lease of nothing, the bucket holds what was handed. `moved`: the capacity
+   * in force before was a lease too, not a fallback the coordinator never counted.
    */
-  apply(capacity: number, burst: number, moved = false): void {
+  apply(capacity: number, burst: number, moved = false, handed = 0): number {
     const bucket = this.#bucket
     const rate = bucket.ratePerSec
     const sameRatio =
@@ -127,8 +131,23 @@ export class RateEnforcer implements Enforcer {
       rate > 0 &&
       capacity > 0 &&
       Math.abs(burst * rate - capacity * bucket.burst) <= 1e-9 * capacity * bucket.burst
-    if (sameRatio) bucket.moveRate(capacity, burst)
-    else bucket.setRate(capacity, burst)
+    if (!sameRatio) {
+      bucket.setRate(capacity, burst)
+      // From a lease of nothing: the bucket held nothing, and is one fresh part holding what
+      // was handed to it.
+      if (moved && rate === 0 && handed > 0) bucket.refund(Math.min(handed, burst))
+      return 0
+    }
+    // A rise's fresh part holds what was handed to it (earned at the rate gained for that long,
+    // capped at the burst gained); a fall gives its excess up, for the ack to say.
+    const gainedPerSec = capacity - rate
+    bucket.moveRate(
+      capacity,
+      burst,
+      Infinity,
+      handed > 0 && gainedPerSec > 0 ? (handed / gainedPerSec) * 1000 : 0,
+    )
+    return gainedPerSec < 0 ? bucket.dropExcess() : 0
   }
 
   fill(): void {
@@ -240,8 +259,9 @@ export class SlotEnforcer implements Enforcer {
     this.#inFlight = Math.max(0, this.#inFlight - cost)
   }
 
-  apply(capacity: number): void {
+  apply(capacity: number): number {
     this.#limit = wholeSlots(capacity)
+    return 0
   }
 
   fill(): void {}
@@ -337,8 +357,9 @@ export class QuotaEnforcer implements Enforcer {
 
   meterQueued(): void {}
 
-  apply(capacity: number): void {
+  apply(capacity: number): number {
     this.#budget = wholeSlots(capacity)
+    return 0
   }
 
   fill(): void {}

@@ -28,6 +28,8 @@ export interface Holder {
   reportEntries(): DemandEntry[]
   /** Puts a lease of `resourceId` in force; true when it may be acknowledged at once. */
   applyLeaseOf(resourceId: string, grant: LeaseGrant): boolean
+  /** Tokens the lease of `resourceId` just put in force gave up as it fell (for its ack), taken. */
+  takeGave?(resourceId: string): number
   /**
    * Whether it has something the coordinator should hear before the next report (a keyed
    * quota's key leased to it unasked: what it spent of it); taken, so asked once.

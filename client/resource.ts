@@ -469,6 +469,9 @@ export class Resource extends EventEmitter<ResourceEvents> implements Holder {
   /** Applies a lease from the coordinator. Returns false when the ack must wait for in-flight work to drain. */
   applyLease(grant: LeaseGrant): boolean {
     if (this.#closed) return true
+    // What a fall gives up is said in this lease's ack only (handed on later, it would come
+    // after the capacity sat free: past the bound, as BurstSlack's property shows).
+    this.#gave = 0
     this.#enforcer = this.#enforcers[grant.kind]
     if (grant.window !== undefined) this.#enforcer.window(grant.window.index, grant.window.endsInMs)
     this.#expiryTimer?.cancel()
@@ -481,8 +484,9 @@ export class Resource extends EventEmitter<ResourceEvents> implements Holder {
     this.#expiryTimer = this.#clock.setTimeout(() => this.#lapse(grant), grant.ttlMs).unref()
     this.#setState({ mode: 'leased', lease: grant })
     this.#refused = undefined
-    // Nobody held the resource for its burst's refill time: this bucket may start full.
-    this.#applyCapacity(grant.full === true)
+    // Nobody held the resource for its burst's refill time: this bucket may start full. A rise
+    // may hold tokens another holder gave up as it fell (`fill`: an ack's `gave`, handed on).
+    this.#applyCapacity(grant.full === true, grant.fill ?? 0)
     this.emit('lease', grant)
     for (const w of [...this.#readyWaiters]) w.resolve()
     return this.drainedToLimit
@@ -573,7 +577,17 @@ export class Resource extends EventEmitter<ResourceEvents> implements Holder {
   /** Whether the capacity applied last was a lease's. */
   #leasedBefore = false
 
-  #applyCapacity(fill = false): void {
+  /** Tokens the fall of the lease just put in force gave up (`takeGave`). */
+  #gave = 0
+
+  /** What the fall of the lease just put in force gave up, for its ack (the coordinator may hand it on). */
+  takeGave(): number {
+    const gave = this.#gave
+    this.#gave = 0
+    return gave
+  }
+
+  #applyCapacity(fill = false, handed = 0): void {
     const capacity = this.capacity
     const state = this.#state
     const burst =
@@ -585,7 +599,7 @@ export class Resource extends EventEmitter<ResourceEvents> implements Holder {
     // A share moving between leases keeps what it held as a fall's excess (enforcer.ts); from or
     // to anything else, none is kept.
     const leased = state.mode === 'leased'
-    this.#enforcer.apply(capacity, burst, leased && this.#leasedBefore)
+    this.#gave += this.#enforcer.apply(capacity, burst, leased && this.#leasedBefore, handed)
     this.#leasedBefore = leased
     if (fill) this.#enforcer.fill()
     this.#serve()

@@ -50,7 +50,9 @@ export function demand(core: Core, session: SessionPort, msg: DemandMessage): vo
 /** Acks of decreases: what waited for them is granted; a downstream's parent may take back. */
 export function ack(core: Core, session: SessionPort, msg: AckMessage): void {
   core.metrics.acks.inc()
-  core.sendLeases(core.pool.acknowledge(keyOf(session), msg.seq, msg.resources, core.clock.now()))
+  core.sendLeases(
+    core.pool.acknowledge(keyOf(session), msg.seq, msg.resources, core.clock.now(), msg.gave),
+  )
   core.rounds.promptWaiting()
   core.settings.upstream?.drained()
 }

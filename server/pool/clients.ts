@@ -272,6 +272,7 @@ export function acknowledge(
   seq: number,
   resources: readonly string[] | undefined,
   nowMs: number,
+  gave?: readonly (readonly [string, number])[],
 ): void {
   const client = pool.clients.get(key)
   if (client === undefined || seq < client.sinceSeq || seq > client.lastSentSeq) return
@@ -280,7 +281,10 @@ export function acknowledge(
     const before = entry.committed
     if (entry.acknowledge(seq, nowMs)) {
       pool.touch(entry)
-      if (entry.committed < before) touched.add(entry.resource)
+      if (entry.committed < before) {
+        touched.add(entry.resource)
+        if (gave !== undefined) noteGiven(pool, entry, before, gave, nowMs)
+      }
     }
   }
   if (resources === undefined) for (const entry of client.entries.values()) ack(entry)
@@ -290,6 +294,31 @@ export function acknowledge(
       if (entry !== undefined) ack(entry)
     }
   for (const r of touched) grantIncreases(pool, r, nowMs, false)
+  pool.handBack.clear()
+}
+
+/**
+ * A named rate's holder says what its bucket gave up as this ack's lease fell: held for the
+ * rises granted while the ack is handled (lease-out.ts), never more than the fall's share of
+ * the burst (what the slices that fell could hold; a client saying more is held to it).
+ */
+function noteGiven(
+  pool: PoolState,
+  entry: Entry,
+  before: number,
+  gave: readonly (readonly [string, number])[],
+  nowMs: number,
+): void {
+  const r = entry.resource
+  const s = r.settings
+  if (r.shape.familyShare || r.shape.hotKey || r.burstSlack === undefined || !(s.capacity > 0))
+    return
+  if (pool.windowOf(r, nowMs) !== undefined) return
+  let tokens = 0
+  for (const [id, n] of gave) if (id === s.id) tokens += n
+  const most = ((before - entry.committed) / s.capacity) * s.burst
+  const given = Math.min(tokens, most)
+  if (given > 0) pool.handBack.set(s.id, (pool.handBack.get(s.id) ?? 0) + given)
 }
 
 /**

@@ -134,6 +134,16 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
     const share = capacity / s.capacity
     if (!r.shape.familyShare) {
       if (entry.leases.length === 0) full = r.burstSlack?.take(share, nowMs) === true
+      else if (!r.shape.hotKey && capacity > entry.newest) {
+        // A named rate's rise granted as an ack is handled holds what the falls it acknowledged
+        // gave up (clients.ts `noteGiven`), up to the burst it gains (`fill`, tokens).
+        const handed = pool.handBack.get(s.id) ?? 0
+        if (handed > 0) {
+          const tokens = Math.min(handed, ((capacity - entry.newest) / s.capacity) * s.burst)
+          pool.handBack.set(s.id, handed - tokens)
+          fill = tokens / s.capacity
+        }
+      }
     } else if (r.burstSlack !== undefined && holdsNothing(entry)) {
       // A share's first lease is often 0 (what it is to get is freed as the others acknowledge
       // their falls): its first of more than 0 is its first share.

@@ -165,8 +165,9 @@ export class Pool extends PoolView {
     seq: number,
     resources: readonly string[] | undefined,
     nowMs: number,
+    gave?: readonly (readonly [string, number])[],
   ): readonly LeaseBatch[] {
-    acknowledge(this.state, key, seq, resources, nowMs)
+    acknowledge(this.state, key, seq, resources, nowMs, gave)
     return flush(this.state)
   }
 

@@ -73,6 +73,13 @@ export class PoolState {
   >()
   /** Resources whose acks or releases left increases waiting (see `takeWaiting`). */
   readonly waiting = new Set<string>()
+  /**
+   * Tokens named rate resources' holders gave up as their leases fell, said in the ack being
+   * handled (clients.ts `acknowledge`), for the rises granted while it is handled (lease-out.ts,
+   * `fill`); emptied once it is handled: handed on later, they would come after the capacity
+   * sat free, past the bound (test/server/pool/burst-slack.test.ts, 'move').
+   */
+  readonly handBack = new Map<string, number>()
   /** The batch being made for each client, until the flush. */
   batches = new Map<ClientState, LeaseBatch>()
   // One sequence for all batches of this pool: a client id that is forgotten and comes back

@@ -174,6 +174,17 @@ export const ackMessage = z.strictObject({
    * resources), never another resource or another batch's lease.
    */
   resources: z.array(resourceId).min(1).max(L.maxEntries).optional(),
+  /**
+   * Named rate resources whose lease in this batch fell: the tokens the client's bucket gave
+   * up as it fell (what the slices that fell held above its new burst), `[resource, tokens]`.
+   * The coordinator may hand them to a rise it grants as it handles this ack (the rise's
+   * `fill`), never more than the fall's share of the burst; the client holds them no more.
+   */
+  gave: z
+    .array(z.tuple([resourceId, quantity]))
+    .min(1)
+    .max(L.maxEntries)
+    .optional(),
 })
 
 /** A share of a whole (0..1). */
@@ -334,7 +345,9 @@ export const leaseGrant = z.strictObject({
    * earns the rest. A first share on a family, when part of the burst is free but not all of
    * this share (server/pool/lease-out.ts, firstShareFill). On a rate key's own lease, tokens:
    * a key's share handed on from a process closed cleanly, what it earned since the release
-   * (server/pool/held-handover.ts); taken only by a bucket that held nothing of the key.
+   * (server/pool/held-handover.ts); taken only by a bucket that held nothing of the key. On a
+   * named rate resource's rise, tokens another holder gave up as its share fell (an ack's
+   * `gave`): the rise's fresh part holds them (never more than the burst it gains).
    */
   fill: quantity.optional(),
   /**

@@ -160,4 +160,25 @@ describe('a first lease on a quiet resource starts full', () => {
     // a's new keys start with what its half holds.
     expect(burstOf({ tryAcquire: () => a.tryAcquire('10.0.0.3') }, 12)).toBe(5)
   })
+
+  it('a second holder of a named rate starts with what the first gave up as it fell to half', async () => {
+    const c = await cluster()
+    await c.step(1000)
+    const apiA = (await c.client('gw-a')).resource('api', { wants: 1000 })
+    for (let i = 0; i < 50 && apiA.lease === undefined; i++) await c.step(10)
+    expect(apiA.lease?.full).toBe(true)
+    // b asks as much: a falls to half, its bucket gives up the 500 its other half held, says so
+    // in its ack, and b's rise, granted as that ack is handled, holds them (lease-out.ts,
+    // `fill`). Before, a dropped them and b started from nothing.
+    const apiB = (await c.client('gw-b')).resource('api', { wants: 1000 })
+    for (let i = 0; i < 100 && !((apiB.lease?.capacity ?? 0) > 0); i++) await c.step(10)
+    expect(apiA.lease?.capacity).toBe(500)
+    expect(apiB.lease?.capacity).toBe(500)
+    expect(apiB.lease?.fill).toBeCloseTo(500, 0)
+    const atB = burstOf(apiB, 2000)
+    const atA = burstOf(apiA, 2000)
+    expect(atB).toBeGreaterThanOrEqual(500)
+    // Never more than one burst and what the two earned since (10 ms steps at 1000/s).
+    expect(atA + atB).toBeLessThanOrEqual(1000 + 20)
+  })
 })

@@ -71,7 +71,7 @@ describe('rate resource', () => {
     expect(admitted).toBe(3)
   })
 
-  it('keeps what a falling share held as an excess going at the rate that fell; a rise is a fresh part', () => {
+  it('gives up what a falling share held above its new burst, for the ack; a rise is a fresh part holding what is handed', () => {
     const { r, clock } = setup()
     const drain = (): number => {
       let n = 0
@@ -80,22 +80,30 @@ describe('rate resource', () => {
     }
     // A share of a limit of 10/s, burst 10 (leases in that ratio): first the whole, held full.
     r.applyLease(lease({ capacity: 10, burst: 10, ttlMs: 60_000, full: true }))
-    // Two more processes join: it falls to a third. The two thirds that left are an excess,
-    // spent first, going at the 20/3 tokens/s that left (a first holder used to drop them).
+    expect(r.takeGave()).toBe(0)
+    // Two more processes join: it falls to a third. The two thirds that left held 6.67: given
+    // up, for the ack to say (server/pool/clients.ts hands them to the rise it grants), and
+    // held here no more. (Before 2026-12-02 they were dropped; kept, they would count twice.)
     r.applyLease(lease({ capacity: 10 / 3, burst: 10 / 3, ttlMs: 60_000 }))
-    clock.advance(600) // the excess lost 4 of its 6.67; the third, full, held its 3.33
-    expect(drain()).toBe(6)
-    // Refilled (the third's 3.33 in 1 s), a rise back to the whole is a fresh part, empty,
-    // earning the 20/3 gained while the full third earns nothing: 3.33 in 0.5 s, not the whole
-    // rate's 5 on top of what the old part held.
+    expect(r.takeGave()).toBeCloseTo(20 / 3, 9)
+    expect(r.takeGave()).toBe(0)
+    expect(drain()).toBe(3)
+    // Refilled (the third's 3.33 in 1 s), a rise back to the whole is a fresh part holding what
+    // was handed to it (2), earning the 20/3 gained while the full third earns nothing: 3.33
+    // in 0.5 s, not the whole rate's 5 on top of what the old part held (3.33 + 2 + 3.33).
     clock.advance(1000)
-    r.applyLease(lease({ capacity: 10, burst: 10, ttlMs: 60_000 }))
+    r.applyLease(lease({ capacity: 10, burst: 10, ttlMs: 60_000, fill: 2 }))
     clock.advance(500)
-    expect(drain()).toBe(6)
+    expect(drain()).toBe(8)
+    // From a lease of nothing, a rise holds what is handed to it, never above its burst.
+    r.applyLease(lease({ capacity: 0, burst: 0, ttlMs: 60_000 }))
+    r.applyLease(lease({ capacity: 5, burst: 5, ttlMs: 60_000, fill: 8 }))
+    expect(drain()).toBe(5)
     // A lease whose burst is not in its rate's ratio (a new limit) is set as it is: what
-    // exceeds the new burst is dropped at once.
+    // exceeds the new burst is dropped at once, and nothing is given up.
     clock.advance(5000)
     r.applyLease(lease({ capacity: 10, burst: 4, ttlMs: 60_000 }))
+    expect(r.takeGave()).toBe(0)
     expect(drain()).toBe(4)
   })
 
