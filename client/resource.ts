@@ -599,7 +599,11 @@ export class Resource extends EventEmitter<ResourceEvents> implements Holder {
     // A share moving between leases keeps what it held as a fall's excess (enforcer.ts); from or
     // to anything else, none is kept.
     const leased = state.mode === 'leased'
-    this.#gave += this.#enforcer.apply(capacity, burst, leased && this.#leasedBefore, handed)
+    const gave = this.#enforcer.apply(capacity, burst, leased && this.#leasedBefore, handed)
+    // A holder that passes the capacity on (a downstream coordinator) spends nothing from this
+    // bucket: its clients hold the tokens, so it has none to give up (handed on, they would
+    // count twice: the children's buckets keep theirs).
+    if (this.#committed === undefined) this.#gave += gave
     this.#leasedBefore = leased
     if (fill) this.#enforcer.fill()
     this.#serve()

@@ -107,6 +107,13 @@ describe('rate resource', () => {
     expect(drain()).toBe(4)
   })
 
+  it('gives nothing up when it passes the capacity on (a downstream coordinator): its children hold the tokens', () => {
+    const { r } = setup({ committed: () => 0 })
+    r.applyLease(lease({ capacity: 10, burst: 10, ttlMs: 60_000, full: true }))
+    r.applyLease(lease({ capacity: 10 / 3, burst: 10 / 3, ttlMs: 60_000 }))
+    expect(r.takeGave()).toBe(0)
+  })
+
   it('shapes acquire in FIFO order, waiting on one timer', async () => {
     const { r, clock } = setup()
     r.applyLease(lease({ capacity: 10, burst: 1 }))
