@@ -596,8 +596,8 @@ export class Resource extends EventEmitter<ResourceEvents> implements Holder {
         : this.failureMode === 'safe'
           ? Math.min(this.#fallbackBurst, capacity)
           : capacity
-    // A share moving between leases keeps what it held as a fall's excess (enforcer.ts); from or
-    // to anything else, none is kept.
+    // A share moving between leases gives up what its fall held, or holds what was handed to its
+    // rise (enforcer.ts); from or to anything else, none is kept.
     const leased = state.mode === 'leased'
     const gave = this.#enforcer.apply(capacity, burst, leased && this.#leasedBefore, handed)
     // A holder that passes the capacity on (a downstream coordinator) spends nothing from this

@@ -200,8 +200,8 @@ export class TokenBucket {
   /**
    * Gives up what falls left above the burst (the excess) and returns it: for a rise elsewhere
    * to hold instead, in the fresh part of the rate that moved (`moveRate`'s `risenForMs`,
-   * capped at the burst gained). A design modelled in test/server/pool/burst-slack.test.ts
-   * ('move'), not wired into the protocol yet.
+   * capped at the burst gained): a named rate's fall, said in its ack (client/enforcer.ts; the
+   * design is modelled in test/server/pool/burst-slack.test.ts, 'move').
    */
   dropExcess(): number {
     const nowMs = this.#clock.now()

@@ -116,8 +116,8 @@ describe('BurstSlack', () => {
         j: fc.integer({ min: 0, max: 2 }),
         gapMs: fc.constantFrom(0, 0, 30, 400, 1000, 5000),
       }),
-      // A share moved from i to j with what i's fall left above its new burst (a design for
-      // named rates and hot keys, not wired into the protocol yet: TokenBucket.dropExcess).
+      // A share moved from i to j with what i's fall left above its new burst (named rates'
+      // hand-back: client/enforcer.ts, server/pool/clients.ts noteGiven; not hot keys yet).
       // i gives its excess up as it falls and says so in its ack; the pool counts i's share
       // until that ack and j's rise from it (granted while the ack is handled: nothing moves
       // in the bound), and j's rise, a round trip later, is a fresh part holding what i gave
