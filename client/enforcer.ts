@@ -139,7 +139,11 @@ export class RateEnforcer implements Enforcer {
       return 0
     }
     // A rise's fresh part holds what was handed to it (earned at the rate gained for that long,
-    // capped at the burst gained); a fall gives its excess up, for the ack to say.
+    // capped at the burst gained); a fall gives its excess up, for the ack to say, only from a
+    // plain bucket (one part, no excess): parts earn each to its own burst, and their tokens in
+    // one fresh part at the riser would earn faster (BurstSlack's property, 'move', found it:
+    // 100.012 of 100). A bucket in parts keeps its excess going, as before 3e7d059.
+    const plain = bucket.partCount === 1 && bucket.excess === 0
     const gainedPerSec = capacity - rate
     bucket.moveRate(
       capacity,
@@ -147,7 +151,7 @@ export class RateEnforcer implements Enforcer {
       Infinity,
       handed > 0 && gainedPerSec > 0 ? (handed / gainedPerSec) * 1000 : 0,
     )
-    return gainedPerSec < 0 ? bucket.dropExcess() : 0
+    return gainedPerSec < 0 && plain ? bucket.dropExcess() : 0
   }
 
   fill(): void {

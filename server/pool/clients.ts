@@ -277,13 +277,15 @@ export function acknowledge(
   const client = pool.clients.get(key)
   if (client === undefined || seq < client.sinceSeq || seq > client.lastSentSeq) return
   const touched = new Set<ResourceState>()
+  // What the falls gave up, summed per resource once (an ack may name many).
+  const given = gave === undefined || gave.length === 0 ? undefined : sumGiven(gave)
   const ack = (entry: Entry): void => {
     const before = entry.committed
     if (entry.acknowledge(seq, nowMs)) {
       pool.touch(entry)
       if (entry.committed < before) {
         touched.add(entry.resource)
-        if (gave !== undefined) noteGiven(pool, entry, before, gave, nowMs)
+        if (given !== undefined) noteGiven(pool, entry, before, given, nowMs)
       }
     }
   }
@@ -306,7 +308,7 @@ function noteGiven(
   pool: PoolState,
   entry: Entry,
   before: number,
-  gave: readonly (readonly [string, number])[],
+  given: ReadonlyMap<string, number>,
   nowMs: number,
 ): void {
   const r = entry.resource
@@ -314,11 +316,17 @@ function noteGiven(
   if (r.shape.familyShare || r.shape.hotKey || r.burstSlack === undefined || !(s.capacity > 0))
     return
   if (pool.windowOf(r, nowMs) !== undefined) return
-  let tokens = 0
-  for (const [id, n] of gave) if (id === s.id) tokens += n
+  const tokens = given.get(s.id) ?? 0
   const most = ((before - entry.committed) / s.capacity) * s.burst
-  const given = Math.min(tokens, most)
-  if (given > 0) pool.handBack.set(s.id, (pool.handBack.get(s.id) ?? 0) + given)
+  const held = Math.min(tokens, most)
+  if (held > 0) pool.handBack.set(s.id, (pool.handBack.get(s.id) ?? 0) + held)
+}
+
+/** An ack's `gave`, summed per resource (a client naming one twice is summed, then capped). */
+function sumGiven(gave: readonly (readonly [string, number])[]): Map<string, number> {
+  const sums = new Map<string, number>()
+  for (const [id, n] of gave) if (n > 0) sums.set(id, (sums.get(id) ?? 0) + n)
+  return sums
 }
 
 /**
