@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { EventEmitter } from 'node:events'
 import { Connection } from './connection.js'
-import type { HelloHolding, Holder } from './holder.js'
+import type { FallHeld, HelloHolding, Holder } from './holder.js'
 import { KeyedFamily, type KeyedOptions } from './keyed/index.js'
 import { redirectRefusal } from './redirect.js'
 import { RemoteDecisions, type RemoteAnswer } from './remote.js'
@@ -556,6 +556,8 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
     const ready: string[] = []
     /** What falls of this batch gave up (an ack's `gave`): the coordinator may hand it on. */
     let gave: [string, number][] | undefined
+    /** What rate families' default shares that fell for a joiner held (an ack's `held`). */
+    let fallHeld: FallHeld[] | undefined
     let period = Infinity
     for (const leased of msg.leases) {
       const grant = this.#onOwnClock(leased)
@@ -565,6 +567,8 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
       const inForce = holder === undefined || holder.applyLeaseOf(grant.resource, grant)
       const given = holder?.takeGave?.(grant.resource) ?? 0
       if (given > 0) (gave ??= []).push([grant.resource, given])
+      const fallen = holder?.takeFallHeld?.(grant.resource)
+      if (fallen !== undefined) (fallHeld ??= []).push(fallen)
       if (inForce) {
         // An older lease's held-back ack is void once a newer one is in force.
         this.#pendingAcks.delete(grant.resource)
@@ -581,7 +585,12 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
       this.#scheduleReports()
     }
     if (held === 0)
-      this.#send({ type: 'ack', seq: msg.seq, ...(gave === undefined ? {} : { gave }) })
+      this.#send({
+        type: 'ack',
+        seq: msg.seq,
+        ...(gave === undefined ? {} : { gave }),
+        ...(fallHeld === undefined ? {} : { held: fallHeld }),
+      })
     else if (ready.length > 0)
       this.#connection.sendSplit(ready, (resources) => ({ type: 'ack', seq: msg.seq, resources }))
   }

@@ -1,5 +1,12 @@
 import type { DemandEntry, LeaseGrant, LeaseProof, SluiceError } from '../shared/index.js'
 
+/** What the part of a rate family's default share that fell held: an ack's `held`. */
+export interface FallHeld {
+  resource: string
+  level: number
+  keys: [string, number][]
+}
+
 /** What a hello says a holder may enforce now, for a learning coordinator. */
 export interface HelloHolding {
   resource: string
@@ -30,6 +37,8 @@ export interface Holder {
   applyLeaseOf(resourceId: string, grant: LeaseGrant): boolean
   /** Tokens the lease of `resourceId` just put in force gave up as it fell (for its ack), taken. */
   takeGave?(resourceId: string): number
+  /** What a rate family's default share gave up as it fell for a joiner (for its ack's `held`), taken. */
+  takeFallHeld?(resourceId: string): FallHeld | undefined
   /**
    * Whether it has something the coordinator should hear before the next report (a keyed
    * quota's key leased to it unasked: what it spent of it); taken, so asked once.

@@ -16,7 +16,7 @@ import {
 import { WaitQueue } from '../../shared/limiters/index.js'
 import { DemandMeter } from '../demand-meter.js'
 import type { Permit } from '../enforcer.js'
-import type { HelloHolding, Holder } from '../holder.js'
+import type { FallHeld, HelloHolding, Holder } from '../holder.js'
 import type { ResolvedKeyedOptions } from '../options.js'
 import type { RemoteAnswer } from '../remote.js'
 import { EdgeWaits } from './edge-waits.js'
@@ -96,6 +96,8 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
   #closed = false
   /** Whether any family lease of more than 0 ever came (a handover goes only to one that never held). */
   #everHeld = false
+  /** What the last fall a joiner waited for gave up, until its ack takes it (`takeFallHeld`). */
+  #fallHeld: FallHeld | undefined = undefined
   /** Keys with callers waiting in `acquire`, and the one timer that wakes them as buckets refill. */
   readonly #waiting = new Set<KeyState>()
   #wake: Timer | undefined = undefined
@@ -511,12 +513,21 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     // never did).
     const heldBefore = this.#everHeld
     if (grant.capacity > 0) this.#everHeld = true
+    // A fall a joiner waits for (`handOn`): what the part that fell holds is given up for it.
+    const handOn =
+      grant.handOn === true &&
+      this.#shares.kind === 'rate' &&
+      family.kind === 'rate' &&
+      this.#shares.lease !== undefined &&
+      grant.capacity < this.#shares.share
+    const beforeFall = handOn ? this.#beforeFall() : undefined
     const changed = this.#shares.applyLease(grant, family)
     this.#keyKind = keyKinds[this.#shares.kind]
     if (grant.inherit !== undefined) this.#inherit(grant.inherit)
     // A new share takes effect on every key now, not at each key's next use: a bucket must not
     // go on earning at the old rate after the ack says the new one is in force.
     if (changed) this.#refreshDefaults()
+    this.#fallHeld = beforeFall === undefined ? undefined : this.#giveFallen(beforeFall)
     if (grant.handed !== undefined) this.#takeHanded(grant.handed, heldBefore)
     this.#expiry = this.#clock.setTimeout(() => this.#lapse(grant), grant.ttlMs).unref()
     this.#refusedError = undefined
@@ -1013,6 +1024,61 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
       else if (state.lease === undefined) state.bucket.refund(tokens)
     }
     if (tracked) shares.raiseBase(handed.level)
+  }
+
+  /** What the fall of the family lease just put in force gave up (`handOn`), for its ack, taken. */
+  takeFallHeld(resourceId: string): FallHeld | undefined {
+    if (resourceId !== this.familyId) return undefined
+    const held = this.#fallHeld
+    this.#fallHeld = undefined
+    return held
+  }
+
+  /**
+   * Before a fall a joiner waits for: what a key never seen here holds of its burst, and which
+   * tracked keys' buckets are plain (one part, no excess: only those give their tokens up, as
+   * a release's, `heldAtClose`, says why).
+   */
+  #beforeFall(): { level: number; plain: Set<KeyState> } {
+    const plain = new Set<KeyState>()
+    for (const state of this.#keys.values()) {
+      if (state.lease !== undefined) continue
+      this.#refreshIfStale(state)
+      if (state.bucket.partCount === 1 && state.bucket.excess === 0) plain.add(state)
+    }
+    return { level: this.#shares.untrackedLevel(), plain }
+  }
+
+  /**
+   * The default share just fell for a joiner (`handOn`): what the part that fell held is given
+   * up, as a release says it (`heldAtClose`), for the coordinator to hand to the joiner's first
+   * share (server/pool/fall-gifts.ts). A key never seen here now starts from the new share (it
+   * always did: `FamilyShares.applyLease`), so what it held above is `level`; a tracked key
+   * whose bucket was plain drops what it holds above its new burst and is named with that,
+   * when less; one in parts keeps its excess going and is named with 0; a key leased on its
+   * own is named with 0 (its lease is not the share). Past maxSpentKeys keys, the level is 0
+   * and the keys giving most are named.
+   */
+  #giveFallen(before: { level: number; plain: Set<KeyState> }): FallHeld {
+    const shares = this.#shares
+    let level = Math.max(0, before.level - shares.untrackedLevel())
+    let keys: [string, number][] = []
+    for (const state of this.#keys.values()) {
+      if (state.lease !== undefined) {
+        keys.push([state.key, 0])
+        continue
+      }
+      const tokens = before.plain.has(state) ? state.bucket.dropExcess() : 0
+      if (tokens < level * shares.keyLimits(state.key).burst) keys.push([state.key, tokens])
+    }
+    if (keys.length > domainLimits.maxSpentKeys) {
+      level = 0
+      keys = keys
+        .filter(([, tokens]) => tokens > 0)
+        .sort((a, b) => b[1] - a[1])
+        .slice(0, domainLimits.maxSpentKeys)
+    }
+    return { resource: this.familyId, level, keys }
   }
 
   /**

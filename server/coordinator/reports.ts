@@ -51,7 +51,14 @@ export function demand(core: Core, session: SessionPort, msg: DemandMessage): vo
 export function ack(core: Core, session: SessionPort, msg: AckMessage): void {
   core.metrics.acks.inc()
   core.sendLeases(
-    core.pool.acknowledge(keyOf(session), msg.seq, msg.resources, core.clock.now(), msg.gave),
+    core.pool.acknowledge(
+      keyOf(session),
+      msg.seq,
+      msg.resources,
+      core.clock.now(),
+      msg.gave,
+      msg.held,
+    ),
   )
   core.rounds.promptWaiting()
   core.settings.upstream?.drained()

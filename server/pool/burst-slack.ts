@@ -1,3 +1,5 @@
+import { FallGifts } from './fall-gifts.js'
+
 /**
  * What of a rate resource's burst nobody may be holding: a lower bound, as a share of the burst,
  * on what one exact central bucket fed the same admissions would hold beyond every token the
@@ -36,6 +38,8 @@
  */
 export class BurstSlack {
   readonly #refillMs: number
+  /** What falls gave up for a joiner's first share (fall-gifts.ts): gone with what the bound cannot see. */
+  readonly gifts: FallGifts
   /** The bound at `#atMs`, a share of the burst (0..1). */
   #slack = 0
   #atMs: number
@@ -54,6 +58,7 @@ export class BurstSlack {
    */
   constructor(refillMs: number, unknownUntilMs: number) {
     this.#refillMs = refillMs
+    this.gifts = new FallGifts(refillMs)
     this.#unknownUntilMs = unknownUntilMs
     this.#atMs = unknownUntilMs
     this.#tokens = unknownUntilMs > -Infinity ? 1 : 0
@@ -108,6 +113,7 @@ export class BurstSlack {
     this.#advance(nowMs)
     this.#slack = 0
     this.#tokens = 1
+    this.gifts.clear()
     if (untilMs > this.#unknownUntilMs) this.#unknownUntilMs = untilMs
   }
 

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { inKindUnits } from '../../shared/index.js'
+import { inKindUnits, keyLimits } from '../../shared/index.js'
 import { isFamilyKey } from '../config/index.js'
 import { ClientState, type Entry, type ResourceState } from './entry.js'
 import { seedKey } from './hot-keys.js'
@@ -273,6 +273,7 @@ export function acknowledge(
   resources: readonly string[] | undefined,
   nowMs: number,
   gave?: readonly (readonly [string, number])[],
+  held?: readonly FallHeld[],
 ): void {
   const client = pool.clients.get(key)
   if (client === undefined || seq < client.sinceSeq || seq > client.lastSentSeq) return
@@ -286,6 +287,7 @@ export function acknowledge(
       if (entry.committed < before) {
         touched.add(entry.resource)
         if (given !== undefined) noteGiven(pool, entry, before, given, nowMs)
+        if (held !== undefined) noteFallHeld(pool, entry, before, held, nowMs)
       }
     }
   }
@@ -320,6 +322,46 @@ function noteGiven(
   const most = ((before - entry.committed) / s.capacity) * s.burst
   const held = Math.min(tokens, most)
   if (held > 0) pool.handBack.set(s.id, (pool.handBack.get(s.id) ?? 0) + held)
+}
+
+/** What a rate family's default share held of the part that fell (an ack's `held`). */
+export interface FallHeld {
+  readonly resource: string
+  readonly level: number
+  readonly keys: readonly (readonly [string, number])[]
+}
+
+/**
+ * A rate family's holder says what the part of its default share that fell held (a lease that
+ * said `handOn`: a joiner waits): kept for the joiner's first share (fall-gifts.ts), each key's
+ * and the level never more than the fall's share of the burst (a client saying more is held
+ * to it).
+ */
+function noteFallHeld(
+  pool: PoolState,
+  entry: Entry,
+  before: number,
+  held: readonly FallHeld[],
+  nowMs: number,
+): void {
+  const r = entry.resource
+  const s = r.settings
+  const family = s.family
+  if (!r.shape.familyShare || r.burstSlack === undefined || !(s.capacity > 0)) return
+  if (family?.keyKind !== 'rate' || pool.windowOf(r, nowMs) !== undefined) return
+  const said = held.find((h) => h.resource === s.id)
+  if (said === undefined) return
+  const fell = Math.min(1, Math.max(0, (before - entry.committed) / s.capacity))
+  if (!(fell > 0)) return
+  const defaults = { capacity: family.keyCapacity, burst: family.keyBurst }
+  r.burstSlack.gifts.add(
+    Math.min(said.level, fell),
+    said.keys.map(([key, tokens]): [string, number] => [
+      key,
+      Math.min(tokens, fell * keyLimits(family.plan, key, defaults).burst),
+    ]),
+    nowMs,
+  )
 }
 
 /** An ack's `gave`, summed per resource (a client naming one twice is summed, then capped). */

@@ -152,6 +152,11 @@ export class ResourceState {
    * every change of `committedSum`, at `seenMs`.
    */
   burstSlack: BurstSlack | undefined = undefined
+  /**
+   * A rate family's round in which a process that never held a share waits for its first: the
+   * falls it sends say `handOn`, so their holders give up what fell for it (fall-gifts.ts).
+   */
+  handOnFalls = false
   /** The newest time an entry of this resource recomputed what it commits. */
   seenMs = -Infinity
   /** Entries whose target is above their newest lease, waiting for free capacity (made when first needed). */

@@ -1,4 +1,11 @@
-import { inKindUnits, kindTraits, type LeaseGrant } from '../../shared/index.js'
+import { randomUUID } from 'node:crypto'
+import {
+  domainLimits,
+  inKindUnits,
+  keyLimits,
+  kindTraits,
+  type LeaseGrant,
+} from '../../shared/index.js'
 import { leaseTtlMsAt, type FamilySettings } from '../config/index.js'
 import { batchOf, putLease } from './batches.js'
 import { clockDriftShare, type Entry, type ResourceState } from './entry.js'
@@ -33,13 +40,14 @@ function familyPayload(f: FamilySettings): NonNullable<LeaseGrant['family']> {
 }
 
 /**
- * What of the burst nobody may hold a keyed family's first share may start with: half. Alone, a
- * first process starts every key with half of its burst and earns the rest; the next one to
- * join (its share falls to half) starts with half of what is left, and so on, rather than the
- * first taking all and every later one starting empty (docs/keys.md, "A family's first
- * shares").
+ * What of the burst nobody may hold a keyed family's first share may start with: all of it. A
+ * process that joins later starts from what the falls made for it gave up (fall-gifts.ts):
+ * the second gets the half the first gave, the third a sixth from each of the two. From
+ * 2026-11-28 to 2026-12-02 a first share took half, leaving the rest to whoever joined next
+ * (a half, a quarter, an eighth: 86 of a burst of 100 went out to three gateways, unevenly;
+ * docs/keys.md, "A family's first share starts full").
  */
-export const firstShareFill = 0.5
+export const firstShareFill = 1
 
 /** Sends `entry` a lease of `capacity` now (and, for a family's own resource, its hot keys'). */
 export function send(pool: PoolState, entry: Entry, capacity: number, nowMs: number): void {
@@ -103,6 +111,26 @@ function withFamilyLease(
 }
 
 /**
+ * A joiner's first share of a rate family takes what the falls made for it gave up
+ * (fall-gifts.ts), handed as a share released whole is (`handed`, held-handover.ts: its client
+ * takes it once, into buckets that never held anything, and each lease carries it until one is
+ * acknowledged).
+ */
+function takeGifts(r: ResourceState, entry: Entry, share: number, nowMs: number): void {
+  const family = r.settings.family
+  if (family === undefined || r.burstSlack === undefined || r.burstSlack.gifts.size === 0) return
+  const defaults = { capacity: family.keyCapacity, burst: family.keyBurst }
+  const taken = r.burstSlack.gifts.take(
+    share,
+    (key) => keyLimits(family.plan, key, defaults).burst,
+    domainLimits.maxSpentKeys,
+    nowMs,
+  )
+  if (taken === undefined) return
+  entry.handed = { level: taken.level, keys: taken.keys, id: randomUUID(), fromSeq: Infinity }
+}
+
+/**
  * Whether no lease of `entry` lets its client hold anything (none sent, or every one 0): its
  * buckets hold nothing of the share, whatever fell to 0 before counted as a fall.
  */
@@ -125,9 +153,9 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
       : Math.max(0, Math.floor(window.endMs - nowMs - s.graceMs))
   // Before this lease is recorded (which marks it held): may its bucket start full? A first
   // lease may, with what of the burst nobody may hold. A rate key reset (reset.ts) fills its
-  // holders' buckets once, whatever came before. A keyed family's first share starts with at
-  // most half of what nobody may hold (`fill`, all of its share when that is enough): the rest
-  // is left for the processes that join after it, whose shares its own will fall to.
+  // holders' buckets once, whatever came before. A keyed family's first share starts with what
+  // nobody may hold (`fill`, or `full` when that is all of its share) and what the falls made
+  // for it gave up (`handed`).
   let full = window === undefined && entry.refillDue
   let fill = 0
   if (!full && window === undefined && capacity > 0) {
@@ -146,12 +174,16 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
       }
     } else if (r.burstSlack !== undefined && holdsNothing(entry)) {
       // A share's first lease is often 0 (what it is to get is freed as the others acknowledge
-      // their falls): its first of more than 0 is its first share.
+      // their falls): its first of more than 0 is its first share. It starts with what of the
+      // burst nobody may hold, and what the falls made for it gave up (fall-gifts.ts).
       fill = r.burstSlack.takePart(share, firstShareFill, nowMs)
       full = fill >= share - 1e-9
+      if (!full && entry.handed === undefined && !entry.everHeld) takeGifts(r, entry, share, nowMs)
     }
   }
   entry.refillDue = false
+  // A fall a joiner waits for (shapes/family-share.ts): its holder gives up what fell, for it.
+  const handOn = r.handOnFalls && capacity < entry.newest - r.epsilon
   // A hot key's share handed on (held-handover.ts): what it earned since the leaver's release.
   if (!full && fill === 0 && entry.handFill > 0 && capacity > 0 && r.shape.hotKey)
     fill = Math.min(entry.handFill, (s.burst * capacity) / s.capacity) / s.capacity
@@ -172,6 +204,7 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
   const handed =
     window === undefined && r.shape.familyShare ? pendingHanded(entry, batch.seq) : undefined
   putLease(batch, {
+    ...(handOn ? { handOn: true as const } : {}),
     ...(inherit === undefined ? {} : { inherit }),
     ...(handed === undefined ? {} : { handed }),
     resource: s.id,

@@ -3,6 +3,7 @@ import type { LedgerChange, LedgerEntry, LedgerStamp } from '../ledger/index.js'
 import { flush } from './batches.js'
 import {
   acknowledge,
+  type FallHeld,
   aggregate,
   connect,
   disconnect,
@@ -166,8 +167,9 @@ export class Pool extends PoolView {
     resources: readonly string[] | undefined,
     nowMs: number,
     gave?: readonly (readonly [string, number])[],
+    held?: readonly FallHeld[],
   ): readonly LeaseBatch[] {
-    acknowledge(this.state, key, seq, resources, nowMs, gave)
+    acknowledge(this.state, key, seq, resources, nowMs, gave, held)
     return flush(this.state)
   }
 

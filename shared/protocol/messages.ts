@@ -164,6 +164,14 @@ export const demandMessage = z.strictObject({
   at: z.number().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
 })
 
+/** A share of a whole (0..1). */
+const shareFraction = z.number().min(0).max(1)
+
+/** A key of a family and units of it: what a released share spent, or what a lease hands on. */
+const spentKeys = z
+  .array(z.tuple([printableString(maxKeyLength).min(1), quantity]))
+  .max(L.maxSpentKeys)
+
 export const ackMessage = z.strictObject({
   type: z.literal('ack'),
   /** A lease batch sent on this connection. */
@@ -185,15 +193,19 @@ export const ackMessage = z.strictObject({
     .min(1)
     .max(L.maxEntries)
     .optional(),
+  /**
+   * Rate families whose default share fell in this batch by a lease that said `handOn` (a
+   * process joining waits for its first share): what the part that fell held, given up, as a
+   * release's `held` says it (of every key not named, `level` of its burst; of each key named,
+   * its tokens). The coordinator hands it to the joiner's first share (server/pool/fall-gifts.ts),
+   * never more than the fall's share; the client holds it no more. Only in a whole batch's ack.
+   */
+  held: z
+    .array(z.strictObject({ resource: resourceId, level: shareFraction, keys: spentKeys }))
+    .min(1)
+    .max(L.maxEntries)
+    .optional(),
 })
-
-/** A share of a whole (0..1). */
-const shareFraction = z.number().min(0).max(1)
-
-/** A key of a family and units of it: what a released share spent, or what a lease hands on. */
-const spentKeys = z
-  .array(z.tuple([printableString(maxKeyLength).min(1), quantity]))
-  .max(L.maxSpentKeys)
 
 export const releaseMessage = z.strictObject({
   type: z.literal('release'),
@@ -350,6 +362,13 @@ export const leaseGrant = z.strictObject({
    * `gave`): the rise's fresh part holds them (never more than the burst it gains).
    */
   fill: quantity.optional(),
+  /**
+   * Rate, a keyed family's own resource, a fall of the default share: a process joining waits
+   * for its first share. The client gives up what the part that fell holds (each key's bucket
+   * that is one part drops what is above its new burst; a key never seen starts from the new
+   * share) and says it in this batch's ack (`held`), for the joiner to start from.
+   */
+  handOn: z.literal(true).optional(),
   /**
    * A key of a keyed family goes back to the default split (nobody asks for it any more): the
    * client drops its own lease of the key, and the family's default share rules it again.

@@ -136,29 +136,53 @@ describe('a first lease on a quiet resource starts full', () => {
     expect(burstOf(apiD, 2000)).toBe(1000) // the whole burst, never more
   })
 
-  it("a keyed family's first shares: the first starts every key with half its burst, the next with half of what is left", async () => {
+  it("a keyed family's first shares: the first starts every key full, and gives the next what its fall left", async () => {
     const c = await cluster()
     await c.step(1000)
     const a = (await c.client('gw-a')).keyed('ip')
     for (let i = 0; i < 50 && a.mode !== 'leased'; i++) await c.step(10)
-    // Nobody held any key of ip/* for a burst's refill (1 s) before. a, alone, is leased the
-    // whole, and starts each key with half of its burst (server/pool/lease-out.ts,
-    // firstShareFill): the other half is left for whoever joins.
+    // Nobody held any key of ip/* for a burst's refill (1 s) before: a, alone, is leased the
+    // whole and starts every key full (server/pool/lease-out.ts, firstShareFill).
     expect(a.lease?.capacity).toBe(1)
-    expect(a.lease?.full).toBeUndefined()
-    expect(a.lease?.fill).toBeCloseTo(0.5, 9)
-    expect(burstOf({ tryAcquire: () => a.tryAcquire('10.0.0.1') }, 12)).toBe(5)
-    expect(burstOf({ tryAcquire: () => a.tryAcquire('10.0.0.2') }, 12)).toBe(5)
-    // A second process joins: a falls to half, and b starts with half of what is still free
-    // (a's buckets may have earned a little since): about a quarter, 2 of a key's 10.
+    expect(a.lease?.full).toBe(true)
+    expect(burstOf({ tryAcquire: () => a.tryAcquire('10.0.0.1') }, 12)).toBe(10)
+    expect(burstOf({ tryAcquire: () => a.tryAcquire('10.0.0.2') }, 2)).toBe(2)
+    // A second process joins: a falls to half, told a joiner waits (`handOn`). Its fall gives
+    // up what the half that fell held, and says it in its ack: of a key never seen, half the
+    // burst; of 10.0.0.2 (8 held, 5 kept), 3; of 10.0.0.1, spent, about nothing. b's first
+    // share starts from that (server/pool/fall-gifts.ts). Before, a dropped it all and b
+    // started every key with half of what nobody held: a quarter of the burst at first, and
+    // nothing once every share had been out a refill time.
     const b = (await c.client('gw-b')).keyed('ip')
     for (let i = 0; i < 50 && !((b.lease?.capacity ?? 0) > 0.4); i++) await c.step(10)
     expect(b.lease?.capacity).toBeCloseTo(0.5, 9)
-    expect(b.lease?.fill).toBeGreaterThan(0.2)
-    expect(b.lease?.fill).toBeLessThan(0.25)
-    expect(burstOf({ tryAcquire: () => b.tryAcquire('10.0.0.1') }, 12)).toBe(2)
-    // a's new keys start with what its half holds.
-    expect(burstOf({ tryAcquire: () => a.tryAcquire('10.0.0.3') }, 12)).toBe(5)
+    expect(b.lease?.handed?.level).toBeCloseTo(0.5, 2)
+    const at = (f: typeof a, key: string): number =>
+      burstOf({ tryAcquire: () => f.tryAcquire(key) }, 12)
+    const b3 = at(b, '10.0.0.3')
+    const b2 = at(b, '10.0.0.2')
+    const b1 = at(b, '10.0.0.1')
+    expect(b3).toBe(5)
+    expect(b2).toBe(3)
+    expect(b1).toBeLessThanOrEqual(1)
+    // a keeps its half of each: never, with b's, more than the burst and what both earned
+    // since (a few 10 ms steps at 10/s).
+    const a3 = at(a, '10.0.0.3')
+    const a2 = at(a, '10.0.0.2')
+    const a1 = at(a, '10.0.0.1')
+    expect(a3).toBe(5)
+    expect(a3 + b3).toBeLessThanOrEqual(10)
+    expect(a2 + b2).toBeLessThanOrEqual(8 + 1)
+    expect(a1 + b1).toBeLessThanOrEqual(1)
+    // A third joins: both fall to a third, each giving a sixth of a key never seen; the third
+    // waits for both acks and starts from both gifts: a third of the burst, as the others hold.
+    const third = (await c.client('gw-c')).keyed('ip')
+    for (let i = 0; i < 50 && !((third.lease?.capacity ?? 0) > 0.3); i++) await c.step(10)
+    expect(third.lease?.capacity).toBeCloseTo(1 / 3, 9)
+    const fresh = [at(a, '10.0.0.4'), at(b, '10.0.0.4'), at(third, '10.0.0.4')]
+    expect(fresh).toEqual([3, 3, 3])
+    // What a and b spent of 10.0.0.3 they did not give: the third gets nothing of it.
+    expect(at(third, '10.0.0.3')).toBe(0)
   })
 
   it('a second holder of a named rate starts with what the first gave up as it fell to half', async () => {

@@ -1,3 +1,4 @@
+import type { Entry, ResourceState } from '../entry.js'
 import { handOverHeld } from '../held-handover.js'
 import { defaultHolders, defaultWeights } from './default-holders.js'
 import { maxMinTargets } from './max-min.js'
@@ -19,6 +20,15 @@ export const familyShareShape: Shape = Object.freeze<Shape>({
       wholeTokens: false,
       weights: defaultWeights(sharing),
     })
+    // A process that never held a share waits for its first: the falls made for it give up what
+    // fell, for it to start from (fall-gifts.ts).
+    r.handOnFalls = r.burstSlack !== undefined && sharing.some((e) => joins(r, e))
     settle(pool, r, sharing, nowMs)
+    r.handOnFalls = false
   },
 })
+
+/** Whether `e` waits for its first share, and no share released whole is handed to it instead. */
+function joins(r: ResourceState, e: Entry): boolean {
+  return !e.everHeld && e.handed === undefined && e.target > e.newest + r.epsilon
+}

@@ -130,6 +130,24 @@ describe('BurstSlack', () => {
         of: fc.constantFrom(0.25, 0.5, 1),
         gapMs: fc.constantFrom(0, 10, 300, 1000),
       }),
+      // A keyed family's default share falling as a process joins (server/pool/fall-gifts.ts):
+      // i's bucket gives up what is above its new burst, the pool counts the fall at once
+      // (`hold`), and keeps what was given, going as the fall's excess would (linearly to 0
+      // over a refill time), until a process that never held the family takes its first
+      // share: its fresh bucket holds what is left of it (capped at its burst), the rest is
+      // dropped. Other steps may come in between: the capacity sits free meanwhile.
+      fc.record({
+        t: fc.constant('fallGive' as const),
+        i: fc.integer({ min: 0, max: 2 }),
+        of: fc.constantFrom(0.25, 0.5, 1),
+        named: fc.boolean(),
+      }),
+      fc.record({
+        t: fc.constant('firstTake' as const),
+        j: fc.integer({ min: 0, max: 2 }),
+        share: fc.constantFrom(0.25, 1 / 3, 0.5, 1),
+        start: fc.constantFrom('empty', 'half', 'part'),
+      }),
       fc.record({
         t: fc.constant('hidden' as const),
         share: fc.constantFrom(0.25, 0.5, 1),
@@ -240,8 +258,7 @@ describe('BurstSlack', () => {
               shares[s.i] = shares[s.i]! - d
               // Only a plain bucket gives (one part, no excess); one in parts keeps its excess
               // going: its parts earn each to its own burst, and their tokens in one fresh part
-              // at j would earn faster (found here, 100.012 of 100, 3 batches of 10 after
-              // 9fe9b19 had passed 3 of 3).
+              // at j would earn faster (found here, 100.012 of 100, after 9fe9b19 passed).
               const plain = from.partCount === 1 && from.excess === 0
               from.moveRate(shares[s.i]! * ratePerSec, shares[s.i]! * burst)
               const gave = plain ? from.dropExcess() : 0
@@ -256,6 +273,45 @@ describe('BurstSlack', () => {
                 Infinity,
                 (gave / (d * ratePerSec)) * 1000,
               )
+            } else if (s.t === 'fallGive') {
+              if (!(shares[s.i]! > 0)) continue
+              const d = shares[s.i]! * s.of
+              shares[s.i] = shares[s.i]! - d
+              const from = buckets[s.i]!
+              const plain = from.partCount === 1 && from.excess === 0
+              from.moveRate(shares[s.i]! * ratePerSec, shares[s.i]! * burst)
+              const gave = plain ? from.dropExcess() : 0
+              slack.hold(
+                shares.reduce((a, c) => a + c, 0),
+                clock.now(),
+              )
+              // Said of the key by name, or as the level of every key not named (one key here).
+              if (s.named) slack.gifts.add(0, [['k', gave]], clock.now())
+              else slack.gifts.add(gave / burst, [], clock.now())
+            } else if (s.t === 'firstTake') {
+              if (everHeld[s.j] || shares[s.j]! > 0) continue
+              const others = shares.reduce((a, b) => a + b, 0) + hidden.share
+              const share = Math.min(s.share, Math.max(0, 1 - others))
+              if (!(share > 0)) continue
+              shares[s.j] = share
+              everHeld[s.j] = true
+              slack.hold(
+                shares.reduce((a, c) => a + c, 0),
+                clock.now(),
+              )
+              const part =
+                s.start === 'empty'
+                  ? 0
+                  : slack.takePart(share, s.start === 'half' ? 0.5 : 1, clock.now())
+              // The real gifts' arithmetic (taken whole, not going meanwhile, this fails).
+              const taken = slack.gifts.take(share, () => burst, 10, clock.now())
+              const handed = taken === undefined ? 0 : (taken.keys[0]?.[1] ?? taken.level * burst)
+              // As a key never seen there starts (client/keyed/shares.ts, raiseBase): a full part
+              // of what it started with, and a fresh part earning the rest of the share.
+              const base = Math.min(share, part + handed / burst)
+              const started = new TokenBucket(clock, base * ratePerSec, base * burst, base * burst)
+              started.moveRate(share * ratePerSec, share * burst)
+              buckets[s.j] = started
             } else if (s.t === 'hidden') {
               if (hidden.share > 0 || excessLeft()) continue
               startHidden(s.share, clock.now() + s.forMs)

@@ -175,8 +175,21 @@ class World {
     for (const l of next.batch.leases)
       if (l.resource === FAMILY) p.family.applyFamilyLease(l)
       else p.family.applyKeyLease(keyOfId('k', l.resource)!, l)
+    // What a fall a joiner waited for gave up goes with the ack, as the client sends it
+    // (server/pool/fall-gifts.ts); lost with it, it is given to nobody.
+    const fallen = p.family.takeFallHeld(FAMILY)
     // A rate lease is in force at once: the whole batch is acknowledged.
-    if (!ackLost) this.enqueue(this.pool.acknowledge(p.id, next.batch.seq, undefined, this.nowMs))
+    if (!ackLost)
+      this.enqueue(
+        this.pool.acknowledge(
+          p.id,
+          next.batch.seq,
+          undefined,
+          this.nowMs,
+          undefined,
+          fallen === undefined ? undefined : [fallen],
+        ),
+      )
   }
 
   round(id: string): void {
