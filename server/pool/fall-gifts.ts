@@ -13,7 +13,7 @@
  * share, from the ack that says it, and the joiner's first share takes what is left of them
  * (`take`): each gift goes as the fall's excess would have gone (linearly to nothing over the
  * burst's refill time, which is what BurstSlack counts a fall to leave), capped at the share
- * taken, and what is not taken is dropped. The joiner's buckets start from it (a full part of
+ * taken; what is not taken waits for the next joiner, going on. The joiner's buckets start from it (a full part of
  * it, the rest of the share earning: `raiseBase`), one part each, never above the share.
  *
  * Why it is safe (test/server/pool/burst-slack.test.ts, 'fallGive' and 'firstTake'): tokens
@@ -59,8 +59,10 @@ export class FallGifts {
   /**
    * A joiner's first share of `share` takes what is left of every gift now, never above the
    * share: `level` of every key's burst, and the keys that get less, with their tokens (at most
-   * `maxKeys`: past that, the level is 0 and the keys holding most are named). Every gift is
-   * gone after. Undefined when nothing is left.
+   * `maxKeys`: past that, the level is 0 and the keys holding most are named). Undefined when
+   * nothing is left. What it does not take stays for the next joiner (two joining in one round
+   * share what one fall gave), as one gift going on the oldest gift's line: from the same
+   * value now, it reaches nothing first, so it is never above what the gifts left would be.
    */
   take(
     share: number,
@@ -70,12 +72,16 @@ export class FallGifts {
   ): { level: number; keys: [string, number][] } | undefined {
     const gifts = this.#gifts
     if (gifts.length === 0) return undefined
-    const left = gifts.map((g) => Math.max(0, 1 - Math.max(0, nowMs - g.atMs) / this.#refillMs))
-    let level = 0
-    for (let i = 0; i < gifts.length; i++) level += gifts[i]!.level * left[i]!
-    level = Math.min(share, level)
+    const leftOf = (g: Gift): number =>
+      Math.max(0, 1 - Math.max(0, nowMs - g.atMs) / this.#refillMs)
+    const left = gifts.map(leftOf)
+    let all = 0
+    for (let i = 0; i < gifts.length; i++) all += gifts[i]!.level * left[i]!
+    let level = Math.min(share, all)
     const named = new Set<string>()
     for (const g of gifts) for (const k of g.keys.keys()) named.add(k)
+    // Each named key: what every gift leaves of it now, and what this share takes of it.
+    const given: [string, number, number][] = []
     let keys: [string, number][] = []
     for (const k of named) {
       const burst = burstOf(k)
@@ -84,17 +90,29 @@ export class FallGifts {
         const g = gifts[i]!
         tokens += (g.keys.get(k) ?? g.level * burst) * left[i]!
       }
-      tokens = Math.min(tokens, share * burst)
+      const taken = Math.min(tokens, share * burst)
+      given.push([k, tokens, burst])
       // A key given at least the level gets the level: it need not be named.
-      if (tokens < level * burst - 1e-9) keys.push([k, tokens])
+      if (taken < level * burst - 1e-9) keys.push([k, taken])
     }
-    gifts.length = 0
     if (keys.length > maxKeys) {
       level = 0
       keys = keys
         .filter(([, n]) => n > 0)
         .sort((a, b) => b[1] - a[1])
         .slice(0, maxKeys)
+    }
+    // What is left, as one gift on the oldest's line.
+    const oldest = gifts.reduce((a, g) => (g.atMs < a.atMs ? g : a))
+    const oldestLeft = leftOf(oldest)
+    gifts.length = 0
+    if (oldestLeft > 0) {
+      const takenOf = new Map(keys)
+      const rest: [string, number][] = given.map(([k, tokens, burst]) => [
+        k,
+        Math.max(0, tokens - (takenOf.get(k) ?? level * burst)) / oldestLeft,
+      ])
+      this.add(Math.max(0, all - level) / oldestLeft, rest, oldest.atMs)
     }
     if (!(level > 0) && !keys.some(([, n]) => n > 0)) return undefined
     return { level, keys }
