@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest'
+import { CompiledConfig, parseConfig } from '../../../server/config/index.js'
 import { FallGifts } from '../../../server/pool/fall-gifts.js'
+import { Pool, type LeaseBatch } from '../../../server/pool/index.js'
+import type { LeaseGrant } from '../../../shared/index.js'
 
 // What falls of a rate family's default share gave up, kept for a joiner's first share
 // (server/pool/fall-gifts.ts). Its safety is BurstSlack's property ('fallGive', 'firstTake');
@@ -81,5 +84,69 @@ describe('FallGifts', () => {
     gifts.add(0.5, [], 0)
     gifts.clear()
     expect(gifts.take(1, burstOf, 10, 0)).toBeUndefined()
+  })
+})
+
+/** A rate family of `burst` per key in a real Pool; acks say what each fall held, as clients do. */
+function family(burst: number) {
+  const config = new CompiledConfig(
+    parseConfig({
+      resources: [{ match: 'key/*', keyed: true, kind: 'rate', capacity: burst, burst }],
+    }),
+  )
+  const pool = new Pool(0, (id) => config.settingsFor(id), { learn: false })
+  const leases = new Map<string, LeaseGrant[]>()
+  // Nobody held the family for a refill time (1 s) before: a first share may start full.
+  let nowMs = 2000
+  // Batches in the order they were made (an ack's grants after the batches before it).
+  const take = (first: readonly LeaseBatch[]): void => {
+    const queue = [...first]
+    for (let b = queue.shift(); b !== undefined; b = queue.shift()) {
+      const held = []
+      for (const l of b.leases) {
+        if (l.resource !== 'key/*') continue
+        const mine = leases.get(b.clientKey) ?? []
+        const before = mine.at(-1)?.capacity ?? 0
+        mine.push(l)
+        leases.set(b.clientKey, mine)
+        // Its keys never seen: what fell of a full share is given up, as the client says.
+        if (l.handOn === true)
+          held.push({ resource: l.resource, level: before - l.capacity, keys: [] })
+      }
+      queue.push(
+        ...pool.acknowledge(
+          b.clientKey,
+          b.seq,
+          undefined,
+          nowMs,
+          undefined,
+          held.length > 0 ? held : undefined,
+        ),
+      )
+    }
+  }
+  const join = (c: string): void => {
+    pool.connect(c, c, undefined, `${c}-instance`, nowMs)
+    take(pool.reportDemand(c, [{ resource: 'key/*', wants: 100 }], nowMs).batches)
+    for (let i = 0; i < 3; i++) {
+      nowMs += 100
+      take(pool.roundMany(['key/*'], nowMs))
+    }
+  }
+  const first = (c: string): LeaseGrant | undefined => leases.get(c)?.find((l) => l.capacity > 0)
+  return { join, first, leases }
+}
+
+describe('falls for a joiner in a pool', () => {
+  it('give the joiner what fell: the first share starts full, the next from the first one’s fall', () => {
+    const f = family(20)
+    f.join('a')
+    expect(f.first('a')?.full).toBe(true)
+    f.join('b')
+    expect(f.leases.get('a')?.some((l) => l.handOn === true)).toBe(true)
+    expect(f.first('b')?.capacity).toBeCloseTo(0.5, 9)
+    expect(f.first('b')?.handed?.level).toBeCloseTo(0.5, 2)
+    f.join('c')
+    expect(f.first('c')?.handed?.level).toBeCloseTo(1 / 3, 2)
   })
 })
