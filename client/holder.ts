@@ -1,6 +1,10 @@
 import type { DemandEntry, LeaseGrant, LeaseProof, SluiceError } from '../shared/index.js'
 
-/** What the part of a rate family's default share that fell held: an ack's `held`. */
+/**
+ * What a rate family's default share holds as it closes (a release's `held`), or gave up as it
+ * fell for a joiner (an ack's): of every key not named, `level` of its burst; of each named key,
+ * its tokens.
+ */
 export interface FallHeld {
   resource: string
   level: number

@@ -1060,15 +1060,26 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
    * and the keys giving most are named.
    */
   #giveFallen(before: { level: number; plain: Set<KeyState> }): FallHeld {
+    return this.#heldOf(Math.max(0, before.level - this.#shares.untrackedLevel()), (state) =>
+      before.plain.has(state) ? state.bucket.dropExcess() : 0,
+    )
+  }
+
+  /**
+   * What the default share holds (or gives up) as a release or an ack says it: of every key
+   * not named, `level` of its burst; each key tracked here whose `tokensOf` is less, named with
+   * it; a key leased on its own named with 0 (its lease is not the share). Past maxSpentKeys
+   * keys, the level is 0 and the keys holding most are named.
+   */
+  #heldOf(level: number, tokensOf: (state: KeyState) => number): FallHeld {
     const shares = this.#shares
-    let level = Math.max(0, before.level - shares.untrackedLevel())
     let keys: [string, number][] = []
     for (const state of this.#keys.values()) {
       if (state.lease !== undefined) {
         keys.push([state.key, 0])
         continue
       }
-      const tokens = before.plain.has(state) ? state.bucket.dropExcess() : 0
+      const tokens = tokensOf(state)
       if (tokens < level * shares.keyLimits(state.key).burst) keys.push([state.key, tokens])
     }
     if (keys.length > domainLimits.maxSpentKeys) {
@@ -1089,33 +1100,18 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
    * excess with 0, and a key leased on its own with 0 (its lease is not the share).
    * Past maxSpentKeys keys, the level is 0 and the keys holding most are named.
    */
-  heldAtClose(): { resource: string; level: number; keys: [string, number][] } | undefined {
+  heldAtClose(): FallHeld | undefined {
     const shares = this.#shares
     if (shares.kind !== 'rate' || shares.lease === undefined || !(shares.share > 0))
       return undefined
-    let level = shares.untrackedLevel()
-    let keys: [string, number][] = []
-    for (const state of this.#keys.values()) {
-      if (state.lease !== undefined) {
-        keys.push([state.key, 0])
-        continue
-      }
+    return this.#heldOf(shares.untrackedLevel(), (state) => {
       this.#refreshIfStale(state)
       const bucket = state.bucket
       // Only a plain bucket's tokens go (one part, no excess): a bucket in parts earns each to
       // its own burst, and at the heir, in one part, they would earn faster (BurstSlack's
       // property found it: a full old part's rate earned at the heir).
-      const tokens = bucket.partCount === 1 && bucket.excess === 0 ? bucket.tokens : 0
-      if (tokens < level * shares.keyLimits(state.key).burst) keys.push([state.key, tokens])
-    }
-    if (keys.length > domainLimits.maxSpentKeys) {
-      level = 0
-      keys = keys
-        .filter(([, tokens]) => tokens > 0)
-        .sort((a, b) => b[1] - a[1])
-        .slice(0, domainLimits.maxSpentKeys)
-    }
-    return { resource: this.familyId, level, keys }
+      return bucket.partCount === 1 && bucket.excess === 0 ? bucket.tokens : 0
+    })
   }
 
   /**
