@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto'
-import { inKindUnits, keyLimits } from '../../shared/index.js'
+import { inKindUnits } from '../../shared/index.js'
 import { isFamilyKey } from '../config/index.js'
 import { ClientState, type Entry, type ResourceState } from './entry.js'
 import { seedKey } from './hot-keys.js'
-import { heldVacancy, type HeldVacancy } from './held-handover.js'
+import { heldVacancy, heldWithin, type HeldVacancy } from './held-handover.js'
 import { grantIncreases } from './increases.js'
 import { send } from './lease-out.js'
 import { setAside, subscribe, unsubscribe } from './registry.js'
@@ -353,15 +353,8 @@ function noteFallHeld(
   if (said === undefined) return
   const fell = Math.min(1, Math.max(0, (before - entry.committed) / s.capacity))
   if (!(fell > 0)) return
-  const defaults = { capacity: family.keyCapacity, burst: family.keyBurst }
-  r.burstSlack.gifts.add(
-    Math.min(said.level, fell),
-    said.keys.map(([key, tokens]): [string, number] => [
-      key,
-      Math.min(tokens, fell * keyLimits(family.plan, key, defaults).burst),
-    ]),
-    nowMs,
-  )
+  const given = heldWithin(family, said, fell)
+  r.burstSlack.gifts.add(given.level, given.keys, nowMs)
 }
 
 /** An ack's `gave`, summed per resource (a client naming one twice is summed, then capped). */

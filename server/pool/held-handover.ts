@@ -92,12 +92,27 @@ export function heldVacancy(
     return undefined
   const share = s.capacity > 0 ? Math.min(1, entry.committed / s.capacity) : 0
   if (!(share > 0)) return undefined
+  return { ...heldWithin(family, said, share), sinceMs: nowMs, id }
+}
+
+/**
+ * What a client says a rate family's share held (a release's `held`, or an ack's for a fall:
+ * fall-gifts.ts), held to what `share` of it could hold: the level at most the share, each
+ * key's tokens at most the share of its burst.
+ */
+export function heldWithin(
+  family: NonNullable<Entry['resource']['settings']['family']>,
+  said: { readonly level: number; readonly keys: readonly (readonly [string, number])[] },
+  share: number,
+): { level: number; keys: [string, number][] } {
   const defaults = { capacity: family.keyCapacity, burst: family.keyBurst }
-  const keys: [string, number][] = said.keys.map(([key, tokens]) => [
-    key,
-    Math.min(tokens, share * keyLimits(family.plan, key, defaults).burst),
-  ])
-  return { level: Math.min(said.level, share), keys, sinceMs: nowMs, id }
+  return {
+    level: Math.min(said.level, share),
+    keys: said.keys.map(([key, tokens]) => [
+      key,
+      Math.min(tokens, share * keyLimits(family.plan, key, defaults).burst),
+    ]),
+  }
 }
 
 /**
