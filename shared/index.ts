@@ -37,6 +37,7 @@ export { familyIdOf, keyIdOf, keyOfId, keyProblem, maxKeyLength } from './keys.j
 export {
   crowdedShare,
   fallbackBurst,
+  fastestRefillMs,
   keyLimits,
   quotaHorizonMs,
   safeFallback,

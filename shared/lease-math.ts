@@ -52,6 +52,22 @@ export function slowestRefillMs(
   return most
 }
 
+/**
+ * How long a keyed family's fastest key takes to refill its burst at its capacity, ms (the
+ * plan's keys included): what goes at a share of every key's rate goes at least at this pace
+ * (a fall's gift: server/pool/fall-gifts.ts).
+ */
+export function fastestRefillMs(
+  family: { readonly capacity: number; readonly burst: number },
+  plan: Readonly<Record<string, { readonly capacity: number; readonly burst: number }>>,
+): number {
+  const refill = (l: { readonly capacity: number; readonly burst: number }): number =>
+    l.capacity > 0 ? (l.burst / l.capacity) * 1000 : l.burst > 0 ? Infinity : 0
+  let least = refill(family)
+  for (const l of Object.values(plan)) least = Math.min(least, refill(l))
+  return least
+}
+
 /** A key's limits: the plan's entry for it, else the family's. */
 export function keyLimits<T>(plan: Readonly<Record<string, T>>, key: string, family: T): T {
   return (Object.hasOwn(plan, key) ? plan[key] : undefined) ?? family

@@ -40,7 +40,8 @@ export function limitsNow(
  * A key seen here for the first time: its bucket starts full of what the share held of its
  * burst before its last rise (FamilyShares.baseShare), and the rise is a fresh part holding
  * what it earned since (TokenBucket.moveRate), so its first request is decided here at
- * once and the old part earns up to its old burst only.
+ * once and the old part earns up to its old burst only. What is left of a fall's gift to the
+ * first share is an excess above it, going (FamilyShares.giftOf).
  */
 export function newLimitState(shares: FamilyShares, key: string): KeyState {
   const hotClock = shares.hotClock
@@ -54,6 +55,9 @@ export function newLimitState(shares: FamilyShares, key: string): KeyState {
     bucket = new TokenBucket(hotClock, baseRate, baseBurst, baseBurst)
     bucket.moveRate(capacity, burst, Infinity, Math.max(0, hotClock.now() - shares.increasedAtMs))
   }
+  // What a fall gave for this process's first share, above the burst, going (shares.ts).
+  const [gift, goesPerSec] = shares.giftOf(limits, hotClock.now())
+  if (gift > 0) bucket.addExcess(gift, goesPerSec)
   const state = new KeyState(key, bucket)
   state.epoch = shares.epoch
   state.slots = capacity

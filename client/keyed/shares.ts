@@ -75,6 +75,14 @@ export class FamilyShares {
 
   /** The rate handovers taken (`handed`): each once, however often a lease says it. */
   readonly #handedIds = new Set<string>()
+  /**
+   * A fall's gift to this process's first share (`handed` with `goesAtShare`): what a key never
+   * seen here holds above its burst, as a share of it, at `#giftAtMs`, going at `#giftGoesAtShare`
+   * of each key's rate, as the faller's excess would have.
+   */
+  #giftLevel = 0
+  #giftAtMs = 0
+  #giftGoesAtShare = 0
 
   constructor(hotClock: Clock) {
     this.hotClock = hotClock
@@ -247,6 +255,34 @@ export class FamilyShares {
     this.baseShare = Math.min(this.share, this.baseShare + level)
   }
 
+  /**
+   * A fall's gift: a key never seen here holds `level` more of its burst above it, going at
+   * `goesAtShare` of its rate until none is left (client/keyed/limit-keys.ts puts it in its
+   * bucket as an excess: TokenBucket.addExcess). One per family: it takes a gift only with its
+   * first share, and a second is dropped (nothing is made by dropping).
+   */
+  handGift(level: number, goesAtShare: number): void {
+    if (!(level > 0) || !(goesAtShare > 0) || this.#giftLevel > 0) return
+    this.#giftLevel = level
+    this.#giftGoesAtShare = goesAtShare
+    this.#giftAtMs = this.hotClock.now()
+  }
+
+  /**
+   * What of a fall's gift a key of these limits never seen here holds above its burst now: the
+   * tokens, and the rate they go at per second (none: 0, 0).
+   */
+  giftOf(
+    limits: { readonly capacity: number; readonly burst: number },
+    nowMs: number,
+  ): [number, number] {
+    if (!(this.#giftLevel > 0) || !(limits.burst > 0)) return [0, 0]
+    const goesPerSec = this.#giftGoesAtShare * limits.capacity
+    const tokens =
+      this.#giftLevel * limits.burst - (goesPerSec * Math.max(0, nowMs - this.#giftAtMs)) / 1000
+    return tokens > 0 ? [tokens, goesPerSec] : [0, 0]
+  }
+
   /** The lease ran out unrenewed: its fallback for the hold. */
   lapse(): void {
     this.lease = undefined
@@ -264,6 +300,7 @@ export class FamilyShares {
     this.share = 0
     this.fallback = 0
     this.baseShare = 0
+    this.#giftLevel = 0
     this.epoch++
     if (changed) this.#moved(this.hotClock.now())
   }

@@ -55,10 +55,11 @@ export class BurstSlack {
   /**
    * @param refillMs the burst's refill time (burst ÷ capacity; a family's slowest key's)
    * @param unknownUntilMs until then anything may be held (-Infinity: nothing ever was)
+   * @param giftRefillMs the fastest key's refill time (a family's), which its gifts go at the pace of
    */
-  constructor(refillMs: number, unknownUntilMs: number) {
+  constructor(refillMs: number, unknownUntilMs: number, giftRefillMs = refillMs) {
     this.#refillMs = refillMs
-    this.gifts = new FallGifts(refillMs)
+    this.gifts = new FallGifts(giftRefillMs)
     this.#unknownUntilMs = unknownUntilMs
     this.#atMs = unknownUntilMs
     this.#tokens = unknownUntilMs > -Infinity ? 1 : 0

@@ -287,7 +287,7 @@ export function acknowledge(
       if (entry.committed < before) {
         touched.add(entry.resource)
         if (given !== undefined) noteGiven(pool, entry, before, given, nowMs)
-        if (held !== undefined) noteFallHeld(pool, entry, before, held, nowMs)
+        if (held !== undefined) noteFallHeld(pool, entry, before, held, seq, nowMs)
       }
     }
   }
@@ -342,6 +342,7 @@ function noteFallHeld(
   entry: Entry,
   before: number,
   held: readonly FallHeld[],
+  seq: number,
   nowMs: number,
 ): void {
   const r = entry.resource
@@ -354,7 +355,11 @@ function noteFallHeld(
   const fell = Math.min(1, Math.max(0, (before - entry.committed) / s.capacity))
   if (!(fell > 0)) return
   const given = heldWithin(family, said, fell)
-  r.burstSlack.gifts.add(given.level, given.keys, nowMs)
+  // Its line starts when the fall was sent: the client fell as it came, no sooner, and what it
+  // gave would have gone from then as its excess (from the ack, the gift outlived it by the
+  // ack's round trip).
+  const sentMs = entry.leases.find((l) => l.seq === seq)?.sentMs ?? nowMs
+  r.burstSlack.gifts.add(given.level, given.keys, fell, Math.min(sentMs, nowMs))
 }
 
 /** An ack's `gave`, summed per resource (a client naming one twice is summed, then capped). */

@@ -8,30 +8,33 @@
  * joining five started every key empty: docs/benchmarks.md).
  *
  * Now a fall that a joiner waits for (the lease says `handOn`) gives up what the part that fell
- * held, as a release does (client/keyed/family.ts): of every key not named, `level` of its
- * burst; of each named key, its tokens. The pool keeps each gift (`add`), capped at the fall's
- * share, from the ack that says it, and the joiner's first share takes what is left of them
- * (`take`): each gift goes as the fall's excess would have gone (linearly to nothing over the
- * burst's refill time, which is what BurstSlack counts a fall to leave), capped at the share
- * taken; what is not taken waits for the next joiner, going on. The joiner's buckets start from it (a full part of
- * it, the rest of the share earning: `raiseBase`), one part each, never above the share.
+ * held above the new burst, as a release does (client/keyed/family.ts): of every key not named,
+ * `level` of its burst; of each named key, its tokens. The pool keeps each gift (`add`) with the
+ * share that fell (`fell`), from when the fall was sent, and the joiner's first share takes what
+ * is left of them (`take`). A gift is the faller's excess moved: it goes as that excess would
+ * have gone, at the rate that fell (`fell` of each key's rate), from its value down to nothing,
+ * and the joiner's buckets hold it so, above their bursts, spent first, going at that rate
+ * (`goesAtShare`: TokenBucket.addExcess), never refilled.
  *
  * Why it is safe (test/server/pool/burst-slack.test.ts, 'fallGive' and 'firstTake'): tokens
- * move, none are made. What the fall gave was in a bucket, one part with no excess, before; the
- * pool counts the fallen share from the ack on as a fall that may leave that much above the
- * new bursts, going over a refill time. What waits here is never more than that, so wherever
- * the bound counts it, it is counted. Taken whole, not going meanwhile, the property fails; so
- * it does when a gift outlives what the bound cannot see (BurstSlack.disturb: `clear`).
+ * move, none are made, and where they are they go as they would have gone at the faller. Held
+ * as a full part of the joiner's burst instead, a gift refilled where the faller's excess would
+ * have gone: 100.029 of 100 at seed 58248383, a gift taken 371 ms after its fall. Going over a
+ * whole refill time from its value, not at the rate that fell, a small gift outlived the
+ * faller's excess (100.019 of 100). The level goes at the fastest key's pace (`levelRefillMs`),
+ * which is below every key's line; a named key at its own. Two joiners share a gift in
+ * proportion, each part at least at its proportion of the rate. Gifts outliving what the bound
+ * cannot see are dropped (BurstSlack.disturb: `clear`).
  *
  * Pure: the pool gives it the time.
  */
 export class FallGifts {
-  readonly #refillMs: number
+  readonly #levelRefillMs: number
   readonly #gifts: Gift[] = []
 
-  /** @param refillMs the burst's refill time (BurstSlack's: a family's slowest key's) */
-  constructor(refillMs: number) {
-    this.#refillMs = refillMs
+  /** @param levelRefillMs the family's fastest key's refill time: a level goes at least at its pace for every key */
+  constructor(levelRefillMs: number) {
+    this.#levelRefillMs = levelRefillMs
   }
 
   /** Whether any gift waits. */
@@ -40,15 +43,22 @@ export class FallGifts {
   }
 
   /**
-   * A fall gave `level` of every key's burst, less for the keys named (their tokens), now: both
-   * already capped at the fall's share by the caller.
+   * A fall of `fell` (a share) gave `level` of every key's burst, less for the keys named (their
+   * tokens), at `atMs` (when the fall was sent): both already capped at the fall's share by the
+   * caller.
    */
-  add(level: number, keys: readonly (readonly [string, number])[], nowMs: number): void {
+  add(
+    level: number,
+    keys: readonly (readonly [string, number])[],
+    fell: number,
+    atMs: number,
+  ): void {
+    if (!(fell > 0)) return
     if (!(level > 0) && !keys.some(([, n]) => n > 0)) return
     const gifts = this.#gifts
     // Bounded: the oldest, least left of, goes first.
     if (gifts.length >= maxGifts) gifts.shift()
-    gifts.push({ level, keys: new Map(keys), atMs: nowMs })
+    gifts.push({ level, keys: new Map(keys), fell, atMs })
   }
 
   /** Nothing is given any more (anything may be held unseen: BurstSlack.disturb). */
@@ -59,39 +69,42 @@ export class FallGifts {
   /**
    * A joiner's first share of `share` takes what is left of every gift now, never above the
    * share: `level` of every key's burst, and the keys that get less, with their tokens (at most
-   * `maxKeys`: past that, the level is 0 and the keys holding most are named). Undefined when
-   * nothing is left. What it does not take stays for the next joiner (two joining in one round
-   * share what one fall gave), as one gift going on the oldest gift's line: from the same
-   * value now, it reaches nothing first, so it is never above what the gifts left would be.
+   * `maxKeys`: past that, the level is 0 and the keys holding most are named), going at
+   * `goesAtShare` of each key's rate. Undefined when nothing is left. What it does not take
+   * stays for the next joiner (two joining in one round share what one fall gave): each gift
+   * keeps its part of what is left, going at its part of the rate.
    */
   take(
     share: number,
-    burstOf: (key: string) => number,
+    limitsOf: (key: string) => { readonly capacity: number; readonly burst: number },
     maxKeys: number,
     nowMs: number,
-  ): { level: number; keys: [string, number][] } | undefined {
+  ): { level: number; keys: [string, number][]; goesAtShare: number } | undefined {
     const gifts = this.#gifts
     if (gifts.length === 0) return undefined
-    const leftOf = (g: Gift): number =>
-      Math.max(0, 1 - Math.max(0, nowMs - g.atMs) / this.#refillMs)
-    const left = gifts.map(leftOf)
+    const sinceMs = (g: Gift): number => Math.max(0, nowMs - g.atMs)
+    // The level each gift holds now, on the fastest key's line.
+    const levelRefillMs = this.#levelRefillMs
+    const levels = gifts.map((g) =>
+      levelRefillMs > 0 ? Math.max(0, g.level - (g.fell * sinceMs(g)) / levelRefillMs) : 0,
+    )
     let all = 0
-    for (let i = 0; i < gifts.length; i++) all += gifts[i]!.level * left[i]!
+    for (const l of levels) all += l
     let level = Math.min(share, all)
     const named = new Set<string>()
     for (const g of gifts) for (const k of g.keys.keys()) named.add(k)
-    // Each named key: what every gift leaves of it now, and what this share takes of it.
-    const given: [string, number, number][] = []
+    // Each named key: what each gift holds of it now (named, or the level, on its own line).
+    const given: { key: string; of: number[]; tokens: number; burst: number }[] = []
     let keys: [string, number][] = []
     for (const k of named) {
-      const burst = burstOf(k)
+      const { capacity, burst } = limitsOf(k)
+      const of = gifts.map((g) =>
+        Math.max(0, (g.keys.get(k) ?? g.level * burst) - (g.fell * capacity * sinceMs(g)) / 1000),
+      )
       let tokens = 0
-      for (let i = 0; i < gifts.length; i++) {
-        const g = gifts[i]!
-        tokens += (g.keys.get(k) ?? g.level * burst) * left[i]!
-      }
+      for (const n of of) tokens += n
+      given.push({ key: k, of, tokens, burst })
       const taken = Math.min(tokens, share * burst)
-      given.push([k, tokens, burst])
       // A key given at least the level gets the level: it need not be named.
       if (taken < level * burst - 1e-9) keys.push([k, taken])
     }
@@ -102,26 +115,52 @@ export class FallGifts {
         .sort((a, b) => b[1] - a[1])
         .slice(0, maxKeys)
     }
-    // What is left, as one gift on the oldest's line.
-    const oldest = gifts.reduce((a, g) => (g.atMs < a.atMs ? g : a))
-    const oldestLeft = leftOf(oldest)
-    gifts.length = 0
-    if (oldestLeft > 0) {
-      const takenOf = new Map(keys)
-      const rest: [string, number][] = given.map(([k, tokens, burst]) => [
-        k,
-        Math.max(0, tokens - (takenOf.get(k) ?? level * burst)) / oldestLeft,
-      ])
-      this.add(Math.max(0, all - level) / oldestLeft, rest, oldest.atMs)
+    // What part of each gift is taken: of the level, and of each named key (all of a key that
+    // gets the level, when the level is all it had; none of one left unnamed past maxKeys).
+    const levelPart = all > 0 ? level / all : 1
+    const takenOf = new Map(keys)
+    const parts = new Map<string, number>()
+    let most = levelPart
+    let least = levelPart
+    for (const g of given) {
+      const taken = takenOf.get(g.key) ?? level * g.burst
+      const part = g.tokens > 0 ? Math.min(1, taken / g.tokens) : 1
+      parts.set(g.key, part)
+      if (part > most) most = part
+      if (part < least) least = part
     }
+    // The rest stays, each gift's own, from now, going at its part of the rate (at least).
+    let goesAtShare = 0
+    const rest: Gift[] = []
+    for (let i = 0; i < gifts.length; i++) {
+      const g = gifts[i]!
+      const restKeys: [string, number][] = given.map((k) => [
+        k.key,
+        k.of[i]! * (1 - parts.get(k.key)!),
+      ])
+      const held = levels[i]! > 0 || given.some((k) => k.of[i]! > 0)
+      if (held) goesAtShare += g.fell
+      const restLevel = levels[i]! * (1 - levelPart)
+      if (restLevel > 0 || restKeys.some(([, n]) => n > 0))
+        rest.push({
+          level: restLevel,
+          keys: new Map(restKeys),
+          fell: g.fell * (1 - least),
+          atMs: nowMs,
+        })
+    }
+    gifts.length = 0
+    gifts.push(...rest)
     if (!(level > 0) && !keys.some(([, n]) => n > 0)) return undefined
-    return { level, keys }
+    return { level, keys, goesAtShare: goesAtShare * most }
   }
 }
 
 interface Gift {
   readonly level: number
   readonly keys: ReadonlyMap<string, number>
+  /** The share that fell: its excess went at this share of each key's rate. */
+  readonly fell: number
   readonly atMs: number
 }
 

@@ -69,6 +69,17 @@ export interface PendingHanded {
   readonly keys: [string, number][]
   readonly id: string
   fromSeq: number
+  /**
+   * A fall's gift (fall-gifts.ts), taken at `atMs`: it goes at `goesAtShare` of each key's rate
+   * (the level at `levelGoesPerMs`, each named key at its `keysGoPerMs`), and each lease carries
+   * what is left of it then (undefined: a release's, kept as it was held).
+   */
+  readonly gift?: {
+    readonly atMs: number
+    readonly goesAtShare: number
+    readonly levelGoesPerMs: number
+    readonly keysGoPerMs: readonly number[]
+  }
 }
 
 /** How long a vacancy waits for a holder that holds nothing yet, in refresh periods. */
@@ -246,11 +257,21 @@ function handedTo(heir: Entry, id: string): boolean {
 export function pendingHanded(
   entry: Entry,
   seq: number,
-): { level: number; keys: [string, number][]; id: string } | undefined {
+  nowMs: number,
+): { level: number; keys: [string, number][]; id: string; goesAtShare?: number } | undefined {
   const handed = entry.handed
   if (handed === undefined || handedTo(entry, handed.id)) return undefined
   if (seq < handed.fromSeq) handed.fromSeq = seq
-  return { level: handed.level, keys: handed.keys, id: handed.id }
+  const gift = handed.gift
+  if (gift === undefined) return { level: handed.level, keys: handed.keys, id: handed.id }
+  // A gift sent again is what is left of it now, never what it was when taken.
+  const sinceMs = Math.max(0, nowMs - gift.atMs)
+  const level = Math.max(0, handed.level - gift.levelGoesPerMs * sinceMs)
+  const keys = handed.keys.map(([k, n], i): [string, number] => [
+    k,
+    Math.max(0, n - gift.keysGoPerMs[i]! * sinceMs),
+  ])
+  return { level, keys, id: handed.id, goesAtShare: gift.goesAtShare }
 }
 
 /** The holder to hand `vacancy` to: a default holder that holds nothing yet and is free. */

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import {
   domainLimits,
+  fastestRefillMs,
   inKindUnits,
   keyLimits,
   kindTraits,
@@ -120,14 +121,24 @@ function takeGifts(r: ResourceState, entry: Entry, share: number, nowMs: number)
   const family = r.settings.family
   if (family === undefined || r.burstSlack === undefined || r.burstSlack.gifts.size === 0) return
   const defaults = { capacity: family.keyCapacity, burst: family.keyBurst }
-  const taken = r.burstSlack.gifts.take(
-    share,
-    (key) => keyLimits(family.plan, key, defaults).burst,
-    domainLimits.maxSpentKeys,
-    nowMs,
-  )
+  const limitsOf = (key: string): { capacity: number; burst: number } =>
+    keyLimits(family.plan, key, defaults)
+  const taken = r.burstSlack.gifts.take(share, limitsOf, domainLimits.maxSpentKeys, nowMs)
   if (taken === undefined) return
-  entry.handed = { level: taken.level, keys: taken.keys, id: randomUUID(), fromSeq: Infinity }
+  // Sent again (a lease lost), it is what is left of it then: each key on its own line.
+  const levelRefillMs = fastestRefillMs(defaults, family.plan)
+  entry.handed = {
+    level: taken.level,
+    keys: taken.keys,
+    id: randomUUID(),
+    fromSeq: Infinity,
+    gift: {
+      atMs: nowMs,
+      goesAtShare: taken.goesAtShare,
+      levelGoesPerMs: levelRefillMs > 0 ? taken.goesAtShare / levelRefillMs : Infinity,
+      keysGoPerMs: taken.keys.map(([k]) => (taken.goesAtShare * limitsOf(k).capacity) / 1000),
+    },
+  }
 }
 
 /**
@@ -202,7 +213,7 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
       ? pendingInherit(entry, window.index, batch.seq)
       : undefined
   const handed =
-    window === undefined && r.shape.familyShare ? pendingHanded(entry, batch.seq) : undefined
+    window === undefined && r.shape.familyShare ? pendingHanded(entry, batch.seq, nowMs) : undefined
   putLease(batch, {
     ...(handOn ? { handOn: true as const } : {}),
     ...(inherit === undefined ? {} : { inherit }),

@@ -1,4 +1,4 @@
-import { kindTraits, slowestRefillMs } from '../../shared/index.js'
+import { fastestRefillMs, kindTraits, slowestRefillMs } from '../../shared/index.js'
 import { isFamilyKey, type ResourceSettings } from '../config/index.js'
 import { BurstSlack } from './burst-slack.js'
 import { ClientState, Entry, ResourceState } from './entry.js'
@@ -41,14 +41,25 @@ export function burstSlackOf(pool: PoolState, r: ResourceState): BurstSlack | un
   if (!(refillMs < Infinity) || !(refillMs > 0)) return undefined
   const unknownUntilMs =
     r.learningUntilMs > pool.startMs ? Math.max(r.heldUntilMs, r.learningUntilMs) : r.heldUntilMs
-  return new BurstSlack(refillMs, unknownUntilMs)
+  return new BurstSlack(refillMs, unknownUntilMs, giftRefillMs(r.settings))
+}
+
+/** What a fall's gift goes at least at the pace of (fall-gifts.ts): a family's fastest key's refill. */
+function giftRefillMs(s: ResourceSettings): number {
+  const f = s.family
+  if (f === undefined) return burstRefillMs(s)
+  return fastestRefillMs({ capacity: f.keyCapacity, burst: f.keyBurst }, f.plan)
 }
 
 /** After a change of capacity or burst: nothing free until every lease of the old ones may have ended. */
 export function unsettledSlack(r: ResourceState): BurstSlack | undefined {
   const refillMs = burstRefillMs(r.settings)
   if (!(refillMs < Infinity) || !(refillMs > 0)) return undefined
-  return new BurstSlack(refillMs, Math.max(r.heldUntilMs, r.seenMs, r.learningUntilMs))
+  return new BurstSlack(
+    refillMs,
+    Math.max(r.heldUntilMs, r.seenMs, r.learningUntilMs),
+    giftRefillMs(r.settings),
+  )
 }
 
 /** The entry of `client` for `resourceId`, made (with its resource, if new) when there is none. */

@@ -99,6 +99,17 @@ export class BucketParts {
     return dropped
   }
 
+  /**
+   * Tokens another bucket gave up, held here as an excess going at `goesPerMs` (a fall's gift to
+   * a joiner, going on its line: server/pool/fall-gifts.ts). With an excess going already, both
+   * go together at the two rates: never more than each going alone.
+   */
+  addExcess(tokens: number, goesPerMs: number): void {
+    if (!(tokens > 0) || !(goesPerMs > 0)) return
+    this.excess += tokens
+    this.#excessGoesPerMs += goesPerMs
+  }
+
   /** The tokens of the one part left (settled), 0 without one. */
   get onlyTokens(): number {
     return this.#parts[0]?.tokens ?? 0

@@ -216,6 +216,21 @@ export class TokenBucket {
     return dropped
   }
 
+  /**
+   * Holds `tokens` another bucket gave up as an excess above the burst, going at `goesPerSec`
+   * until none is left, spent first, earning nothing: as the giver's fall would have kept them
+   * (a fall's gift to a joiner's first share: server/pool/fall-gifts.ts). Never a full part of
+   * the burst: a part refills at its rate, while the giver's excess would have gone.
+   */
+  addExcess(tokens: number, goesPerSec: number): void {
+    if (!(tokens > 0) || !(goesPerSec > 0)) return
+    this.#refill(this.#clock.now())
+    const parts = this.#parts ?? new BucketParts(this.#tokens, this.#burst, this.#ratePerMs)
+    this.#parts = parts
+    parts.addExcess(tokens, goesPerSec / 1000)
+    this.#afterParts()
+  }
+
   /** Tokens kept from falls, still going (0 without). */
   get excess(): number {
     this.#refill(this.#clock.now())

@@ -310,7 +310,18 @@ export const leaseGrant = z.strictObject({
    * the bucket's burst). Taken once per `id`, however often a lease says it.
    */
   handed: z
-    .strictObject({ level: shareFraction, keys: spentKeys, id: printableString(64).min(1) })
+    .strictObject({
+      level: shareFraction,
+      keys: spentKeys,
+      id: printableString(64).min(1),
+      /**
+       * A fall's gift to a joiner's first share (server/pool/fall-gifts.ts): the tokens are held
+       * above each bucket's burst, spent first, going at this share of each key's rate until
+       * none is left, as the faller's excess would have gone. Absent: a release's, added to the
+       * buckets.
+       */
+      goesAtShare: z.number().positive().max(L.maxQuantity).optional(),
+    })
     .optional(),
   window: z
     .strictObject({

@@ -6,56 +6,73 @@ import type { LeaseGrant } from '../../../shared/index.js'
 
 // What falls of a rate family's default share gave up, kept for a joiner's first share
 // (server/pool/fall-gifts.ts). Its safety is BurstSlack's property ('fallGive', 'firstTake');
-// here, the arithmetic: going as a fall's excess goes, capped at the share, merged, shared.
+// here, the arithmetic: going at the rate that fell, capped at the share, merged, shared.
 
 const refillMs = 1000
-const burstOf = (key: string): number => (key === 'big' ? 100 : 10)
+const limitsOf = (key: string): { capacity: number; burst: number } =>
+  key === 'big' ? { capacity: 100, burst: 100 } : { capacity: 10, burst: 10 }
 
 describe('FallGifts', () => {
-  it('goes linearly to nothing over the refill time, and never gives past the share taken', () => {
+  it('goes at the rate that fell, and never gives past the share taken', () => {
     const gifts = new FallGifts(refillMs)
-    gifts.add(0.5, [], 0)
-    expect(gifts.take(1, burstOf, 10, 250)).toEqual({ level: 0.375, keys: [] })
+    gifts.add(0.5, [], 0.5, 0)
+    expect(gifts.take(1, limitsOf, 10, 250)).toEqual({ level: 0.375, keys: [], goesAtShare: 0.5 })
     // Taken whole: nothing is left.
-    expect(gifts.take(1, burstOf, 10, 250)).toBeUndefined()
-    gifts.add(0.5, [], 0)
-    expect(gifts.take(0.2, burstOf, 10, 0)).toEqual({ level: 0.2, keys: [] })
-    gifts.add(0.5, [], 0)
-    expect(gifts.take(1, burstOf, 10, 1000)).toBeUndefined()
+    expect(gifts.take(1, limitsOf, 10, 250)).toBeUndefined()
+    gifts.add(0.5, [], 0.5, 0)
+    expect(gifts.take(0.2, limitsOf, 10, 0)).toMatchObject({ level: 0.2, keys: [] })
+    gifts.clear()
+    gifts.add(0.5, [], 0.5, 0)
+    expect(gifts.take(1, limitsOf, 10, 1000)).toBeUndefined()
+  })
+
+  it('a gift less than the share that fell is gone as soon as the faller’s excess would be', () => {
+    const gifts = new FallGifts(refillMs)
+    // Half fell, holding a tenth of the burst above the new one: it went at half the rate.
+    gifts.add(0.1, [], 0.5, 0)
+    expect(gifts.take(1, limitsOf, 10, 100)?.level).toBeCloseTo(0.05, 9)
+    gifts.add(0.1, [], 0.5, 0)
+    // Linearly over a refill time from its value, 0.08 would be left here (100.019 of 100 in
+    // BurstSlack's property): none is.
+    expect(gifts.take(1, limitsOf, 10, 200)).toBeUndefined()
   })
 
   it('merges the gifts of several falls, a key named in one counting the level of the others', () => {
     const gifts = new FallGifts(refillMs)
     // Two holders fell by a sixth each; one had spent most of key a (named with 1 token).
-    gifts.add(1 / 6, [['a', 1]], 0)
-    gifts.add(1 / 6, [], 0)
-    const taken = gifts.take(1 / 3, burstOf, 10, 0)!
+    gifts.add(1 / 6, [['a', 1]], 1 / 6, 0)
+    gifts.add(1 / 6, [], 1 / 6, 0)
+    const taken = gifts.take(1 / 3, limitsOf, 10, 0)!
     expect(taken.level).toBeCloseTo(1 / 3, 9)
+    expect(taken.goesAtShare).toBeCloseTo(1 / 3, 9)
     // a: 1 from the first, a sixth of its burst of 10 from the second.
     expect(taken.keys).toHaveLength(1)
     expect(taken.keys[0]![0]).toBe('a')
     expect(taken.keys[0]![1]).toBeCloseTo(1 + 10 / 6, 9)
     // A key given at least the level is not named: the level is what it gets.
-    gifts.add(0.25, [['b', 5]], 0)
-    expect(gifts.take(0.25, burstOf, 10, 0)).toEqual({ level: 0.25, keys: [] })
+    gifts.add(0.25, [['b', 5]], 0.25, 0)
+    expect(gifts.take(0.25, limitsOf, 10, 0)).toEqual({ level: 0.25, keys: [], goesAtShare: 0.25 })
   })
 
-  it('leaves what one joiner did not take to the next, going on the oldest gift’s line', () => {
+  it('leaves what one joiner did not take to the next, its part going at its part of the rate', () => {
     const gifts = new FallGifts(refillMs)
     // One fell by two thirds as two joined in one round: the first joiner's third comes a
-    // quarter of a refill time later, when half of the burst is left of it.
-    gifts.add(2 / 3, [['a', 2]], 0)
-    const first = gifts.take(1 / 3, burstOf, 10, 250)!
+    // quarter of a refill time later, when half of the burst is left of the level.
+    gifts.add(2 / 3, [['a', 2]], 2 / 3, 0)
+    const first = gifts.take(1 / 3, limitsOf, 10, 250)!
     expect(first.level).toBeCloseTo(1 / 3, 9)
-    expect(first.keys).toEqual([['a', 1.5]])
-    // At half a refill time, what is left has gone on as the gift would have: a third of the
-    // burst was left of it there, less the third taken, a sixth; less still on the line from
-    // the gift's own time (not from the take: that would leave a sixth, gone a third less).
-    const second = gifts.take(1 / 3, burstOf, 10, 500)!
-    expect(second.level).toBeCloseTo(((0.5 - 1 / 3) / 0.75) * 0.5, 9)
+    // a: 2 less what two thirds of its rate (10/s) took in 250 ms.
+    expect(first.keys).toHaveLength(1)
+    expect(first.keys[0]![1]).toBeCloseTo(2 - (2 / 3) * 10 * 0.25, 9)
+    // All of a was taken: the first joiner's part goes at the whole rate.
+    expect(first.goesAtShare).toBeCloseTo(2 / 3, 9)
+    // The rest, a sixth, went on at a third of the rate that fell (its part) for 250 ms.
+    const second = gifts.take(1 / 3, limitsOf, 10, 500)!
+    expect(second.level).toBeCloseTo(1 / 6 - (2 / 9) * 0.25, 9)
+    expect(second.goesAtShare).toBeCloseTo(2 / 9, 9)
     // a: all that was left of it went to the first joiner.
     expect(second.keys).toEqual([['a', 0]])
-    expect(gifts.take(1, burstOf, 10, 500)).toBeUndefined()
+    expect(gifts.take(1, limitsOf, 10, 500)).toBeUndefined()
   })
 
   it('past the keys it may name, gives no level and names the keys holding most', () => {
@@ -68,40 +85,52 @@ describe('FallGifts', () => {
         ['c', 0],
         ['big', 20],
       ],
+      0.5,
       0,
     )
-    expect(gifts.take(0.5, burstOf, 2, 0)).toEqual({
+    expect(gifts.take(0.5, limitsOf, 2, 0)).toEqual({
       level: 0,
       keys: [
         ['big', 20],
         ['b', 3],
       ],
+      goesAtShare: 0.5,
     })
+    // The level was not given: it waits for the next joiner.
+    expect(gifts.take(0.5, limitsOf, 10, 0)?.level).toBeCloseTo(0.5, 9)
   })
 
   it('gives nothing once cleared (what the bound cannot see may hold it)', () => {
     const gifts = new FallGifts(refillMs)
-    gifts.add(0.5, [], 0)
+    gifts.add(0.5, [], 0.5, 0)
     gifts.clear()
-    expect(gifts.take(1, burstOf, 10, 0)).toBeUndefined()
+    expect(gifts.take(1, limitsOf, 10, 0)).toBeUndefined()
   })
 })
 
-/** A rate family of `burst` per key in a real Pool; acks say what each fall held, as clients do. */
-function family(burst: number) {
+/** A rate family of `burst` per key (at `capacity`/s) in a real Pool; acks say what each fall held, as clients do. */
+function family(burst: number, capacity = burst) {
   const config = new CompiledConfig(
     parseConfig({
-      resources: [{ match: 'key/*', keyed: true, kind: 'rate', capacity: burst, burst }],
+      resources: [{ match: 'key/*', keyed: true, kind: 'rate', capacity, burst }],
     }),
   )
   const pool = new Pool(0, (id) => config.settingsFor(id), { learn: false })
   const leases = new Map<string, LeaseGrant[]>()
+  const deaf = new Set<string>()
   // Nobody held the family for a refill time (1 s) before: a first share may start full.
   let nowMs = 2000
   // Batches in the order they were made (an ack's grants after the batches before it).
   const take = (first: readonly LeaseBatch[]): void => {
     const queue = [...first]
     for (let b = queue.shift(); b !== undefined; b = queue.shift()) {
+      if (deaf.has(b.clientKey)) {
+        // Its leases come, its acks are lost.
+        for (const l of b.leases)
+          if (l.resource === 'key/*')
+            leases.set(b.clientKey, [...(leases.get(b.clientKey) ?? []), l])
+        continue
+      }
       const held = []
       for (const l of b.leases) {
         if (l.resource !== 'key/*') continue
@@ -133,8 +162,14 @@ function family(burst: number) {
       take(pool.roundMany(['key/*'], nowMs))
     }
   }
+  // A client's report, `afterMs` on, asking for `wants`.
+  const report = (c: string, afterMs: number, wants: number): void => {
+    nowMs += afterMs
+    take(pool.reportDemand(c, [{ resource: 'key/*', wants }], nowMs).batches)
+    take(pool.roundMany(['key/*'], nowMs))
+  }
   const first = (c: string): LeaseGrant | undefined => leases.get(c)?.find((l) => l.capacity > 0)
-  return { join, first, leases }
+  return { join, first, leases, deaf, report }
 }
 
 describe('falls for a joiner in a pool', () => {
@@ -145,8 +180,33 @@ describe('falls for a joiner in a pool', () => {
     f.join('b')
     expect(f.leases.get('a')?.some((l) => l.handOn === true)).toBe(true)
     expect(f.first('b')?.capacity).toBeCloseTo(0.5, 9)
-    expect(f.first('b')?.handed?.level).toBeCloseTo(0.5, 2)
+    // Going as the fall's excess would have, from when the fall was sent (a round of 100 ms).
+    expect(f.first('b')?.handed?.level).toBeGreaterThan(0.4)
+    expect(f.first('b')?.handed?.level).toBeLessThanOrEqual(0.5)
+    expect(f.first('b')?.handed?.goesAtShare).toBeCloseTo(0.5, 9)
     f.join('c')
-    expect(f.first('c')?.handed?.level).toBeCloseTo(1 / 3, 2)
+    expect(f.first('c')?.handed?.level).toBeGreaterThan(0.25)
+    expect(f.first('c')?.handed?.level).toBeLessThanOrEqual(1 / 3)
+  })
+
+  it('sends a gift again until it is acknowledged, what is left of it then', () => {
+    // A refill time of 10 s: a's fall's excess goes at half the burst in 10 s.
+    const f = family(20, 2)
+    f.join('a')
+    f.deaf.add('b')
+    f.join('b')
+    f.report('b', 100, 100)
+    f.report('b', 600, 100)
+    f.report('b', 6000, 100)
+    const handed = (f.leases.get('b') ?? []).flatMap((l) => (l.handed ? [l.handed] : []))
+    expect(handed.length).toBeGreaterThan(1)
+    // One gift (one id), less in each lease that carries it again: a's excess went meanwhile.
+    expect(new Set(handed.map((h) => h.id)).size).toBe(1)
+    for (let i = 1; i < handed.length; i++)
+      expect(handed[i]!.level).toBeLessThan(handed[i - 1]!.level)
+    // Sent again 6.7 s after b's last round of joining (within 0.3 s of the first).
+    expect(handed.at(-1)!.level).toBeGreaterThanOrEqual(handed[0]!.level - (0.5 * 7.0) / 10 - 1e-9)
+    expect(handed.at(-1)!.level).toBeLessThanOrEqual(handed[0]!.level - (0.5 * 6.7) / 10 + 1e-9)
+    expect(handed.at(-1)!.goesAtShare).toBe(0.5)
   })
 })

@@ -171,6 +171,32 @@ describe('a token bucket whose share moves', () => {
     expect(new TokenBucket(clock, 10, 10, 10).dropExcess()).toBe(0)
   })
 
+  it('holds tokens another bucket gave up as an excess: spent first, going at its rate, never refilled', () => {
+    // A fall's gift to a joiner (server/pool/fall-gifts.ts): 4 tokens going at 5/s, beside a
+    // share of 5/s (burst 5) that starts empty.
+    const clock = new ManualClock()
+    const b = new TokenBucket(clock, 5, 5, 0)
+    b.addExcess(4, 5)
+    expect(b.tokens).toBeCloseTo(4, 9)
+    expect(b.excess).toBeCloseTo(4, 9)
+    expect(b.partCount).toBe(1)
+    // Spent first: the share's part earns meanwhile.
+    expect(b.tryTake(1)).toBe(true)
+    clock.advance(200) // the excess lost 1, the part earned 1
+    expect(b.excess).toBeCloseTo(2, 9)
+    expect(b.tokens).toBeCloseTo(3, 9)
+    // Gone at 5/s: what the giver's fall would have kept is gone when it would have been; the
+    // part is full at its burst, no more (as a full part, the gift would have refilled).
+    clock.advance(1000)
+    expect(b.excess).toBe(0)
+    expect(b.tokens).toBeCloseTo(5, 9)
+    expect(b.partCount).toBe(1)
+    // Nothing, or nothing going: nothing held.
+    b.addExcess(0, 5)
+    b.addExcess(3, 0)
+    expect(b.tokens).toBeCloseTo(5, 9)
+  })
+
   it('a fall keeps in the bucket what fits its new burst: only what does not is an excess', () => {
     // A key spent as it comes holds a fraction of a token; had the fall made a slice of that
     // fraction an excess, it would have gone before it made a whole token (62% where a plain
