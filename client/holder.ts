@@ -9,6 +9,8 @@ export interface FallHeld {
   resource: string
   level: number
   keys: [string, number][]
+  /** An ack's only: what was given goes at this share of each key's rate (fall-gifts.ts). */
+  goesAtShare?: number
 }
 
 /** What a hello says a holder may enforce now, for a learning coordinator. */

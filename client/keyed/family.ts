@@ -42,6 +42,13 @@ const notAnswered: RemoteAnswer = Object.freeze({ admitted: false, retryAfterMs:
 /** Callers one key may have waiting in `acquire` at once (past it: SLUICE_ERR_CLIENT_QUEUE_FULL). */
 const maxWaitersPerKey = 10_000
 
+/** Before a fall a joiner waits for: what a key never seen held, the plain buckets, the share. */
+interface FallBefore {
+  readonly level: number
+  readonly plain: ReadonlySet<KeyState>
+  readonly share: number
+}
+
 /**
  * A keyed family as one process enforces it: every key of `<prefix>/*` is a
  * limit of its own, shared by the processes that use it. This process holds
@@ -1047,30 +1054,45 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
    * tracked keys' buckets are plain (one part, no excess: only those give their tokens up, as
    * a release's, `heldAtClose`, says why).
    */
-  #beforeFall(): { level: number; plain: Set<KeyState> } {
+  #beforeFall(): FallBefore {
     const plain = new Set<KeyState>()
     for (const state of this.#keys.values()) {
       if (state.lease !== undefined) continue
       this.#refreshIfStale(state)
       if (state.bucket.partCount === 1 && state.bucket.excess === 0) plain.add(state)
     }
-    return { level: this.#shares.untrackedLevel(), plain }
+    return { level: this.#shares.untrackedLevel(), plain, share: this.#shares.share }
   }
 
   /**
    * The default share just fell for a joiner (`handOn`): what the part that fell held is given
    * up, as a release says it (`heldAtClose`), for the coordinator to hand to the joiner's first
    * share (server/pool/fall-gifts.ts). A key never seen here now starts from the new share (it
-   * always did: `FamilyShares.applyLease`), so what it held above is `level`; a tracked key
-   * whose bucket was plain drops what it holds above its new burst and is named with that,
-   * when less; one in parts keeps its excess going and is named with 0; a key leased on its
-   * own is named with 0 (its lease is not the share). Past maxSpentKeys keys, the level is 0
-   * and the keys giving most are named.
+   * always did: `FamilyShares.applyLease`), so what it held above is given, going at the rate
+   * that fell; a tracked key whose bucket was plain gives all it holds above its new burst
+   * (its excess, going at the rate that fell); one that held an excess already (a gift it took,
+   * a fall's) gives the fall's part of its excess, with that part of the rate it goes at, and
+   * keeps the rest going at the rest; so does a gift's level for keys never seen. A key leased
+   * on its own is named with 0 (its lease is not the share). `goesAtShare` is the fastest any
+   * of it goes at, as a share of each key's rate (each part no slower than it went here). Past
+   * maxSpentKeys keys, the level is 0 and the keys giving most are named.
    */
-  #giveFallen(before: { level: number; plain: Set<KeyState> }): FallHeld {
-    return this.#heldOf(Math.max(0, before.level - this.#shares.untrackedLevel()), (state) =>
-      before.plain.has(state) ? state.bucket.dropExcess() : 0,
-    )
+  #giveFallen(before: FallBefore): FallHeld {
+    const shares = this.#shares
+    const fell = Math.max(0, before.share - shares.share)
+    const part = before.share > 0 ? fell / before.share : 0
+    let goesAtShare = fell
+    const [giftLevel, giftGoes] = shares.splitGift(part)
+    // A key never seen: the fall's excess and the gift's part, two excesses going together.
+    if (giftLevel > 0) goesAtShare = Math.max(goesAtShare, fell + giftGoes)
+    const level = Math.max(0, before.level - shares.untrackedLevel()) + giftLevel
+    const held = this.#heldOf(level, (state) => {
+      const [tokens, goesPerSec] = state.bucket.splitExcess(before.plain.has(state) ? 1 : part)
+      const capacity = shares.keyLimits(state.key).capacity
+      if (tokens > 0 && capacity > 0) goesAtShare = Math.max(goesAtShare, goesPerSec / capacity)
+      return tokens
+    })
+    return goesAtShare > 0 ? { ...held, goesAtShare } : held
   }
 
   /**

@@ -1,4 +1,5 @@
 import {
+  fastestRefillMs,
   keyLimits,
   kindTraits,
   safeFallback,
@@ -266,6 +267,25 @@ export class FamilyShares {
     this.#giftLevel = level
     this.#giftGoesAtShare = goesAtShare
     this.#giftAtMs = this.hotClock.now()
+  }
+
+  /**
+   * A fall of `fraction` of the share for a joiner passes that part of the gift on (the rest
+   * goes on here at the rest of its rate): returns the level given, as a share of every key's
+   * burst (what is left of it at the fastest key's pace, which is below every key's), and the
+   * share of each key's rate it goes at. None: 0, 0.
+   */
+  splitGift(fraction: number): [number, number] {
+    if (!(this.#giftLevel > 0) || !(fraction > 0)) return [0, 0]
+    const part = Math.min(1, fraction)
+    const refillMs = fastestRefillMs(this.defaultLimits, this.plan)
+    const sinceMs = Math.max(0, this.hotClock.now() - this.#giftAtMs)
+    const left =
+      refillMs > 0 ? Math.max(0, this.#giftLevel - (this.#giftGoesAtShare * sinceMs) / refillMs) : 0
+    const goesAtShare = this.#giftGoesAtShare * part
+    this.#giftLevel *= 1 - part
+    this.#giftGoesAtShare -= goesAtShare
+    return left > 0 ? [left * part, goesAtShare] : [0, 0]
   }
 
   /**

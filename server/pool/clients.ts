@@ -329,6 +329,8 @@ export interface FallHeld {
   readonly resource: string
   readonly level: number
   readonly keys: readonly (readonly [string, number])[]
+  /** What it gave goes at this share of each key's rate (at least the share that fell). */
+  readonly goesAtShare?: number | undefined
 }
 
 /**
@@ -354,12 +356,20 @@ function noteFallHeld(
   if (said === undefined) return
   const fell = Math.min(1, Math.max(0, (before - entry.committed) / s.capacity))
   if (!(fell > 0)) return
-  const given = heldWithin(family, said, fell)
+  // Beyond the fall's share, a share that took a gift passes on the fall's part of it (the
+  // client's #giveFallen), going at its part of the gift's rate: never more than that part of
+  // the level it took.
+  const part = before > 0 ? Math.min(1, (before - entry.committed) / before) : 1
+  const given = heldWithin(family, said, fell + part * entry.giftLevel)
+  entry.giftLevel *= 1 - part
+  // It goes at the rate that fell, or at what the client says when faster (a gift's part going
+  // with it, or a key's excess going faster): never slower.
+  const goesAtShare = Math.max(fell, said.goesAtShare ?? 0)
   // Its line starts when the fall was sent: the client fell as it came, no sooner, and what it
   // gave would have gone from then as its excess (from the ack, the gift outlived it by the
   // ack's round trip).
   const sentMs = entry.leases.find((l) => l.seq === seq)?.sentMs ?? nowMs
-  r.burstSlack.gifts.add(given.level, given.keys, fell, Math.min(sentMs, nowMs))
+  r.burstSlack.gifts.add(given.level, given.keys, goesAtShare, Math.min(sentMs, nowMs))
 }
 
 /** An ack's `gave`, summed per resource (a client naming one twice is summed, then capped). */

@@ -347,6 +347,12 @@ export class Entry {
   /** Rate family share handed a held vacancy: what it held, sent with every lease until one is acknowledged. */
   handed: PendingHanded | undefined = undefined
   /**
+   * Rate family share: the level of the falls' gifts its first share took (fall-gifts.ts), less
+   * what its own falls for joiners passed on since: what it may say its falls give beyond their
+   * share (noteFallHeld).
+   */
+  giftLevel = 0
+  /**
    * A hot key's share handed on with a held vacancy (held-handover.ts): the tokens its next
    * lease's bucket starts with (`fill`), sent once.
    */

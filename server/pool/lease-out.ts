@@ -125,6 +125,7 @@ function takeGifts(r: ResourceState, entry: Entry, share: number, nowMs: number)
     keyLimits(family.plan, key, defaults)
   const taken = r.burstSlack.gifts.take(share, limitsOf, domainLimits.maxSpentKeys, nowMs)
   if (taken === undefined) return
+  entry.giftLevel = taken.level
   // Sent again (a lease lost), it is what is left of it then: each key on its own line.
   const levelRefillMs = fastestRefillMs(defaults, family.plan)
   entry.handed = {

@@ -110,6 +110,24 @@ export class BucketParts {
     this.#excessGoesPerMs += goesPerMs
   }
 
+  /**
+   * Gives up `fraction` of the excess and of the rate it goes at (the rest goes on at the rest
+   * of the rate: each part no more than the whole would have been); returns what it gave, and
+   * the rate (per ms) that goes with it.
+   */
+  splitExcess(fraction: number): [number, number] {
+    if (this.excess <= 0 || !(fraction > 0)) return [0, 0]
+    if (fraction >= 1) {
+      const given: [number, number] = [this.excess, this.#excessGoesPerMs]
+      this.#noExcess()
+      return given
+    }
+    const given: [number, number] = [this.excess * fraction, this.#excessGoesPerMs * fraction]
+    this.excess -= given[0]
+    this.#excessGoesPerMs -= given[1]
+    return given
+  }
+
   /** The tokens of the one part left (settled), 0 without one. */
   get onlyTokens(): number {
     return this.#parts[0]?.tokens ?? 0

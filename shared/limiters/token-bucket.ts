@@ -231,6 +231,25 @@ export class TokenBucket {
     this.#afterParts()
   }
 
+  /**
+   * Gives up `fraction` (0..1] of the excess, with as much of the rate it goes at; the rest goes
+   * on at the rest of the rate. Returns the tokens given and their rate per second: where they
+   * go, they go at that rate (TokenBucket.addExcess), so neither part outlives what the whole
+   * would have held (a share that fell for a joiner passing on part of a gift it holds).
+   */
+  splitExcess(fraction: number): [number, number] {
+    const nowMs = this.#clock.now()
+    this.#refill(nowMs)
+    const parts = this.#parts
+    if (parts === undefined) return [0, 0]
+    // What was taken since the last reading came from the excess first.
+    parts.spend(parts.spendExcess(this.#taken))
+    this.#taken = 0
+    const [tokens, goesPerMs] = parts.splitExcess(fraction)
+    this.#afterParts()
+    return [tokens, goesPerMs * 1000]
+  }
+
   /** Tokens kept from falls, still going (0 without). */
   get excess(): number {
     this.#refill(this.#clock.now())

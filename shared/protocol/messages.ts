@@ -198,10 +198,20 @@ export const ackMessage = z.strictObject({
    * process joining waits for its first share): what the part that fell held, given up, as a
    * release's `held` says it (of every key not named, `level` of its burst; of each key named,
    * its tokens). The coordinator hands it to the joiner's first share (server/pool/fall-gifts.ts),
-   * never more than the fall's share; the client holds it no more. Only in a whole batch's ack.
+   * never more than the fall's share (and the fall's part of a gift this share took); the client
+   * holds it no more. `goesAtShare`: what was given goes at this share of each key's rate, as it
+   * went here (at least the share that fell: the coordinator takes the faster). Only in a whole
+   * batch's ack.
    */
   held: z
-    .array(z.strictObject({ resource: resourceId, level: shareFraction, keys: spentKeys }))
+    .array(
+      z.strictObject({
+        resource: resourceId,
+        level: shareFraction,
+        keys: spentKeys,
+        goesAtShare: z.number().positive().max(L.maxQuantity).optional(),
+      }),
+    )
     .min(1)
     .max(L.maxEntries)
     .optional(),

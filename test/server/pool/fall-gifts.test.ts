@@ -118,6 +118,8 @@ function family(burst: number, capacity = burst) {
   const pool = new Pool(0, (id) => config.settingsFor(id), { learn: false })
   const leases = new Map<string, LeaseGrant[]>()
   const deaf = new Set<string>()
+  // What a client says its fall gave (else: what fell, of keys never seen).
+  const says = new Map<string, (before: number, capacity: number) => number>()
   // Nobody held the family for a refill time (1 s) before: a first share may start full.
   let nowMs = 2000
   // Batches in the order they were made (an ack's grants after the batches before it).
@@ -140,7 +142,12 @@ function family(burst: number, capacity = burst) {
         leases.set(b.clientKey, mine)
         // Its keys never seen: what fell of a full share is given up, as the client says.
         if (l.handOn === true)
-          held.push({ resource: l.resource, level: before - l.capacity, keys: [] })
+          held.push({
+            resource: l.resource,
+            level: says.get(b.clientKey)?.(before, l.capacity) ?? before - l.capacity,
+            keys: [],
+            ...(says.has(b.clientKey) ? { goesAtShare: 1 } : {}),
+          })
       }
       queue.push(
         ...pool.acknowledge(
@@ -169,7 +176,7 @@ function family(burst: number, capacity = burst) {
     take(pool.roundMany(['key/*'], nowMs))
   }
   const first = (c: string): LeaseGrant | undefined => leases.get(c)?.find((l) => l.capacity > 0)
-  return { join, first, leases, deaf, report }
+  return { join, first, leases, deaf, report, says }
 }
 
 describe('falls for a joiner in a pool', () => {
@@ -187,6 +194,31 @@ describe('falls for a joiner in a pool', () => {
     f.join('c')
     expect(f.first('c')?.handed?.level).toBeGreaterThan(0.25)
     expect(f.first('c')?.handed?.level).toBeLessThanOrEqual(1 / 3)
+  })
+
+  it('takes a fall’s part of a gift passed on, never more than that part of what was handed', () => {
+    const f = family(20)
+    f.join('a')
+    f.join('b')
+    const handedB = f.first('b')!.handed!.level
+    // Both fall to a third for c. a says it gave nothing; b passes on a third of its gift
+    // beside what fell, and says more: held to the sixth that fell and a third of what it was
+    // handed (a sixth), which c's third takes (held to the sixth that fell, c got a sixth).
+    f.says.set('a', () => 0)
+    f.says.set('b', () => 1)
+    f.join('c')
+    const c = f.first('c')!.handed!
+    expect(c.level).toBeLessThanOrEqual(1 / 3)
+    expect(c.level).toBeGreaterThan(1 / 3 - 0.02)
+    // The faster rate said (1: each key's whole rate) is taken, never the slower that fell.
+    expect(c.goesAtShare).toBeGreaterThanOrEqual(1 - 1e-9)
+    // Without a gift of its own, a share passes on only what fell.
+    const g = family(20)
+    g.join('a')
+    g.says.set('a', () => 1)
+    g.join('b')
+    expect(g.first('b')!.handed!.level).toBeLessThanOrEqual(0.5)
+    expect(handedB).toBeLessThanOrEqual(0.5)
   })
 
   it('sends a gift again until it is acknowledged, what is left of it then', () => {
