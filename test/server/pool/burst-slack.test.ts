@@ -52,19 +52,25 @@ describe('BurstSlack', () => {
     expect(slack.available(5_000 + refillMs)).toBeCloseTo(0.75, 6)
   })
 
-  it('a first share that starts with half of what is free leaves the rest to the next holder, though it commits all', () => {
+  it('a joiner starts with nothing free while what a fall left may be held above the bursts and the parts may fill past it', () => {
     const slack = new BurstSlack(refillMs, -Infinity)
     // Alone, the first holder is leased the whole, and starts with half of the burst.
     expect(slack.takePart(1, 0.5, 0)).toBeCloseTo(0.5, 9)
     slack.hold(1, 0)
-    // A second joins 10 ms later: the first falls to half (its buckets may have earned 1% of
-    // the burst since), and the second starts with half of what is left.
+    // It falls to half 10 ms later (its buckets may have earned 1% of the burst since): by the
+    // bound, 0.49 of the burst is free.
     slack.hold(0.5, 10)
     expect(slack.available(10)).toBeCloseTo(0.49, 9)
-    expect(slack.takePart(0.5, 0.5, 10)).toBeCloseTo(0.245, 9)
-    slack.hold(1, 10)
-    // Then nothing more is free: every share together may fill what they started without.
-    expect(slack.available(10 + refillMs)).toBe(0)
+    // Yet a joiner of the other half may start with none of it: the 0.51 held may be one
+    // holder's full half and another's fall's excess, going at half the rate while the parts
+    // fill (until 2026-12-02 it took 0.245 here: 1.005 of the burst out at 0.98 s).
+    expect(slack.takePart(0.5, 0.5, 10)).toBe(0)
+    // A joiner of a quarter may take some: the parts then fill to three quarters, and what the
+    // fall left is down to the last quarter within half a refill time (T' ≤ 1 − 0.75 × 0.5).
+    expect(slack.takePart(0.25, 1, 10)).toBeCloseTo(1 - 0.75 * 0.5 - 0.51, 9)
+    slack.hold(0.75, 10)
+    // Then nothing more is free until the fall's excess is gone.
+    expect(slack.available(10 + refillMs / 2)).toBe(0)
   })
 
   it('what a share started with grows at its rate: a first share started with half may be full a refill time later', () => {
@@ -131,11 +137,13 @@ describe('BurstSlack', () => {
         gapMs: fc.constantFrom(0, 10, 300, 1000),
       }),
       // A keyed family's default share falling as a process joins (server/pool/fall-gifts.ts):
-      // i's bucket gives up what is above its new burst, the pool counts the fall at once
-      // (`hold`), and keeps what was given, going as the fall's excess would (linearly to 0
-      // over a refill time), until a process that never held the family takes its first
-      // share: its fresh bucket holds what is left of it (capped at its burst), the rest is
-      // dropped. Other steps may come in between: the capacity sits free meanwhile.
+      // i's bucket gives up what is above its new burst (a plain bucket: all its excess, going
+      // at the rate that fell; one holding an excess already, a gift it took or a fall's: the
+      // fall's part of it, with as much of the rate it goes at), the pool counts the fall at
+      // once (`hold`), and keeps what was given, going at that rate, until a process that
+      // never held the family takes its first share: its fresh bucket holds what is left of
+      // it as an excess going at that rate, capped at its share; the rest waits for the next.
+      // Other steps may come in between: the capacity sits free meanwhile.
       fc.record({
         t: fc.constant('fallGive' as const),
         i: fc.integer({ min: 0, max: 2 }),
@@ -279,30 +287,34 @@ describe('BurstSlack', () => {
               shares[s.i] = shares[s.i]! - d
               const from = buckets[s.i]!
               const plain = from.partCount === 1 && from.excess === 0
+              const before = shares[s.i]! + d
               from.moveRate(shares[s.i]! * ratePerSec, shares[s.i]! * burst)
-              const gave = plain ? from.dropExcess() : 0
+              const [gave, goesPerSec] = from.splitExcess(plain ? 1 : d / before)
               slack.hold(
                 shares.reduce((a, c) => a + c, 0),
                 clock.now(),
               )
+              // Going at the rate that fell, or faster (client/keyed/family.ts, #giveFallen).
+              const goes = Math.max(d, goesPerSec / ratePerSec)
               // Said of the key by name, or as the level of every key not named (one key here).
-              if (s.named) slack.gifts.add(0, [['k', gave]], d, clock.now())
-              else slack.gifts.add(gave / burst, [], d, clock.now())
+              if (s.named) slack.gifts.add(0, [['k', gave]], goes, clock.now())
+              else slack.gifts.add(gave / burst, [], goes, clock.now())
             } else if (s.t === 'firstTake') {
               if (everHeld[s.j] || shares[s.j]! > 0) continue
               const others = shares.reduce((a, b) => a + b, 0) + hidden.share
               const share = Math.min(s.share, Math.max(0, 1 - others))
               if (!(share > 0)) continue
+              // As the pool does: what it starts with is taken before its share is held.
+              const part =
+                s.start === 'empty'
+                  ? 0
+                  : slack.takePart(share, s.start === 'half' ? 0.5 : 1, clock.now())
               shares[s.j] = share
               everHeld[s.j] = true
               slack.hold(
                 shares.reduce((a, c) => a + c, 0),
                 clock.now(),
               )
-              const part =
-                s.start === 'empty'
-                  ? 0
-                  : slack.takePart(share, s.start === 'half' ? 0.5 : 1, clock.now())
               // The real gifts' arithmetic (taken whole, not going meanwhile, this fails).
               const limits = { capacity: ratePerSec, burst }
               const taken = slack.gifts.take(share, () => limits, 10, clock.now())
@@ -336,17 +348,22 @@ describe('BurstSlack', () => {
               if (share > 0) everHeld[s.i] = true
               const b = buckets[s.i]!
               b.moveRate(share * ratePerSec, share * burst)
+              // A process that held nothing may start full, as a first lease does, or with part
+              // of its share: a new key's bucket, holding that part and earning the rest. As the
+              // pool does, what it starts with is taken before its share is held.
+              const first = before === 0 && share > 0
+              const full = first && s.start === 'full' && slack.take(share, clock.now())
+              const part =
+                first && s.start !== 'full' && s.start !== 'empty'
+                  ? slack.takePart(share, s.start === 'half' ? 0.5 : 1, clock.now())
+                  : 0
               slack.hold(
                 shares.reduce((a, c) => a + c, 0),
                 clock.now(),
               )
-              // A process that held nothing may start full, as a first lease does, or with part
-              // of its share: a new key's bucket, holding that part and earning the rest.
-              if (before === 0 && share > 0 && s.start === 'full') {
-                if (slack.take(share, clock.now())) b.fill()
-              } else if (before === 0 && share > 0 && s.start !== 'empty') {
-                const part = slack.takePart(share, s.start === 'half' ? 0.5 : 1, clock.now())
-                if (part > 0 && b.tokens === 0 && b.excess === 0) {
+              if (full) b.fill()
+              else if (part > 0) {
+                if (b.tokens === 0 && b.excess === 0) {
                   const started = new TokenBucket(
                     clock,
                     part * ratePerSec,
