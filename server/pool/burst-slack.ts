@@ -153,6 +153,7 @@ export class BurstSlack {
   hold(share: number, nowMs: number): void {
     if (share === this.#held) return
     this.#advance(nowMs)
+    if (share > this.#held) this.gifts.rose(share - this.#held)
     if (share < this.#held) {
       const falls = this.#falls
       if (falls.length >= maxFalls) {

@@ -12,14 +12,21 @@
  * `level` of its burst; of each named key, its tokens. The pool keeps each gift (`add`) with the
  * share that fell (`fell`), from when the fall was sent, and the joiner's first share takes what
  * is left of them (`take`). A gift is the faller's excess moved: it goes as that excess would
- * have gone, at the rate that fell (`fell` of each key's rate), from its value down to nothing,
- * and the joiner's buckets hold it so, above their bursts, spent first, going at that rate
- * (`goesAtShare`: TokenBucket.addExcess), never refilled.
+ * have gone, at the rate that fell (`fell` of each key's rate), from its value down to nothing.
+ *
+ * How the joiner holds it depends on whether its rise is the one the falls were made for
+ * (`paired`: no rise took the rate the falls freed since). Paired, the tokens move with the rate,
+ * as a named rate's fall hands its excess to the rise it pays for: the joiner's buckets start
+ * from them, as tokens of its share (a raised level: client/keyed/shares.ts, raiseBase), and
+ * refill as any part does. Unpaired (another share rose into that rate meanwhile, and its fresh
+ * part pays for the falls' excess), they are an excess at the joiner: above its bursts, spent
+ * first, going at that rate (`goesAtShare`: TokenBucket.addExcess), never refilled.
  *
  * Why it is safe (test/server/pool/burst-slack.test.ts, 'fallGive' and 'firstTake'): tokens
- * move, none are made, and where they are they go as they would have gone at the faller. Held
- * as a full part of the joiner's burst instead, a gift refilled where the faller's excess would
- * have gone: 100.029 of 100 at seed 58248383, a gift taken 371 ms after its fall. Going over a
+ * move, none are made, and where they are they go as they would have gone at the faller, or
+ * with the rate they belong to. Held as a full part of the joiner's burst after another share
+ * rose into the falls' rate, a gift refilled where the faller's excess would have gone: 100.029
+ * of 100 at seed 58248383 (a share rose between the fall and the take). Going over a
  * whole refill time from its value, not at the rate that fell, a small gift outlived the
  * faller's excess (100.019 of 100). The level goes at the fastest key's pace (`levelRefillMs`),
  * which is below every key's line; a named key at its own. Two joiners share a gift in
@@ -31,6 +38,12 @@
 export class FallGifts {
   readonly #levelRefillMs: number
   readonly #gifts: Gift[] = []
+  /**
+   * The share that the gifts' falls freed and no rise has taken since (falls add, rises take;
+   * never below 0): while a joiner's share fits in it, the joiner's rise is the one the falls
+   * were made for, and nothing else earns their rate (`take`'s `paired`).
+   */
+  #freeShare = 0
 
   /** @param levelRefillMs the family's fastest key's refill time: a level goes at least at its pace for every key */
   constructor(levelRefillMs: number) {
@@ -59,11 +72,18 @@ export class FallGifts {
     // Bounded: the oldest, least left of, goes first.
     if (gifts.length >= maxGifts) gifts.shift()
     gifts.push({ level, keys: new Map(keys), fell, atMs })
+    this.#freeShare = Math.min(1, this.#freeShare + fell)
+  }
+
+  /** The leases rose by `share` (BurstSlack.hold): it takes of what the falls freed. */
+  rose(share: number): void {
+    this.#freeShare = Math.max(0, this.#freeShare - share)
   }
 
   /** Nothing is given any more (anything may be held unseen: BurstSlack.disturb). */
   clear(): void {
     this.#gifts.length = 0
+    this.#freeShare = 0
   }
 
   /**
@@ -79,9 +99,13 @@ export class FallGifts {
     limitsOf: (key: string) => { readonly capacity: number; readonly burst: number },
     maxKeys: number,
     nowMs: number,
-  ): { level: number; keys: [string, number][]; goesAtShare: number } | undefined {
+  ): { level: number; keys: [string, number][]; goesAtShare: number; paired: boolean } | undefined {
     const gifts = this.#gifts
     if (gifts.length === 0) return undefined
+    // Paired: no rise took the falls' rate since they were made, so this share's rise (it comes
+    // next) is the one they were made for, and the tokens may move with the rate, as a named
+    // rate's fall hands its excess to the rise it pays for (BurstSlack's 'move').
+    const paired = share <= this.#freeShare + 1e-9
     const sinceMs = (g: Gift): number => Math.max(0, nowMs - g.atMs)
     // The level each gift holds now, on the fastest key's line.
     const levelRefillMs = this.#levelRefillMs
@@ -152,7 +176,7 @@ export class FallGifts {
     gifts.length = 0
     gifts.push(...rest)
     if (!(level > 0) && !keys.some(([, n]) => n > 0)) return undefined
-    return { level, keys, goesAtShare: goesAtShare * most }
+    return { level, keys, goesAtShare: goesAtShare * most, paired }
   }
 }
 

@@ -262,9 +262,19 @@ export function pendingHanded(
   const handed = entry.handed
   if (handed === undefined || handedTo(entry, handed.id)) return undefined
   if (seq < handed.fromSeq) handed.fromSeq = seq
+  return handedNow(handed, nowMs)
+}
+
+/**
+ * What a pending handover says at `nowMs`: a release's (or a paired gift's) as it was; a gift
+ * going as an excess (`gift`), what is left of it now, never what it was when taken.
+ */
+export function handedNow(
+  handed: PendingHanded,
+  nowMs: number,
+): { level: number; keys: [string, number][]; id: string; goesAtShare?: number } {
   const gift = handed.gift
   if (gift === undefined) return { level: handed.level, keys: handed.keys, id: handed.id }
-  // A gift sent again is what is left of it now, never what it was when taken.
   const sinceMs = Math.max(0, nowMs - gift.atMs)
   const level = Math.max(0, handed.level - gift.levelGoesPerMs * sinceMs)
   const keys = handed.keys.map(([k, n], i): [string, number] => [

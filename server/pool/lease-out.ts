@@ -115,7 +115,8 @@ function withFamilyLease(
  * A joiner's first share of a rate family takes what the falls made for it gave up
  * (fall-gifts.ts), handed as a share released whole is (`handed`, held-handover.ts: its client
  * takes it once, into buckets that never held anything, and each lease carries it until one is
- * acknowledged).
+ * acknowledged): when its rise is the one the falls were made for (`paired`), as tokens of the
+ * share; else as an excess going as the falls' would have (`goesAtShare`).
  */
 function takeGifts(r: ResourceState, entry: Entry, share: number, nowMs: number): void {
   const family = r.settings.family
@@ -125,6 +126,13 @@ function takeGifts(r: ResourceState, entry: Entry, share: number, nowMs: number)
     keyLimits(family.plan, key, defaults)
   const taken = r.burstSlack.gifts.take(share, limitsOf, domainLimits.maxSpentKeys, nowMs)
   if (taken === undefined) return
+  // Paired (fall-gifts.ts): its rise is the one the falls were made for, and the tokens move
+  // with the rate, as a share released whole does (the client raises its buckets' level).
+  if (taken.paired) {
+    entry.giftLevel = 0
+    entry.handed = { level: taken.level, keys: taken.keys, id: randomUUID(), fromSeq: Infinity }
+    return
+  }
   entry.giftLevel = taken.level
   // Sent again (a lease lost), it is what is left of it then: each key on its own line.
   const levelRefillMs = fastestRefillMs(defaults, family.plan)

@@ -545,6 +545,40 @@ describe('a keyed family’s buckets', () => {
     f.close()
   })
 
+  it('hold a fall’s gift that came unpaired above the burst, going as the giver’s excess would, and pass the fall’s part of it on', () => {
+    const clock = new ManualClock()
+    const family = (): KeyedFamily => {
+      const f = new KeyedFamily('k', resolveKeyedOptions('k', {}), clock, clock, owner)
+      // A first share of half, empty, with a gift of a fifth of every key's burst going at half
+      // of each key's rate (server/pool/fall-gifts.ts: another rise took the falls' rate since).
+      f.applyFamilyLease({
+        ...grant(0.5),
+        handed: { level: 0.2, keys: [], id: 'g1', goesAtShare: 0.5 },
+      })
+      return f
+    }
+    const f = family()
+    // A key never seen: the gift's 2 tokens, spent first; the share earns from empty.
+    let admitted = 0
+    while (f.tryAcquire('a')) admitted++
+    expect(admitted).toBe(2)
+    // 400 ms on, a key never seen holds what is left of the gift (2 - 5/s x 0.4 = 0) and what
+    // the share earned (2). Held as a full part, it held 2 and earned 3/s beside it: 3.2.
+    clock.advance(400)
+    expect(f.remaining('b')).toBe(2)
+    f.close()
+    // Another, falling 200 ms in to a third for a joiner (`handOn`): a key never seen held 1
+    // of the share (none above the third) and 1 of the gift; it gives a third of the gift (0.33
+    // of 10), going at a third of its rate beside the share that fell: 1/6 + 0.5/3.
+    const g = family()
+    clock.advance(200)
+    g.applyFamilyLease({ ...grant(1 / 3), handOn: true })
+    const held = g.takeFallHeld('k/*')!
+    expect(held.level).toBeCloseTo(0.1 / 3, 6)
+    expect(held.goesAtShare).toBeCloseTo(1 / 6 + 0.5 / 3, 6)
+    g.close()
+  })
+
   it('start a new key with no more than it earned when the share falls soon after a rise', () => {
     const clock = new ManualClock()
     const f = new KeyedFamily('k', resolveKeyedOptions('k', {}), clock, clock, owner)
