@@ -35,20 +35,26 @@ export function fallbackBurst(
  */
 export const crowdedShare = 0.2
 
+/** A key's limits: how fast it earns, and how much it holds. */
+interface Limits {
+  readonly capacity: number
+  readonly burst: number
+}
+
+/** How long `l` takes to refill its burst at its capacity, ms (capacity 0 with a burst: never). */
+function refillMsOf(l: Limits): number {
+  return l.capacity > 0 ? (l.burst / l.capacity) * 1000 : l.burst > 0 ? Infinity : 0
+}
+
 /**
  * How long a keyed family's slowest key takes to refill its burst at its capacity, ms (the
  * plan's keys included; a key of capacity 0 with a burst: never). The coordinator waits this
  * long quiet before a family's first share may start full, and a client's share earns a new
  * key's burst over it: the same figure both sides.
  */
-export function slowestRefillMs(
-  family: { readonly capacity: number; readonly burst: number },
-  plan: Readonly<Record<string, { readonly capacity: number; readonly burst: number }>>,
-): number {
-  const refill = (l: { readonly capacity: number; readonly burst: number }): number =>
-    l.capacity > 0 ? (l.burst / l.capacity) * 1000 : l.burst > 0 ? Infinity : 0
-  let most = refill(family)
-  for (const l of Object.values(plan)) most = Math.max(most, refill(l))
+export function slowestRefillMs(family: Limits, plan: Readonly<Record<string, Limits>>): number {
+  let most = refillMsOf(family)
+  for (const l of Object.values(plan)) most = Math.max(most, refillMsOf(l))
   return most
 }
 
@@ -57,14 +63,9 @@ export function slowestRefillMs(
  * plan's keys included): what goes at a share of every key's rate goes at least at this pace
  * (a fall's gift: server/pool/fall-gifts.ts).
  */
-export function fastestRefillMs(
-  family: { readonly capacity: number; readonly burst: number },
-  plan: Readonly<Record<string, { readonly capacity: number; readonly burst: number }>>,
-): number {
-  const refill = (l: { readonly capacity: number; readonly burst: number }): number =>
-    l.capacity > 0 ? (l.burst / l.capacity) * 1000 : l.burst > 0 ? Infinity : 0
-  let least = refill(family)
-  for (const l of Object.values(plan)) least = Math.min(least, refill(l))
+export function fastestRefillMs(family: Limits, plan: Readonly<Record<string, Limits>>): number {
+  let least = refillMsOf(family)
+  for (const l of Object.values(plan)) least = Math.min(least, refillMsOf(l))
   return least
 }
 
