@@ -1007,7 +1007,10 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
    * share: a named key gets its tokens (never above its burst), a key never seen here starts
    * from `level` more (raiseBase). The tokens moved, they were not made: the leaver holds them
    * no more. A named key that cannot be tracked here (the key bound) gets nothing, and then
-   * neither does a key never seen here, which would start from the raised level.
+   * neither does a key never seen here, which would start from the raised level. So does a
+   * joiner's first share take what the falls made for it gave up when its rise is theirs
+   * (server/pool/fall-gifts.ts, paired); else the lease says `goesAtShare`, and the tokens are
+   * an excess going at that rate.
    */
   #takeHanded(handed: NonNullable<LeaseGrant['handed']>, heldBefore: boolean): void {
     const shares = this.#shares
@@ -1019,9 +1022,10 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     // A key tracked here and not named gets nothing: its bucket is one part, while the level
     // was the leaver's untracked keys', a full part and a part earning (a key never seen here
     // starts from the level in that shape: raiseBase).
-    // A fall's gift (`goesAtShare`) is held above the burst, going as the faller's excess would
-    // have: in a full part, it refilled where that excess would have gone (the BurstSlack
-    // property, 100.029 of 100 at seed 58248383: a gift taken 371 ms after its fall).
+    // An unpaired fall's gift (`goesAtShare`) is held above the burst, going as the faller's
+    // excess would have: in a full part, it refilled where that excess would have gone, once
+    // another share had risen into the falls' rate (BurstSlack's property, 100.029 of 100 at
+    // seed 58248383).
     const goesAtShare = handed.goesAtShare
     let tracked = true
     for (const [key, tokens] of handed.keys) {
