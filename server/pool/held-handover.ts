@@ -276,6 +276,9 @@ export function handedNow(
   const gift = handed.gift
   if (gift === undefined) return { level: handed.level, keys: handed.keys, id: handed.id }
   const sinceMs = Math.max(0, nowMs - gift.atMs)
+  // Nothing went yet at the take (a level going at once, a key of no refill: 0 × ∞ is no number).
+  if (!(sinceMs > 0))
+    return { level: handed.level, keys: handed.keys, id: handed.id, goesAtShare: gift.goesAtShare }
   const level = Math.max(0, handed.level - gift.levelGoesPerMs * sinceMs)
   const keys = handed.keys.map(([k, n], i): [string, number] => [
     k,

@@ -272,5 +272,10 @@ describe('falls for a joiner in a pool', () => {
     expect(later.level).toBeCloseTo(0.3, 9)
     expect(later.keys[0]![1]).toBeCloseTo(2 - 0.002 * 400, 9)
     expect(handedNow(pending, 5000)).toMatchObject({ level: 0, keys: [['a', 0]] })
+    // A family whose level goes at once (a plan key that never refills: no level is given) says
+    // a number at the take, never NaN (0 × ∞).
+    const atOnce = { ...pending, level: 0, gift: { ...pending.gift, levelGoesPerMs: Infinity } }
+    expect(handedNow(atOnce, 1000).level).toBe(0)
+    expect(handedNow(atOnce, 1400).level).toBe(0)
   })
 })
