@@ -57,67 +57,77 @@ const byKey = (entries: readonly LedgerEntry[] | undefined) =>
   Object.fromEntries((entries ?? []).map((e) => [entryKey(e.clientKey, e.resource), e]))
 
 describe('file ledger', () => {
-  it('loads what a memory ledger holds after the same writes, across reopenings and compactions', async () => {
-    await fc.assert(
-      fc.asyncProperty(
-        fc.array(fc.array(change, { minLength: 1, maxLength: 4 }), { maxLength: 120 }),
-        fc.integer({ min: 1, max: 5 }),
-        async (writes, reopenEvery) => {
-          const path = dir()
-          const reference = new MemoryLedger()
-          let ledger = new FileLedger(path)
-          await ledger.load()
-          for (const [i, w] of writes.entries()) {
-            reference.write(w)
-            await ledger.write(w)
-            if (i % reopenEvery === 0) {
-              await ledger.close()
-              ledger = new FileLedger(path)
-              expect(byKey(await ledger.load())).toEqual(byKey(reference.entries()))
+  it(
+    'loads what a memory ledger holds after the same writes, across reopenings and compactions',
+    // Real files, a datasync per write: 13 s alone, past 30 s in a loaded CI run.
+    { timeout: 120_000 },
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(
+          fc.array(fc.array(change, { minLength: 1, maxLength: 4 }), { maxLength: 120 }),
+          fc.integer({ min: 1, max: 5 }),
+          async (writes, reopenEvery) => {
+            const path = dir()
+            const reference = new MemoryLedger()
+            let ledger = new FileLedger(path)
+            await ledger.load()
+            for (const [i, w] of writes.entries()) {
+              reference.write(w)
+              await ledger.write(w)
+              if (i % reopenEvery === 0) {
+                await ledger.close()
+                ledger = new FileLedger(path)
+                expect(byKey(await ledger.load())).toEqual(byKey(reference.entries()))
+              }
             }
-          }
-          await ledger.close()
-          expect(byKey(await new FileLedger(path).load())).toEqual(byKey(reference.entries()))
-        },
-      ),
-      { numRuns: Math.max(20, Math.floor(fc.readConfigureGlobal().numRuns! / 10)) },
-    )
-  })
+            await ledger.close()
+            expect(byKey(await new FileLedger(path).load())).toEqual(byKey(reference.entries()))
+          },
+        ),
+        { numRuns: Math.max(20, Math.floor(fc.readConfigureGlobal().numRuns! / 10)) },
+      )
+    },
+  )
 
-  it('with snapshotFrom, compacts into what its source holds, and loads what a memory ledger holds after the same writes', async () => {
-    await fc.assert(
-      fc.asyncProperty(
-        fc.array(fc.array(change, { minLength: 1, maxLength: 4 }), {
-          minLength: 70,
-          maxLength: 150,
-        }),
-        async (writes) => {
-          const path = dir()
-          const reference = new MemoryLedger()
-          const ledger = new FileLedger(path)
-          await ledger.load()
-          // As the coordinator's pool is: every entry written, with the next write's already in.
-          let ahead: LedgerChange[] = []
-          ledger.snapshotFrom(() => {
-            const source = new MemoryLedger()
-            source.write(reference.entries().map((put) => ({ put })))
-            source.write(ahead)
-            return source.entries()
-          })
-          for (const [i, w] of writes.entries()) {
-            ahead = writes[i + 1] ?? []
-            reference.write(w)
-            await ledger.write(w)
-          }
-          await ledger.close()
-          // Past 64 lines it compacted at least once, from the source: the file is short.
-          expect(readFileSync(ledger.path, 'utf8').split('\n').length).toBeLessThan(writes.length)
-          expect(byKey(await new FileLedger(path).load())).toEqual(byKey(reference.entries()))
-        },
-      ),
-      { numRuns: Math.max(10, Math.floor(fc.readConfigureGlobal().numRuns! / 20)) },
-    )
-  })
+  it(
+    'with snapshotFrom, compacts into what its source holds, and loads what a memory ledger holds after the same writes',
+    // Real files, a datasync per write: 13 s alone, past 30 s in a loaded CI run.
+    { timeout: 120_000 },
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(
+          fc.array(fc.array(change, { minLength: 1, maxLength: 4 }), {
+            minLength: 70,
+            maxLength: 150,
+          }),
+          async (writes) => {
+            const path = dir()
+            const reference = new MemoryLedger()
+            const ledger = new FileLedger(path)
+            await ledger.load()
+            // As the coordinator's pool is: every entry written, with the next write's already in.
+            let ahead: LedgerChange[] = []
+            ledger.snapshotFrom(() => {
+              const source = new MemoryLedger()
+              source.write(reference.entries().map((put) => ({ put })))
+              source.write(ahead)
+              return source.entries()
+            })
+            for (const [i, w] of writes.entries()) {
+              ahead = writes[i + 1] ?? []
+              reference.write(w)
+              await ledger.write(w)
+            }
+            await ledger.close()
+            // Past 64 lines it compacted at least once, from the source: the file is short.
+            expect(readFileSync(ledger.path, 'utf8').split('\n').length).toBeLessThan(writes.length)
+            expect(byKey(await new FileLedger(path).load())).toEqual(byKey(reference.entries()))
+          },
+        ),
+        { numRuns: Math.max(10, Math.floor(fc.readConfigureGlobal().numRuns! / 20)) },
+      )
+    },
+  )
 
   it('with snapshotFrom, keeps no entry of its own: a snapshot holds what the source says', async () => {
     const path = dir()
