@@ -38,7 +38,8 @@ export interface EfficiencyResult extends Comparison {
     { readonly asked: number; readonly p50Ms: number; readonly p99Ms: number } | undefined
   /**
    * With `BENCH_SPLIT=1`: where the checks the central limiter admitted and Sluice refused are,
-   * by key rank, by 5 s since the first check, by process, and (a quota) by 250 ms of the window.
+   * by key rank, by 5 s since the first check (`BENCH_SPLIT_STEP_MS`), by process, and (a quota)
+   * by 250 ms of the window.
    */
   readonly split?: readonly SplitRow[]
 }
@@ -290,7 +291,15 @@ export function measure(s: EfficiencyScenario, outputs: readonly string[]): Effi
     name: s.name,
     ...compare(trace, limit, central),
     ...(process.env.BENCH_SPLIT === '1'
-      ? { split: efficiencySplit(s, trace, central, processOf) }
+      ? {
+          split: efficiencySplit(
+            s,
+            trace,
+            central,
+            processOf,
+            Number(process.env.BENCH_SPLIT_STEP_MS ?? 5000),
+          ),
+        }
       : {}),
     keysOver,
     firstChecks,
@@ -308,6 +317,7 @@ export function efficiencySplit(
   trace: readonly TraceEvent[],
   central: readonly number[],
   processOf: readonly number[],
+  stepMs = 5000,
 ): SplitRow[] {
   let t0 = Infinity
   for (const e of trace) if (e.t < t0) t0 = e.t
@@ -315,7 +325,7 @@ export function efficiencySplit(
   return splitLosses(trace, central, (e, i) => {
     const labels = [
       rankBand(e.key),
-      `since the start: ${String(Math.floor((e.t - t0) / 5000) * 5).padStart(3)} s`,
+      `since the start: ${(Math.floor((e.t - t0) / stepMs) * (stepMs / 1000)).toFixed(stepMs % 1000 === 0 ? 0 : 2).padStart(6)} s`,
       `process ${processOf[i] ?? '?'}`,
     ]
     if (windowMs !== undefined)
