@@ -100,6 +100,7 @@ export async function benchKeysScale(): Promise<string[]> {
   const hotMs = seconds * 1000
   let lateWrites = 0
   const scrapes: { phase: string; s: Scrape }[] = []
+  const waits: { phase: string; ms: number }[] = []
   const outs: WorkerOut[] = []
   try {
     const children = asks.map((hotPerKeyPerSec, i) => {
@@ -141,6 +142,21 @@ export async function benchKeysScale(): Promise<string[]> {
     })
     const startMs = performance.now()
     const totalMs = idleMs + coldMs + hotMs + 1000
+    // How long the coordinator keeps a trivial request waiting (/healthz, every 20 ms): its
+    // event loop's longest turns, rounds of every hot key among them (#41: a family's round
+    // runs in slices of `roundSliceMs`, coordinator/rounds.ts).
+    const probing = (async () => {
+      while (performance.now() - startMs < totalMs) {
+        const at = performance.now()
+        const ok = await fetch(`http://127.0.0.1:${coordinator.port}/healthz`)
+          .then((r) => r.ok)
+          .catch(() => false)
+        const t = at - startMs - 1000
+        const name = t < idleMs ? 'idle' : t < idleMs + coldMs ? 'cold' : 'hot'
+        if (ok) waits.push({ phase: name, ms: performance.now() - at })
+        await sleep(20)
+      }
+    })()
     for (let t = 1000; t < totalMs + 10_000; t += 1000) {
       await sleep(Math.max(0, startMs + t - performance.now()))
       const at = t - 1000 // the workers connect in about a second
@@ -149,6 +165,7 @@ export async function benchKeysScale(): Promise<string[]> {
       if (t >= totalMs) break
     }
     await Promise.all(children)
+    await probing
   } finally {
     lateWrites = coordinator.log.split('ledger write took longer').length - 1
     // BENCH_SCALE_LOG=1 (with SLUICE_FAULTS_LOG_LEVEL=info): the coordinator's warnings and errors.
@@ -168,12 +185,21 @@ export async function benchKeysScale(): Promise<string[]> {
   const perHotKeyRssBytes =
     ((hot.rssMb - cold.rssMb) * 2 ** 20) / Math.max(1, hot.hotKeys * asks.length)
   const f = (x: number, d = 1): string => x.toFixed(d)
+  const waitsOf = (name: string): string => {
+    const ms = waits
+      .filter((w) => w.phase === name)
+      .map((w) => w.ms)
+      .sort((a, b) => a - b)
+    const q = (p: number): string =>
+      f(ms[Math.min(ms.length - 1, Math.floor(p * ms.length))] ?? NaN, 2)
+    return `${q(0.5)} / ${q(0.99)} / ${q(1)}`
+  }
   const rows = [
-    '| phase | coordinator CPU % | coordinator RSS MB | coordinator heap MB | hot keys | holders |',
-    '| --- | --- | --- | --- | --- | --- |',
-    `| idle: 2 processes hold the family, ask nothing | ${f(idle.cpuPercent)} | ${f(idle.rssMb)} | ${f(idle.heapMb)} | ${idle.hotKeys} | ${idle.holders} |`,
-    `| cold: ${keysPerMin.toLocaleString('en-US')} new keys a minute (${(keysPerMin / 60).toFixed(0)}/s), each asked for once | ${f(cold.cpuPercent)} | ${f(cold.rssMb)} | ${f(cold.heapMb)} | ${cold.hotKeys} | ${cold.holders} |`,
-    `| hot: the same, and ${hotKeys.toLocaleString('en-US')} keys asked for by both processes above their default share | ${f(hot.cpuPercent)} | ${f(hot.rssMb)} | ${f(hot.heapMb)} | ${hot.hotKeys} | ${hot.holders} |`,
+    '| phase | coordinator CPU % | coordinator RSS MB | coordinator heap MB | hot keys | holders | /healthz p50 / p99 / max ms |',
+    '| --- | --- | --- | --- | --- | --- | --- |',
+    `| idle: 2 processes hold the family, ask nothing | ${f(idle.cpuPercent)} | ${f(idle.rssMb)} | ${f(idle.heapMb)} | ${idle.hotKeys} | ${idle.holders} | ${waitsOf('idle')} |`,
+    `| cold: ${keysPerMin.toLocaleString('en-US')} new keys a minute (${(keysPerMin / 60).toFixed(0)}/s), each asked for once | ${f(cold.cpuPercent)} | ${f(cold.rssMb)} | ${f(cold.heapMb)} | ${cold.hotKeys} | ${cold.holders} | ${waitsOf('cold')} |`,
+    `| hot: the same, and ${hotKeys.toLocaleString('en-US')} keys asked for by both processes above their default share | ${f(hot.cpuPercent)} | ${f(hot.rssMb)} | ${f(hot.heapMb)} | ${hot.hotKeys} | ${hot.holders} | ${waitsOf('hot')} |`,
     '',
     `Coordinator memory per hot key per holding process: **${f(perHotKeyBytes, 0)} bytes** of heap (${f(perHotKeyRssBytes, 0)} of RSS); per cold key: ${f(((cold.heapMb - idle.heapMb) * 2 ** 20) / ((keysPerMin / 60) * (coldMs / 1000)), 2)} bytes of heap (${Math.round((keysPerMin / 60) * (coldMs / 1000)).toLocaleString('en-US')} cold keys seen, none reported).`,
     '',

@@ -1,4 +1,4 @@
-import type { Clock } from '../../shared/index.js'
+import type { Clock, Timer } from '../../shared/index.js'
 import { isFamilyKey, isFamilyShare } from '../config/index.js'
 import type { CoordinatorMetrics } from '../observe/index.js'
 import { edgeRenewalMs, type LeaseBatch, type Pool } from '../pool/index.js'
@@ -17,15 +17,38 @@ export interface RoundsHost {
 }
 
 /**
+ * A family's round runs its hot keys in slices of about this much work each, a turn of the
+ * event loop apart, so the coordinator answers between them (#41: a round of 190 hot keys
+ * held every remote decision of its moment for 2-16 ms, once a second; 10,000 hot keys take
+ * about 400 ms). Read through the injected clock: a manual clock stands still within a
+ * round, so under one a family's round is whole, in one turn.
+ */
+export const roundSliceMs = 1
+
+/** A family's round under way in slices: its ids (the family first), and how far it is. */
+interface Pass {
+  readonly ids: readonly string[]
+  next: number
+  timer: Timer | undefined
+  /** A round was asked for while this one ran: another follows it at once. */
+  again: boolean
+  /** The slices' work so far (what `sluice_round_seconds` observes for the round). */
+  workMs: number
+}
+
+/**
  * The rounds of every resource: when they run (`RoundScheduler`) and what a
  * round does. A keyed family is scheduled as one: its hot keys run in its
- * round, so each client gets one batch for all of them; a key's prompt is
- * its family's. A downstream coordinator reports each round's aggregate up.
+ * round, so each client gets one batch for all of them (one per slice when
+ * the round takes more than `roundSliceMs`); a key's prompt is its family's.
+ * A downstream coordinator reports each round's aggregate up.
  */
 export class Rounds {
   readonly #clock: Clock
   readonly #host: RoundsHost
   readonly #scheduler: RoundScheduler
+  /** Families whose round is under way in slices. */
+  readonly #passes = new Map<string, Pass>()
 
   constructor(clock: Clock, debounceMs: () => number, host: RoundsHost) {
     this.#clock = clock
@@ -79,22 +102,76 @@ export class Rounds {
   /** Stops every schedule (a role change, or close). */
   dropAll(): void {
     for (const id of this.#scheduler.ids()) this.#drop(id)
+    for (const pass of this.#passes.values()) pass.timer?.cancel()
+    this.#passes.clear()
   }
 
-  /** Runs one round for a resource now. */
+  /**
+   * Runs one round for a resource now; a keyed family's with its hot keys, in slices when it
+   * takes longer than `roundSliceMs` (the first slice now). Asked again while a family's
+   * round is under way in slices, another follows it once it is done.
+   */
   run(resourceId: string): void {
-    const { pool, settings, metrics } = this.#host
+    const { pool, settings } = this.#host
     this.#scheduler.settlePrompt(resourceId)
     if (!this.#host.mayGrant()) return
-    const startedMs = this.#nowMs()
-    // A keyed family runs with all its hot keys: one batch per client for all of them.
     const s = settings.lookup(resourceId)
-    const ids = s !== undefined && isFamilyShare(s) ? pool.familyIds(resourceId) : undefined
-    const batches =
-      ids === undefined ? pool.round(resourceId, startedMs) : pool.roundMany(ids, startedMs)
-    metrics.rounds.inc({ resource: resourceId })
-    metrics.roundSeconds.observe((this.#nowMs() - startedMs) / 1000)
+    if (s === undefined || !isFamilyShare(s)) {
+      const startedMs = this.#nowMs()
+      const batches = pool.round(resourceId, startedMs)
+      this.#observe(resourceId, this.#nowMs() - startedMs)
+      this.#host.sendLeases(batches)
+      this.#after(resourceId, false, startedMs)
+      return
+    }
+    const pass = this.#passes.get(resourceId)
+    if (pass !== undefined) {
+      pass.again = true
+      return
+    }
+    const ids = pool.familyIds(resourceId)
+    this.#passes.set(resourceId, { ids, next: 0, timer: undefined, again: false, workMs: 0 })
+    this.#slice(resourceId)
+  }
+
+  /** The next slice of a family's round; the next one a turn later, or the round's end. */
+  #slice(familyId: string): void {
+    const pass = this.#passes.get(familyId)
+    if (pass === undefined) return
+    pass.timer = undefined
+    if (this.#host.closed || !this.#host.mayGrant()) {
+      this.#passes.delete(familyId)
+      return
+    }
+    const startedMs = this.#nowMs()
+    const { batches, next } = this.#host.pool.roundSome(
+      pass.ids,
+      pass.next,
+      startedMs,
+      () => this.#nowMs() - startedMs < roundSliceMs,
+    )
+    pass.next = next
+    pass.workMs += this.#nowMs() - startedMs
     this.#host.sendLeases(batches)
+    if (next < pass.ids.length) {
+      // A timer of 0: the sockets' frames that came meanwhile are read before the next slice.
+      pass.timer = this.#clock.setTimeout(() => this.#slice(familyId), 0)
+      return
+    }
+    this.#passes.delete(familyId)
+    this.#observe(familyId, pass.workMs)
+    this.#after(familyId, true, startedMs)
+    if (pass.again && this.#scheduler.has(familyId)) this.run(familyId)
+  }
+
+  #observe(resourceId: string, workMs: number): void {
+    this.#host.metrics.rounds.inc({ resource: resourceId })
+    this.#host.metrics.roundSeconds.observe(workMs / 1000)
+  }
+
+  /** What follows a round: a quota's edge and renewal armed, an empty schedule dropped, the aggregate up. */
+  #after(resourceId: string, family: boolean, startedMs: number): void {
+    const { pool, settings } = this.#host
     // A quota's next window starts with a round at its edge: its leases go out at once.
     const endMs = pool.windowEndMs(resourceId, startedMs)
     // And its leases go again just before that edge, each placing the end anew (edge-renewal.ts).
@@ -103,7 +180,7 @@ export class Rounds {
       this.#scheduler.renewAt(resourceId, endMs - edgeRenewalMs)
     }
     if (
-      ids === undefined
+      !family
         ? !pool.hasResource(resourceId)
         : pool.familyIds(resourceId).every((id) => !pool.hasResource(id))
     )
@@ -140,6 +217,11 @@ export class Rounds {
   }
 
   #drop(resourceId: string): void {
+    const pass = this.#passes.get(resourceId)
+    if (pass !== undefined) {
+      pass.timer?.cancel()
+      this.#passes.delete(resourceId)
+    }
     if (this.#scheduler.drop(resourceId)) this.#host.settings.upstream?.unlink(resourceId)
   }
 

@@ -266,6 +266,23 @@ export class Pool extends PoolView {
     return flush(this.state)
   }
 
+  /**
+   * Rounds for `resourceIds` from index `from` on, in order, while `more()` allows (at least
+   * one runs): one batch per client for those run, and the index of the first not run. A
+   * family's round in slices (coordinator/rounds.ts): its hot keys over several turns.
+   */
+  roundSome(
+    resourceIds: readonly string[],
+    from: number,
+    nowMs: number,
+    more: () => boolean,
+  ): { readonly batches: readonly LeaseBatch[]; readonly next: number } {
+    let i = from
+    do round(this.state, resourceIds[i++]!, nowMs)
+    while (i < resourceIds.length && more())
+    return { batches: flush(this.state), next: i }
+  }
+
   /** Grants what waits on several resources at once: one batch per client. */
   grantWaitingMany(resourceIds: readonly string[], nowMs: number): readonly LeaseBatch[] {
     for (const id of resourceIds) {
