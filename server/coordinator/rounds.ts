@@ -28,6 +28,13 @@ export interface RoundsHost {
  */
 export const roundSliceMs = 5
 
+/**
+ * ...and in at most this many slices: each slice is a lease batch, and so an ack, per client it
+ * leases, and a client may send `limits.maxMessagesPerSec` (50) messages a second. A family
+ * whose round takes longer than this many slices of `roundSliceMs` has longer slices.
+ */
+export const maxRoundSlices = 8
+
 /** A family's round under way in slices: its ids (the family first), and how far it is. */
 interface Pass {
   readonly ids: readonly string[]
@@ -147,11 +154,14 @@ export class Rounds {
       return
     }
     const startedMs = this.#nowMs()
+    // At least an even part of the ids each slice, so a round is at most maxRoundSlices.
+    const minIds = Math.ceil(pass.ids.length / maxRoundSlices)
+    let ran = 0
     const { batches, next } = this.#host.pool.roundSome(
       pass.ids,
       pass.next,
       startedMs,
-      () => this.#nowMs() - startedMs < roundSliceMs,
+      () => ++ran < minIds || this.#nowMs() - startedMs < roundSliceMs,
     )
     pass.next = next
     pass.workMs += this.#nowMs() - startedMs

@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest'
-import { Rounds, roundSliceMs, type RoundsHost } from '../../../server/coordinator/rounds.js'
+import {
+  maxRoundSlices,
+  Rounds,
+  roundSliceMs,
+  type RoundsHost,
+} from '../../../server/coordinator/rounds.js'
 import type { LeaseBatch } from '../../../server/pool/index.js'
 import { ManualClock, type Clock } from '../../../shared/index.js'
 
@@ -98,6 +103,17 @@ describe('a keyed family’s round in slices', () => {
     expect(rounds()).toBe(1)
     expect(observed).toHaveLength(1)
     expect(observed[0]! * 1000).toBeCloseTo(ids.length * workMs, 6)
+  })
+
+  it('takes at most maxRoundSlices slices, longer ones when the round is long (each slice is an ack per client)', () => {
+    const { manual, r, family, ids, slices, rounds } = setup(2000, 0.3)
+    r.run(family)
+    manual.advance(0)
+    expect(slices.flat()).toEqual(ids)
+    // 8: a few rounds a second (the period, prompts) stay within a client's 50 messages a second.
+    expect(slices.length).toBeLessThanOrEqual(Math.min(8, maxRoundSlices))
+    expect(slices.length).toBeGreaterThan(1)
+    expect(rounds()).toBe(1)
   })
 
   it('is whole, in one turn, on a clock that stands still (as the manual clock of every other test)', () => {
