@@ -50,7 +50,9 @@ function phase(scrapes: readonly Scrape[]): {
     cpuPercent: (100 * (last.cpuSec - first.cpuSec)) / ((last.atMs - first.atMs) / 1000),
     rssMb: Math.min(...tail.map((s) => s.rssBytes)) / 2 ** 20,
     heapMb: Math.min(...tail.map((s) => s.heapBytes)) / 2 ** 20,
-    hotKeys: last.hotKeys,
+    // The most seen in the phase: its last scrape may come after the workers stopped asking
+    // (0 hot keys), or miss the family's series (NaN), as some runs of 2026-12-02 showed.
+    hotKeys: Math.max(0, ...scrapes.map((x) => x.hotKeys).filter((x) => !Number.isNaN(x))),
     holders: last.holders,
   }
 }
