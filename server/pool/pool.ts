@@ -250,9 +250,10 @@ export class Pool extends PoolView {
 
   /**
    * A keyed family's resources: its own (`<prefix>/*`) and those of its hot
-   * keys. They are run together (`roundMany`, `grantWaitingMany`), so a
-   * client gets one lease batch for all of them, and sends one ack, instead
-   * of one per key.
+   * keys. They are run together (`roundMany`, `grantWaitingMany`; the
+   * coordinator's rounds in up to eight slices, `roundSome`), so a client
+   * gets one lease batch for all of them (or a slice of them), and sends one
+   * ack, instead of one per key.
    */
   familyIds(familyId: string): string[] {
     const ids = [familyId]
