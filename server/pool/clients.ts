@@ -232,6 +232,7 @@ export function reportDemand(
     if (report.weight !== undefined) entry.weight = report.weight
     if (report.priority !== undefined) entry.priority = report.priority
     entry.decidesRemotely = report.remote === true
+    if (report.wants > 0) entry.hasChecked = true
     entry.refresh(nowMs)
     // Renew once a third to a half of the lease's life has passed (Entry.renewDue): the client
     // keeps half or more in hand against lost messages, and a report a second costs a reply

@@ -363,6 +363,11 @@ export class Entry {
    */
   decidesRemotely = false
   /**
+   * A keyed family's share: its client has reported checks of the family (wants above 0) at
+   * least once. Crowded, one that has not holds no default share yet (default-holders.ts).
+   */
+  hasChecked = false
+  /**
    * A keyed family's share, as its last round found: its client asks remotely in a crowded
    * family, so the coordinator's own part decides for it; it holds no default share, and no
    * part of a hot key (shapes/default-holders.ts, shapes/hot-key.ts).

@@ -184,6 +184,7 @@ describe('remote decisions (real sockets, manual clock)', () => {
     const local = families[7]!
     // One check each says so in the next report; the round after moves their shares.
     for (const f of checking) await f.check('hello')
+    local.tryAcquire('hello')
     for (let i = 0; i < 30; i++) await cluster!.step(refreshMs / 2)
     expect(checking.every((f) => (f.lease?.capacity ?? 1) === 0)).toBe(true)
     // The tryAcquire gateway keeps its default share (it cannot ask), the central part the rest.
@@ -197,6 +198,25 @@ describe('remote decisions (real sockets, manual clock)', () => {
     expect(admitted).toBeGreaterThanOrEqual(bound - 10 * 0.9)
     // Hot now at the coordinator's part alone: no checking gateway holds a part of the key.
     expect(checking.every((f) => f.leaseOf('spread').capacity === 0)).toBe(true)
+  })
+
+  it('gives a gateway joining a crowded family no default share until it checks, and one soon after its first refusal', async () => {
+    const families = await gateways(7)
+    for (const f of families) await f.check('hello')
+    for (let i = 0; i < 10; i++) await cluster!.step(refreshMs / 2)
+    expect(families.every((f) => (f.lease?.capacity ?? 1) === 0)).toBe(true)
+    // An eighth joins (a deploy, a scale-up): it has checked nothing, so it holds nothing (a
+    // share now would most likely move again once it said it asks the coordinator).
+    const late = (await cluster!.client('late')).keyed('apikey')
+    for (let i = 0; i < 10; i++) await cluster!.step(refreshMs / 2)
+    expect(late.lease?.capacity ?? 0).toBe(0)
+    // It checks with tryAcquire alone: refused (nothing held), which asks for an early report,
+    // and the round after gives it a default share (the others decide remotely: it is the only
+    // one holding one besides the coordinator's part).
+    expect(late.tryAcquire('first')).toBe(false)
+    await cluster!.step(refreshMs / 4)
+    await cluster!.step(refreshMs / 4)
+    expect(late.lease?.capacity ?? 0).toBeGreaterThan(0.1)
   })
 
   it("decides a keyed quota's key at the coordinator too, never past its budget, naming the window it came from", async () => {

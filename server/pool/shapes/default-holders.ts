@@ -37,13 +37,18 @@ export function defaultHolders(r: ResourceState, sharing: readonly Entry[]): num
   // of what moves (a moved share brings none).
   const crowded = others * crowdedShare > 1 || (r.crowded && (others + 1) * crowdedShare > 1)
   r.crowded = crowded
-  const local = sharing.filter(
-    (e) => e.client.clientId !== centralClientId && !(crowded && e.decidesRemotely),
-  )
+  // Crowded, a process that has checked nothing of the family yet (it just joined: a deploy, a
+  // scale-up) holds nothing either until its reports say how it checks: one that asks the
+  // coordinator would hold a default share only to give it back a round later, and every such
+  // move costs the burst of what moves (#41: 30 gateways starting together). One that checks
+  // with `tryAcquire` alone gets its place by traffic once it has any.
+  const decidedCentrally = (e: Entry): boolean =>
+    crowded && e.client.clientId !== centralClientId && (e.decidesRemotely || !e.hasChecked)
+  const local = sharing.filter((e) => e.client.clientId !== centralClientId && !decidedCentrally(e))
   const central = centrals <= max && (local.length < others || local.length > max)
   const wants = byTraffic(r, local, central ? max - centrals : max)
   // Said on each entry, for the family's hot keys (hot-key.ts): none of a key for them either.
-  for (const e of sharing) e.decidedCentrally = crowded && e.decidesRemotely
+  for (const e of sharing) e.decidedCentrally = decidedCentrally(e)
   let i = 0
   return sharing.map((e) =>
     e.client.clientId === centralClientId

@@ -450,6 +450,9 @@ describe('keyed families in the pool (model)', () => {
       { op: 'join', p: 'q' },
       { op: 'join', p: 'r' },
       ...crowd,
+      // s, t and u check with tryAcquire alone (a process that has checked nothing holds no
+      // default share of a crowded family: the next test).
+      ...(['s', 't', 'u'] as const).map((p): Step => ({ op: 'want', p, key: 0, wants: 1 })),
       ...Array.from({ length: 6 }, () => tick),
     ])
     // p, q and r decide: none holds a default share; the coordinator's part holds theirs (a
@@ -478,6 +481,36 @@ describe('keyed families in the pool (model)', () => {
     settle()
     for (const id of ['p', 'q', 'r', 's'] as const)
       expect(w.processes.get(id)!.enforces('k/b'), id).toBeGreaterThan(0)
+  })
+
+  it('gives a process that joins a crowded family no default share until it checks: then one by its traffic', () => {
+    const w = run([
+      { op: 'join', p: 'p' },
+      { op: 'join', p: 'q' },
+      { op: 'join', p: 'r' },
+      ...crowd,
+      ...(['s', 't'] as const).map((p): Step => ({ op: 'want', p, key: 0, wants: 1 })),
+      ...Array.from({ length: 6 }, () => tick),
+    ])
+    // u joined and has checked nothing: whether it will ask the coordinator or decide here, a
+    // share now would most likely move again (#41: 30 gateways starting together). Its part
+    // is the coordinator's meanwhile (a weight of 4 there: p, q, r and u).
+    expect(w.processes.get('u')!.enforces('k/b')).toBe(0)
+    for (const id of ['s', 't'] as const)
+      expect(w.processes.get(id)!.enforces('k/b')).toBeCloseTo(capacity / 6, 9)
+    expect(w.processes.get('c')!.enforces('k/b')).toBeCloseTo((capacity * 4) / 6, 9)
+    // It checks (tryAcquire alone): its reports say so, and it gets its place by traffic.
+    w.processes.get('u')!.wants['k/a'] = 1
+    for (let i = 0; i < 10; i++) {
+      w.clock.advance(100)
+      for (const q of w.processes.values()) w.report(q)
+      w.round(FAMILY)
+      for (const q of w.processes.values()) for (let n = 0; n < 3; n++) w.deliver(q, false)
+      w.check()
+    }
+    for (const id of ['s', 't', 'u'] as const)
+      expect(w.processes.get(id)!.enforces('k/b'), id).toBeCloseTo(capacity / 6, 9)
+    expect(w.processes.get('c')!.enforces('k/b')).toBeCloseTo(capacity / 2, 9)
   })
 
   // Random steps rarely drain a key on the default split and then bring a new process within a
