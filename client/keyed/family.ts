@@ -219,8 +219,10 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
    *
    * The coordinator is asked when this process holds nothing of the key (a key hot elsewhere,
    * or no default share past `maxDefaultHolders`), or when the family is crowded (its default
-   * share here is under a fifth: a key's burst split over more than five processes). With a
-   * few processes, a refusal here stands, as `tryAcquire`'s: measured (npm run bench --
+   * share here is under a fifth: a key's burst split over more than five processes), or a
+   * keyed quota's part here is spent (its budget may be elsewhere; refused there too, the key is
+   * not asked again for a refresh period). With a few processes, a rate family's refusal here
+   * stands, as `tryAcquire`'s: measured (npm run bench --
    * efficiency), asking there too cost 1.5 points at 3 gateways and gained nothing; at 30 and
    * 100 it is what admits. A process holding a part counts a remote ask as its demand (it is
    * leased more); one holding none does not: the coordinator's part counts it, so a key asked
@@ -272,10 +274,21 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     }
     this.remoteAsks += cost
     return this.#owner.askRemote!(keyIdOf(this.prefix, key), cost).then((answer) => {
-      if (answer.admitted) this.remoteAdmitted += cost
+      if (answer.admitted) {
+        this.remoteAdmitted += cost
+        return answer
+      }
       // Refused there too: a part asks for more, as a refusal here would.
-      else if (holdsPart) this.#refuse(state, cost)
-      return answer
+      if (holdsPart) this.#refuse(state, cost)
+      if (this.#shares.kind !== 'quota') return answer
+      if (answer.retryAfterMs >= 0)
+        state.askNotBeforeMs =
+          this.#hotClock.now() + Math.min(answer.retryAfterMs, this.#shares.refreshMs)
+      // This process's part is spent until its window's end: the caller is told that (as a
+      // central counter would), not the coordinator's part's wait for a lease of the key.
+      if (!holdsPart) return answer
+      const hereMs = this.msUntil(key, cost)
+      return hereMs > answer.retryAfterMs ? { ...answer, retryAfterMs: hereMs } : answer
     })
   }
 
@@ -817,10 +830,12 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     if (!this.#mayAskRemote()) return false
     // At a quota window's edge the coordinator's part has ended as well: nothing to ask of it.
     if (this.#keyKind.lapsed(this.#shares, state)) return false
-    return (
-      this.#keyKind.leaseOf(this.#shares, key, state).capacity <= 0 ||
-      this.#shares.share < crowdedShare
-    )
+    if (this.#keyKind.leaseOf(this.#shares, key, state).capacity <= 0) return true
+    if (this.#shares.share < crowdedShare) return true
+    // A quota's key spent here may have budget elsewhere (a quarter of every key held back for
+    // one more holder, or a hot key's budget not yet leased out): asked there, as a central
+    // counter would admit it, until the coordinator refuses it too (then once a period at most).
+    return this.#shares.kind === 'quota' && this.#hotClock.now() >= state.askNotBeforeMs
   }
 
   #startDeciding(): void {

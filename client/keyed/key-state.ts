@@ -26,6 +26,12 @@ export class KeyState {
   leaseProof: LeaseProof | undefined = undefined
   /** Not reported before this (the coordinator refused to lease it on its own). */
   quietUntilMs = 0
+  /**
+   * Quota: the coordinator refused a remote ask of this key: not asked again before this (hot
+   * clock), at most a refresh period on, so a key spent everywhere costs the coordinator one ask
+   * a period per process, not one per request.
+   */
+  askNotBeforeMs = 0
   lastUsedMs = 0
   movedMs = 0
   /** Quota: leased on its own unasked (it went hot elsewhere): its next report says what it spent. */

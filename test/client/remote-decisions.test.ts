@@ -243,6 +243,31 @@ describe('remote decisions (real sockets, manual clock)', () => {
     for (const a of remote) expect(a.window).toBe(window)
   })
 
+  it("asks the coordinator for a keyed quota's key spent here, with few processes too, once a period while it refuses, never past the budget", async () => {
+    // 3 gateways: each holds a quarter of every key's 40 for the window (a quarter is kept
+    // back for a process that comes later). A customer asks one gateway, 60 times at once.
+    const families = await gateways(3, { kind: 'quota', capacity: 40, window: '1h' })
+    for (const f of families) await f.check('warm')
+    for (let i = 0; i < 10; i++) await cluster!.step(refreshMs / 2)
+    const one = families[0]!
+    let admitted = 0
+    for (let i = 0; i < 60; i++) if (await one.check('customer')) admitted++
+    // Its quarter here; past it, the coordinator is asked (with 3 gateways a rate family's
+    // refusal stands: a quota's may have budget elsewhere). Refused there (its part holds
+    // nothing of the key yet), the key is not asked again within the refresh period.
+    expect(admitted).toBeGreaterThanOrEqual(10)
+    expect(one.remoteAsks).toBeGreaterThanOrEqual(1)
+    expect(one.remoteAsks).toBeLessThanOrEqual(2)
+    // A period on, asked again; as rounds move the key's budget, at most its 40 in all.
+    for (let i = 0; i < 60; i++) {
+      if (await families[i % 3]!.check('customer')) admitted++
+      await cluster!.step(refreshMs / 2)
+    }
+    expect(one.remoteAsks).toBeGreaterThan(1)
+    expect(admitted).toBeGreaterThanOrEqual(30)
+    expect(admitted).toBeLessThanOrEqual(40)
+  })
+
   it('refuses what it may not decide (no such family, a slot), and keeps its client id its own', async () => {
     await gateways(1, {})
     const family = cluster!.clients[0]!.keyed('apikey')
