@@ -303,6 +303,17 @@ const step: fc.Arbitrary<Step> = fc.oneof(
 )
 
 /** Runs steps, checking the promise after each; returns the world as the steps left it. */
+/** `n` refresh periods of 100 ms: every process reports, a round, every lease delivered, checked. */
+function settleRounds(w: World, n: number): void {
+  for (let i = 0; i < n; i++) {
+    w.clock.advance(100)
+    for (const q of w.processes.values()) w.report(q)
+    w.round(FAMILY)
+    for (const q of w.processes.values()) for (let k = 0; k < 3; k++) w.deliver(q, false)
+    w.check()
+  }
+}
+
 function run(steps: readonly Step[], settings = manyHotKeys): World {
   const w = new World(settings)
   for (const s of steps) {
@@ -461,15 +472,7 @@ describe('keyed families in the pool (model)', () => {
     expect(w.processes.get('c')!.enforces('k/b')).toBeCloseTo(capacity / 2, 9)
     for (const id of ['s', 't', 'u'] as const)
       expect(w.processes.get(id)!.enforces('k/b')).toBeCloseTo(capacity / 6, 9)
-    const settle = (): void => {
-      for (let i = 0; i < 40; i++) {
-        w.clock.advance(100)
-        for (const q of w.processes.values()) w.report(q)
-        w.round(FAMILY)
-        for (const q of w.processes.values()) for (let n = 0; n < 3; n++) w.deliver(q, false)
-        w.check()
-      }
-    }
+    const settle = (): void => settleRounds(w, 40)
     // One leaves (a rolling deploy's close, before its replacement): five processes stay
     // crowded once they were, so nothing moves back and forth.
     w.disconnect(w.processes.get('u')!)
@@ -501,13 +504,7 @@ describe('keyed families in the pool (model)', () => {
     expect(w.processes.get('c')!.enforces('k/b')).toBeCloseTo((capacity * 4) / 6, 9)
     // It checks (tryAcquire alone): its reports say so, and it gets its place by traffic.
     w.processes.get('u')!.wants['k/a'] = 1
-    for (let i = 0; i < 10; i++) {
-      w.clock.advance(100)
-      for (const q of w.processes.values()) w.report(q)
-      w.round(FAMILY)
-      for (const q of w.processes.values()) for (let n = 0; n < 3; n++) w.deliver(q, false)
-      w.check()
-    }
+    settleRounds(w, 10)
     for (const id of ['s', 't', 'u'] as const)
       expect(w.processes.get(id)!.enforces('k/b'), id).toBeCloseTo(capacity / 6, 9)
     expect(w.processes.get('c')!.enforces('k/b')).toBeCloseTo(capacity / 2, 9)
