@@ -121,12 +121,6 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
    * default share and decides what it asks (default-holders.ts). Set by the first `decide`.
    */
   #decides = false
-  /**
-   * Whether a refusal while this process held no default share has asked for an early report
-   * (once): the coordinator gives a crowded family's default shares only to processes whose
-   * reports say they check (server/pool/shapes/default-holders.ts), so the first says so now.
-   */
-  #saidChecking = false
 
   constructor(
     prefix: string,
@@ -993,10 +987,6 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     // A refusal by time alone (a quota's window's edge) asks nothing of the coordinator.
     if (this.#keyKind.lapsed(this.#shares, state)) return false
     state.refused += cost
-    if (!this.#saidChecking && this.#shares.share <= 0) {
-      this.#saidChecking = true
-      this.#earlyReportWish = true
-    }
     this.#owner.requestEarlyReport()
     return false
   }
