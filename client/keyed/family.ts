@@ -274,7 +274,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
       }
       // Refused there too: a part asks for more, as a refusal here would.
       if (holdsPart) this.#refuse(state, cost)
-      if (this.#shares.kind !== 'quota') return answer
+      if (!this.#keyKind.asksWhenSpent) return answer
       if (answer.retryAfterMs >= 0)
         state.askNotBeforeMs =
           this.#hotClock.now() + Math.min(answer.retryAfterMs, this.#shares.refreshMs)
@@ -829,7 +829,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     // A quota's key spent here may have budget elsewhere (a quarter of every key held back for
     // one more holder, or a hot key's budget not yet leased out): asked there, as a central
     // counter would admit it, until the coordinator refuses it too (then once a period at most).
-    return this.#shares.kind === 'quota' && this.#hotClock.now() >= state.askNotBeforeMs
+    return this.#keyKind.asksWhenSpent && this.#hotClock.now() >= state.askNotBeforeMs
   }
 
   #startDeciding(): void {

@@ -12,6 +12,12 @@ import type { KeyLease, KeyReport } from './types.js'
 export interface KeyKind {
   /** Whether a key's capacity comes back with time (a bucket refills): a wake timer helps a waiter. */
   readonly refills: boolean
+  /**
+   * Whether a key's part here is a budget spent per window (a quota): spent, the rest of the
+   * key's budget may sit at another process or the coordinator, so a check that may wait a
+   * round trip asks there (once a refresh period at most while refused there too).
+   */
+  readonly asksWhenSpent: boolean
   /** A key seen for the first time here, on the default share. */
   newState(shares: FamilyShares, key: string): KeyState
   /** Sets what the key may use now (its own lease, its fallback, or the default share). */

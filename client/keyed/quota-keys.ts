@@ -89,6 +89,7 @@ function usedEntry(
 
 export const quotaKeys: KeyKind = Object.freeze<KeyKind>({
   refills: false,
+  asksWhenSpent: true,
   newState(shares, key) {
     // A quota spends a budget, not a bucket: the bucket stays empty (the shape stays one).
     const state = new KeyState(key, new TokenBucket(shares.hotClock, 0, 0, 0))

@@ -26,6 +26,7 @@ function runsDryWithin(
 /** A rate family's key: a token bucket at the key's capacity in force (its lease's, or the share's). */
 export const rateKeys: KeyKind = Object.freeze<KeyKind>({
   refills: true,
+  asksWhenSpent: false,
   newState: newLimitState,
   refresh: refreshLimit,
   take: (_shares, state, cost) => state.bucket.tryTake(cost),

@@ -10,6 +10,7 @@ import {
 /** A concurrency family's key: whole slots in flight, at most the key's slots in force. */
 export const slotKeys: KeyKind = Object.freeze<KeyKind>({
   refills: false,
+  asksWhenSpent: false,
   newState: newLimitState,
   refresh: refreshLimit,
   lapsed: () => false,

@@ -302,7 +302,6 @@ const step: fc.Arbitrary<Step> = fc.oneof(
   }),
 )
 
-/** Runs steps, checking the promise after each; returns the world as the steps left it. */
 /** `n` refresh periods of 100 ms: every process reports, a round, every lease delivered, checked. */
 function settleRounds(w: World, n: number): void {
   for (let i = 0; i < n; i++) {
@@ -314,6 +313,7 @@ function settleRounds(w: World, n: number): void {
   }
 }
 
+/** Runs steps, checking the promise after each; returns the world as the steps left it. */
 function run(steps: readonly Step[], settings = manyHotKeys): World {
   const w = new World(settings)
   for (const s of steps) {
@@ -383,6 +383,21 @@ const crowd: Step[] = [
   { op: 'want', p: 'q', key: 0, wants: 1 },
   { op: 'want', p: 'r', key: 0, wants: 1 },
 ]
+
+/**
+ * A crowded family settled: p, q and r deciding, `checking` with tryAcquire alone, the other
+ * processes joined and idle, six refresh periods on.
+ */
+function crowdedRun(checking: readonly Id[]): World {
+  return run([
+    { op: 'join', p: 'p' },
+    { op: 'join', p: 'q' },
+    { op: 'join', p: 'r' },
+    ...crowd,
+    ...checking.map((p): Step => ({ op: 'want', p, key: 0, wants: 1 })),
+    ...Array.from({ length: 6 }, () => tick),
+  ])
+}
 
 const tickWithout = (p: Id): Step => ({
   op: 'tick',
@@ -456,16 +471,9 @@ describe('keyed families in the pool (model)', () => {
   })
 
   it("moves the deciding processes' default shares to the coordinator's part once the family is crowded, and back when it is not", () => {
-    const w = run([
-      { op: 'join', p: 'p' },
-      { op: 'join', p: 'q' },
-      { op: 'join', p: 'r' },
-      ...crowd,
-      // s, t and u check with tryAcquire alone (a process that has checked nothing holds no
-      // default share of a crowded family: the next test).
-      ...(['s', 't', 'u'] as const).map((p): Step => ({ op: 'want', p, key: 0, wants: 1 })),
-      ...Array.from({ length: 6 }, () => tick),
-    ])
+    // s, t and u check with tryAcquire alone (a process that has checked nothing holds no
+    // default share of a crowded family: the next test).
+    const w = crowdedRun(['s', 't', 'u'])
     // p, q and r decide: none holds a default share; the coordinator's part holds theirs (a
     // weight of 3), s, t and u a sixth each.
     for (const id of ['p', 'q', 'r'] as const) expect(w.processes.get(id)!.enforces('k/b')).toBe(0)
@@ -487,14 +495,7 @@ describe('keyed families in the pool (model)', () => {
   })
 
   it('gives a process that joins a crowded family no default share until it checks: then one by its traffic', () => {
-    const w = run([
-      { op: 'join', p: 'p' },
-      { op: 'join', p: 'q' },
-      { op: 'join', p: 'r' },
-      ...crowd,
-      ...(['s', 't'] as const).map((p): Step => ({ op: 'want', p, key: 0, wants: 1 })),
-      ...Array.from({ length: 6 }, () => tick),
-    ])
+    const w = crowdedRun(['s', 't'])
     // u joined and has checked nothing: whether it will ask the coordinator or decide here, a
     // share now would most likely move again (#41: 30 gateways starting together). Its part
     // is the coordinator's meanwhile (a weight of 4 there: p, q, r and u).
