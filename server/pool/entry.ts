@@ -173,6 +173,11 @@ export class ResourceState {
    * stays so with one process fewer, so a rolling deploy does not move shares back and forth.
    */
   crowded = false
+  /**
+   * A keyed quota family's first round that shared it out here (NaN before): its shares are
+   * young for a while after (shapes/keyed-quota-share.ts).
+   */
+  sharedSinceMs = Number.NaN
   rounds = 0
   /** While learning: what each client's hello claimed, and what of it was confirmed (made when first needed). */
   #claims: Map<Entry, Claim> | undefined

@@ -83,6 +83,9 @@ async function httpGateway(): Promise<{ perUser: KeyedFamily; app: FastifyInstan
   cluster = new Cluster()
   await cluster.start(config())
   const [perUser] = await families(1)
+  // Past the family's first two refresh periods, in which a lone holder holds a third of every
+  // key, not its half (shapes/keyed-quota-share.ts: young).
+  await cluster.step(400)
   const app = Fastify()
   await app.register(fastifyRateLimit, {
     resource: perUser!,
@@ -391,6 +394,41 @@ describe('keyed quotas (real sockets, manual clock)', () => {
     const got = new Map<string, number>()
     await run(gws, [{ key: 'frank', perSec: [30, 0, 0] }], 10_000, got)
     expect(got.get('frank')).toBe(100)
+  })
+
+  it('keeps room when processes come a little apart: the first alone holds a third, not half, of every key for the window (#41)', async () => {
+    cluster = new Cluster()
+    await cluster.start(config())
+    // The first gateway comes a refresh period before the others (processes started together).
+    const first = (await cluster.client('gw-0')).keyed('user')
+    first.tryAcquire('warm')
+    for (let i = 0; i < 30 && first.lease === undefined; i++) await cluster.step(100)
+    expect(first.leaseOf('zoe').capacity).toBe(33)
+    const later = await Promise.all(
+      ['gw-1', 'gw-2'].map(async (id) => (await cluster!.client(id)).keyed('user')),
+    )
+    for (const f of later) f.tryAcquire('warm')
+    for (let i = 0; i < 30 && later.some((f) => f.lease === undefined); i++) await cluster.step(100)
+    await cluster.step(1_000)
+    // A share is never taken back within its window: had the first taken half, the others
+    // would hold a quarter each, nothing would be kept for one more, and of a customer's burst
+    // spread evenly over the three, 16 would stay stranded at the first. A third stays a third.
+    const gws = [first, ...later]
+    expect(gws.map((f) => f.leaseOf('zoe').capacity)).toEqual([33, 25, 25])
+    let got = 0
+    for (const [i, n] of [34, 33, 33].entries())
+      for (let k = 0; k < n; k++) if (gws[i]!.tryAcquire('zoe')) got++
+    expect(got).toBe(83)
+    expect(first.remaining('zoe')).toBe(0)
+  })
+
+  it('lets a process alone grow to half of every key once the family is past its first two refresh periods', async () => {
+    cluster = new Cluster()
+    await cluster.start(config())
+    const [only] = await families(1)
+    expect(only!.leaseOf('zoe').capacity).toBe(33)
+    await cluster.step(1_000)
+    expect(only!.leaseOf('zoe').capacity).toBe(50)
   })
 
   it('counts what a closed process spent of a key until the window ends, and no more', async () => {

@@ -478,7 +478,8 @@ describe('keyed quotas in the pool (model, against the client)', () => {
   })
 
   it('hands a released share on with what it spent, even when the lease that carried it is lost (found by the model: 13 of 12)', () => {
-    // r alone holds half of every key; q joins (a third); r spends 5 of b's 12 and closes,
+    // r alone holds half of every key (a third in the family's first two refresh periods, then
+    // grown); q joins (a third); r spends 5 of b's 12 and closes,
     // saying so. No newcomer comes, so after three refresh periods a round hands r's half to
     // q, but that lease comes too late and is lost. q spends b as far as it is let: b goes hot
     // while the handover is pending (its lease must not give q r's half of b whole). Then q
@@ -486,6 +487,8 @@ describe('keyed quotas in the pool (model, against the client)', () => {
     // are spent.
     const steps: Step[] = [
       { op: 'join', p: 'r' },
+      tick([]),
+      tick([]),
       tick([]),
       { op: 'join', p: 'q' },
       tick([]),
