@@ -679,15 +679,16 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
       state.refused = 0
       state.peak = state.inFlight
       if (wants > 0) state.askedAtMs = nowMs
-      const id = keyIdOf(this.prefix, state.key)
-      const lately =
-        state.lease !== undefined &&
-        state.lease.capacity > 0 &&
-        nowMs - state.askedAtMs <= 3 * shares.refreshMs
-      const leased = kind.leasedEntry(shares, state, id, wants, lately)
-      if (leased.leased) {
-        if (leased.entry !== undefined) out.push(leased.entry)
-        continue
+      // A key on the default share (no lease of its own: most of them) makes no id and asks no
+      // kind: every kind says such a key is not leased.
+      if (state.lease !== undefined) {
+        const lately = state.lease.capacity > 0 && nowMs - state.askedAtMs <= 3 * shares.refreshMs
+        const id = keyIdOf(this.prefix, state.key)
+        const leased = kind.leasedEntry(shares, state, id, wants, lately)
+        if (leased.leased) {
+          if (leased.entry !== undefined) out.push(leased.entry)
+          continue
+        }
       }
       if (hotNow < state.quietUntilMs) continue
       this.#refreshIfStale(state)

@@ -57,7 +57,8 @@ export interface KeyKind {
   wants(state: KeyState, elapsedSec: number, waiting: number): number
   /**
    * The report entry of a key leased on its own (undefined: not reported this time), when its
-   * own lease rules it; `leased` false when the key is on the default share here.
+   * own lease rules it; `leased` false when the key is on the default share here (always so
+   * for a key with no lease: the family does not ask then).
    */
   leasedEntry(
     shares: FamilyShares,

@@ -168,5 +168,8 @@ export function limitWantsOwnLease(
   wants: number,
   refused: number,
 ): boolean {
-  return refused > 0 || wants > limitLeaseOf(shares, key, undefined).capacity * 1.0001
+  if (refused > 0) return true
+  // Not asked this period: past no share (and no lease looked up for it: most keys, each report).
+  if (wants <= 0) return false
+  return wants > limitLeaseOf(shares, key, undefined).capacity * 1.0001
 }
