@@ -4,6 +4,9 @@ import { send } from '../lease-out.js'
 import { defaultHolders, defaultWeights } from './default-holders.js'
 import type { Shape } from './shape.js'
 
+/** Refresh periods after a family's first round here during which a lone holder leaves room for two more. */
+const youngRefreshes = 2
+
 /**
  * A keyed quota's own resource: each holder's default share of every key's
  * budget for the window (a fraction; capacity 1 is every key's whole
@@ -28,9 +31,6 @@ import type { Shape } from './shape.js'
  * 99-100 of 100). So for its first `youngRefreshes` here, a lone holder leaves room for two
  * more (a third of every key, not half), and its share grows to its part after.
  */
-/** Refresh periods after a family's first round here during which a lone holder leaves room for two more. */
-const youngRefreshes = 2
-
 export const keyedQuotaShareShape: Shape = Object.freeze<Shape>({
   name: 'keyed quota share',
   familyShare: true,
