@@ -59,8 +59,10 @@ describe('quota under faults (real processes)', () => {
         expect(w.used, label).toBeLessThanOrEqual(r.capacity)
         // What a 0.8 s round trip costs: the last report's delay before each edge, the first
         // lease's after it (16% of a 5 s window). Measured 67-68% in the first window, from
-        // the start; 74-80% after (38-42% before blocks lasted the round trip).
-        if (i > 0) expect(w.used, label).toBeGreaterThanOrEqual(0.65 * w.asked)
+        // the start; 74-80% after (38-42% before blocks lasted the round trip). Under the whole
+        // suite's load on two cores a window after the first measured 63.6% once (2026-12-03;
+        // 77-85% alone, six windows): the bound is set below that, well above 38-42%.
+        if (i > 0) expect(w.used, label).toBeGreaterThanOrEqual(0.55 * w.asked)
       }
     },
   )
