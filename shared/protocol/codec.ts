@@ -1,6 +1,6 @@
 import type { z } from 'zod'
 import { describeIssues } from '../issues.js'
-import { acceptHotMessage } from './hot-path.js'
+import { acceptHotMessage, acceptHotServerMessage } from './hot-path.js'
 import { clientMessage, serverMessage, type ClientMessage, type ServerMessage } from './messages.js'
 
 export type Decoded<T> =
@@ -28,13 +28,14 @@ function decodeWith<T>(
 
 /** The one gate every frame from a client passes: a typed message, or an error code and detail. */
 export function decodeClientMessage(data: string): Decoded<ClientMessage> {
-  // Demand and ack frames that pass the hot-path check skip zod; anything else is zod's.
+  // Demand, ack and decide frames that pass the hot-path check skip zod; anything else is zod's.
   return decodeWith(clientMessage, data, acceptHotMessage)
 }
 
 /** The one gate every frame from a coordinator passes. */
 export function decodeServerMessage(data: string): Decoded<ServerMessage> {
-  return decodeWith(serverMessage, data)
+  // Decided frames that pass the hot-path check skip zod.
+  return decodeWith(serverMessage, data, acceptHotServerMessage)
 }
 
 export function encodeMessage(message: ClientMessage | ServerMessage): string {

@@ -1,11 +1,19 @@
 import { domainLimits as L } from '../domain.js'
-import type { AckMessage, ClientMessage, DemandMessage } from './messages.js'
+import type {
+  AckMessage,
+  ClientMessage,
+  DecideMessage,
+  DecidedMessage,
+  DemandMessage,
+  ServerMessage,
+} from './messages.js'
 
 /**
- * A check of the two messages every client sends all the time (`demand`
- * and `ack`) without zod, which allocates a result, an issue list and a
- * copy of every object it checks: at 10k clients zod alone made about a
- * third of the coordinator's garbage (docs/benchmarks.md).
+ * A check of the messages sent all the time without zod, which allocates a
+ * result, an issue list and a copy of every object it checks: at 10k clients
+ * zod alone made about a third of the coordinator's garbage, and a remote
+ * decision's two frames (`decide`, `decided`) are sent per request
+ * (docs/benchmarks.md).
  *
  * It is a filter, not a second schema: it returns the parsed JSON as the
  * message only when every field is one the zod schema in messages.ts would
@@ -19,7 +27,14 @@ export function acceptHotMessage(json: unknown): ClientMessage | undefined {
   const type = json.type
   if (type === 'demand') return isDemand(json) ? (json as DemandMessage) : undefined
   if (type === 'ack') return isAck(json) ? (json as AckMessage) : undefined
+  if (type === 'decide') return isDecide(json) ? (json as DecideMessage) : undefined
   return undefined
+}
+
+/** The same filter for what a coordinator sends per request: the answers to a `decide`. */
+export function acceptHotServerMessage(json: unknown): ServerMessage | undefined {
+  if (!isRecord(json)) return undefined
+  return json.type === 'decided' && isDecided(json) ? (json as DecidedMessage) : undefined
 }
 
 type Fields = Record<string, unknown>
@@ -42,6 +57,8 @@ const usageKeys: ReadonlySet<string> = new Set([
   'peakInFlight',
 ])
 const ackKeys: ReadonlySet<string> = new Set(['type', 'seq', 'resources'])
+const decideKeys: ReadonlySet<string> = new Set(['type', 'asks'])
+const decidedKeys: ReadonlySet<string> = new Set(['type', 'answers'])
 
 /** Whether every own key of `o` (a JSON.parse result: all keys are own) is in `allowed`. */
 function hasOnlyKeys(o: Fields, allowed: ReadonlySet<string>): boolean {
@@ -119,5 +136,45 @@ function isAck(m: Fields): boolean {
   if (!Array.isArray(resources) || resources.length < 1 || resources.length > L.maxEntries)
     return false
   for (let i = 0; i < resources.length; i++) if (!isResourceId(resources[i])) return false
+  return true
+}
+
+function isDecide(m: Fields): boolean {
+  if (!hasOnlyKeys(m, decideKeys)) return false
+  const asks = m.asks
+  if (!Array.isArray(asks) || asks.length < 1 || asks.length > L.maxEntries) return false
+  for (let i = 0; i < asks.length; i++) {
+    const ask: unknown = asks[i]
+    if (
+      !Array.isArray(ask) ||
+      ask.length !== 3 ||
+      !isIntIn(ask[0], 0, Number.MAX_SAFE_INTEGER) ||
+      !isResourceId(ask[1]) ||
+      !isQuantity(ask[2])
+    )
+      return false
+  }
+  return true
+}
+
+function isDecided(m: Fields): boolean {
+  if (!hasOnlyKeys(m, decidedKeys)) return false
+  const answers = m.answers
+  if (!Array.isArray(answers) || answers.length > L.maxEntries) return false
+  for (let i = 0; i < answers.length; i++) {
+    const answer: unknown = answers[i]
+    if (!Array.isArray(answer)) return false
+    const admitted: unknown = answer[1]
+    if (
+      !(
+        (answer.length === 3 && (admitted === 0 || admitted === 1)) ||
+        // An admitted check of a keyed quota adds its window.
+        (answer.length === 4 && admitted === 1 && isIntIn(answer[3], -1e12, 1e12))
+      ) ||
+      !isIntIn(answer[0], 0, Number.MAX_SAFE_INTEGER) ||
+      !isIntIn(answer[2], -1, Number.MAX_SAFE_INTEGER)
+    )
+      return false
+  }
   return true
 }

@@ -1,9 +1,9 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { domainLimits as L } from '../../../shared/domain.js'
-import { decodeClientMessage } from '../../../shared/protocol/codec.js'
-import { acceptHotMessage } from '../../../shared/protocol/hot-path.js'
-import { clientMessage } from '../../../shared/protocol/messages.js'
+import { decodeClientMessage, decodeServerMessage } from '../../../shared/protocol/codec.js'
+import { acceptHotMessage, acceptHotServerMessage } from '../../../shared/protocol/hot-path.js'
+import { clientMessage, serverMessage } from '../../../shared/protocol/messages.js'
 
 // Values at and across every bound the schema sets, and of every wrong type.
 const edgeNumbers = [
@@ -126,6 +126,49 @@ const ack = withExtra(
     { requiredKeys: ['type'] },
   ),
 )
+const decide = withExtra(
+  fc.record(
+    {
+      type: fc.constantFrom('decide', 'decide', 'decided', 'demand'),
+      asks: maybe(
+        fc.array(
+          fc.oneof(
+            { weight: 8, arbitrary: fc.tuple(maybe(count), maybe(id), maybe(amount)) },
+            { weight: 1, arbitrary: fc.tuple(count, id, amount, junk) },
+            { weight: 1, arbitrary: fc.array(maybe(count), { maxLength: 4 }) },
+            { weight: 1, arbitrary: junk },
+          ),
+          { maxLength: 4 },
+        ),
+      ),
+    },
+    { requiredKeys: ['type'] },
+  ),
+)
+const decided = withExtra(
+  fc.record(
+    {
+      type: fc.constantFrom('decided', 'decided', 'decide', 'lease'),
+      answers: maybe(
+        fc.array(
+          fc.oneof(
+            fc.tuple(maybe(count), maybe(fc.constantFrom(0, 1)), maybe(fc.integer({ min: -2 }))),
+            fc.tuple(
+              maybe(count),
+              maybe(fc.constantFrom(0, 1)),
+              maybe(fc.integer({ min: -2 })),
+              maybe(fc.integer({ min: -5, max: 5 })),
+            ),
+            fc.array(maybe(count), { maxLength: 5 }),
+            fc.tuple(count, fc.constant(1), fc.constant(0), fc.constant(3), junk),
+          ),
+          { maxLength: 4 },
+        ),
+      ),
+    },
+    { requiredKeys: ['type'] },
+  ),
+)
 // Messages as the client library sends them: always valid.
 const sentDemand = fc
   .array(
@@ -183,6 +226,34 @@ const sentAck = fc.record(
   { requiredKeys: ['type', 'seq'] },
 )
 
+const sentDecide = fc.record({
+  type: fc.constant('decide'),
+  asks: fc.array(
+    fc.tuple(
+      fc.nat(2 ** 40),
+      fc.constantFrom('r0', 'api/users', 'keys/é'),
+      fc.double({ min: 0, max: 1e6, noNaN: true }),
+    ),
+    { minLength: 1, maxLength: 4 },
+  ),
+})
+// And as the coordinator sends its answers.
+const sentDecided = fc.record({
+  type: fc.constant('decided'),
+  answers: fc.array(
+    fc.oneof(
+      fc.tuple(fc.nat(2 ** 40), fc.constantFrom(0, 1), fc.integer({ min: -1, max: 86_400_000 })),
+      fc.tuple(
+        fc.nat(2 ** 40),
+        fc.constant(1),
+        fc.constant(0),
+        fc.integer({ min: -1, max: 1_000_000 }),
+      ),
+    ),
+    { maxLength: 4 },
+  ),
+})
+
 /** Every place in a JSON value: the path to it and its parent. */
 function places(value: unknown, path: (string | number)[] = []): (string | number)[][] {
   const out: (string | number)[][] = path.length === 0 ? [] : [path]
@@ -202,36 +273,35 @@ const edgeValue = fc.oneof(
  * A valid message with one change: a value replaced by one at or across a
  * bound (or of another type), a key removed, or a key added.
  */
-const nearlyValid = fc
-  .tuple(
-    fc.oneof(sentDemand, sentAck),
-    fc.nat(),
-    fc.constantFrom('set', 'delete', 'add'),
-    edgeValue,
-    extraKey,
-  )
-  .map(([message, pick, change, value, key]) => {
-    const copy = JSON.parse(JSON.stringify(message)) as Record<string, unknown>
-    const all = places(copy)
-    const path = all[pick % all.length]!
-    let parent: unknown = copy
-    for (const step of path.slice(0, -1)) parent = (parent as Record<string, unknown>)[step]
-    const target = parent as Record<string | number, unknown>
-    const last = path.at(-1)!
-    if (change === 'set') target[last] = value
-    else if (change === 'delete' && !Array.isArray(target)) delete target[last]
-    // An own key even for __proto__ (an assignment would set the prototype instead).
-    else if (!Array.isArray(target))
-      Object.defineProperty(target, key, { value, enumerable: true, writable: true })
-    return copy
-  })
+const nearlyValidOf = (sent: fc.Arbitrary<unknown>): fc.Arbitrary<unknown> =>
+  fc
+    .tuple(sent, fc.nat(), fc.constantFrom('set', 'delete', 'add'), edgeValue, extraKey)
+    .map(([message, pick, change, value, key]) => {
+      const copy = JSON.parse(JSON.stringify(message)) as Record<string, unknown>
+      const all = places(copy)
+      const path = all[pick % all.length]!
+      let parent: unknown = copy
+      for (const step of path.slice(0, -1)) parent = (parent as Record<string, unknown>)[step]
+      const target = parent as Record<string | number, unknown>
+      const last = path.at(-1)!
+      if (change === 'set') target[last] = value
+      else if (change === 'delete' && !Array.isArray(target)) delete target[last]
+      // An own key even for __proto__ (an assignment would set the prototype instead).
+      else if (!Array.isArray(target))
+        Object.defineProperty(target, key, { value, enumerable: true, writable: true })
+      return copy
+    })
+const nearlyValid = nearlyValidOf(fc.oneof(sentDemand, sentAck, sentDecide))
 
 /** What JSON.parse can give: the generated value through JSON and back, as a frame would be. */
 const frame = fc
-  .oneof(demand, ack, junk, sentDemand, sentAck, nearlyValid, nearlyValid)
+  .oneof(demand, ack, decide, junk, sentDemand, sentAck, sentDecide, nearlyValid, nearlyValid)
+  .map((v) => JSON.parse(JSON.stringify(v)) as unknown)
+const serverFrame = fc
+  .oneof(decided, junk, sentDecided, nearlyValidOf(sentDecided), nearlyValidOf(sentDecided))
   .map((v) => JSON.parse(JSON.stringify(v)) as unknown)
 
-describe('the hot-path check of demand and ack frames', () => {
+describe('the hot-path check of demand, ack and decide frames', () => {
   it('accepts only what zod accepts, as zod decodes it', () => {
     let accepted = 0
     fc.assert(
@@ -249,12 +319,15 @@ describe('the hot-path check of demand and ack frames', () => {
     expect(accepted).toBeGreaterThan(2000)
   })
 
-  it('accepts every demand and ack zod accepts (so only hostile frames pay for zod)', () => {
+  it('accepts every demand, ack and decide zod accepts (so only hostile frames pay for zod)', () => {
     fc.assert(
       fc.property(frame, (json) => {
         const parsed = clientMessage.safeParse(json)
         const hotType =
-          parsed.success && (parsed.data.type === 'demand' || parsed.data.type === 'ack')
+          parsed.success &&
+          (parsed.data.type === 'demand' ||
+            parsed.data.type === 'ack' ||
+            parsed.data.type === 'decide')
         expect(acceptHotMessage(json) !== undefined).toBe(hotType)
       }),
       { numRuns: 20_000 },
@@ -263,7 +336,7 @@ describe('the hot-path check of demand and ack frames', () => {
 
   it('accepts what the client library sends', () => {
     fc.assert(
-      fc.property(fc.oneof(sentDemand, sentAck), (message) => {
+      fc.property(fc.oneof(sentDemand, sentAck, sentDecide), (message) => {
         const json = JSON.parse(JSON.stringify(message)) as unknown
         expect(acceptHotMessage(json)).toBeDefined()
         const decoded = decodeClientMessage(JSON.stringify(message))
@@ -280,5 +353,43 @@ describe('the hot-path check of demand and ack frames', () => {
     if (!decoded.ok) expect(decoded.detail).toMatch(/printable/)
     expect(acceptHotMessage(JSON.parse('{"type":"ack","seq":1,"__proto__":{}}'))).toBeUndefined()
     expect(decodeClientMessage('{"type":"ack","seq":1,"__proto__":{}}').ok).toBe(false)
+  })
+})
+
+describe('the hot-path check of decided frames', () => {
+  it('accepts only what zod accepts, as zod decodes it, and every decided zod accepts', () => {
+    let accepted = 0
+    let refused = 0
+    fc.assert(
+      fc.property(serverFrame, (json) => {
+        const hot = acceptHotServerMessage(json)
+        const parsed = serverMessage.safeParse(json)
+        expect(hot !== undefined).toBe(parsed.success && parsed.data.type === 'decided')
+        if (hot === undefined) return void refused++
+        accepted++
+        expect(hot).toStrictEqual(parsed.data)
+      }),
+      { numRuns: 20_000 },
+    )
+    expect(accepted).toBeGreaterThan(2000)
+    expect(refused).toBeGreaterThan(2000)
+  })
+
+  it('accepts what the coordinator sends, and leaves a refusal to zod', () => {
+    fc.assert(
+      fc.property(sentDecided, (message) => {
+        const decoded = decodeServerMessage(JSON.stringify(message))
+        expect(decoded).toStrictEqual({ ok: true, message: serverMessage.parse(message) })
+        expect(acceptHotServerMessage(JSON.parse(JSON.stringify(message)))).toBeDefined()
+      }),
+    )
+    // A window on a refusal, and an admitted flag of 2: zod's to refuse, with its detail.
+    for (const text of [
+      '{"type":"decided","answers":[[1,0,0,7]]}',
+      '{"type":"decided","answers":[[1,2,0]]}',
+    ]) {
+      expect(acceptHotServerMessage(JSON.parse(text))).toBeUndefined()
+      expect(decodeServerMessage(text).ok).toBe(false)
+    }
   })
 })
