@@ -7,6 +7,7 @@ import { heldVacancy, heldWithin, type HeldVacancy } from './held-handover.js'
 import { grantIncreases } from './increases.js'
 import { send } from './lease-out.js'
 import { setAside, subscribe, unsubscribe } from './registry.js'
+import { offerSpent } from './spent-decrease.js'
 import { noResources, type LeaseBatch, type PoolState } from './state.js'
 
 /**
@@ -237,6 +238,8 @@ export function reportDemand(
     // Renew once a third to a half of the lease's life has passed (Entry.renewDue): the client
     // keeps half or more in hand against lost messages, and a report a second costs a reply
     // only every few seconds.
+    // A quota's decrease this report shows it cannot acknowledge: what it used, at once.
+    if (report.used !== undefined && offerSpent(pool, entry, nowMs)) continue
     if (
       entry.leases.length > 0 &&
       (entry.resendDue || entry.renewDue(nowMs)) &&

@@ -1,7 +1,7 @@
 import type { Entry, ResourceState } from './entry.js'
 import { idleKey, keyIsCold, retireKey } from './hot-keys.js'
-import { send } from './lease-out.js'
 import { forget, unsubscribe } from './registry.js'
+import { offerSpent } from './spent-decrease.js'
 import type { PoolState } from './state.js'
 
 /**
@@ -41,10 +41,8 @@ export function round(pool: PoolState, resourceId: string, nowMs: number): void 
     } else if (e.awaitsDecreaseAck(silentSinceMs)) {
       // Its decrease is on its way or in force, but not acknowledged: keep what it holds.
       // A quota's client cannot acknowledge a budget below what it spent before the decrease
-      // came (its report lagged): it gets what it reports used, which it can take, and
-      // shares again once that is acknowledged. Still within what it is committed.
-      if (quota !== undefined && e.usedWindow === quota.index && e.used > e.newest + r.epsilon)
-        send(pool, e, Math.min(e.committed, e.used), nowMs)
+      // came (its report lagged): it gets what it reports used (spent-decrease.ts).
+      if (quota !== undefined) offerSpent(pool, e, nowMs)
       e.target = e.newest
       reserved += e.committed
     } else sharing.push(e)

@@ -123,3 +123,39 @@ describe('a quota block in a window’s last moments', () => {
     expect(large + small).toBeLessThanOrEqual(260)
   })
 })
+
+describe('a quota decrease its client cannot acknowledge', () => {
+  it('is answered at the report that shows it with what the client used, and the rest goes on', () => {
+    const s = resourceSettings({
+      id: 'q',
+      kind: 'quota',
+      capacity: 1000,
+      burst: 1000,
+      refreshMs: 1000,
+      leaseTtlMs: 5000,
+      safeCapacity: 0,
+      safeHoldMs: 0,
+      quotaWindow: { kind: 'fixed', ms: 60_000 },
+    })
+    const { pool, budget, take } = clients(s, 2)
+    const report = (key: string, wants: number, used: number, t: number) =>
+      pool.reportDemand(key, [{ resource: 'q', wants, used, window: 0 }], t).batches
+    take(report('c0', 200, 0, 0), 0)
+    take(report('c1', 200, 0, 0), 0)
+    take(pool.round('q', 0), 0)
+    expect(budget[0]).toBeGreaterThan(100)
+    // c0 reports 10 used and nothing asked: the round cuts it to that and a standing block. It
+    // spent on meanwhile (60 by the time the decrease comes), so it cannot acknowledge it.
+    report('c0', 0, 10, 1000)
+    const decrease = pool.round('q', 1000).filter((b) => b.clientKey === 'c0')
+    expect(decrease[0]!.leases[0]!.capacity).toBeLessThan(60)
+    // Its next report says 60 used: it gets 60 at once, not a refresh period later...
+    const answer = report('c0', 0, 60, 1100)
+    expect(answer.map((b) => [b.clientKey, b.leases[0]!.capacity])).toEqual([['c0', 60]])
+    // ...acknowledges it, and the rest of the window's budget is c1's to take.
+    take(answer, 1100)
+    take(report('c1', 100_000, 300, 1200), 1200)
+    take(pool.round('q', 1200), 1200)
+    expect(budget[1]).toBe(940)
+  })
+})
