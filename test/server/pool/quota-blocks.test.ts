@@ -159,3 +159,60 @@ describe('a quota decrease its client cannot acknowledge', () => {
     expect(budget[1]).toBe(940)
   })
 })
+
+describe('a process’s first lease of a named quota', () => {
+  const quota = (windowMs: number) =>
+    resourceSettings({
+      id: 'q',
+      kind: 'quota',
+      capacity: 1000,
+      burst: 1000,
+      refreshMs: 1000,
+      leaseTtlMs: 5000,
+      safeCapacity: 0,
+      safeHoldMs: 0,
+      quotaWindow: { kind: 'fixed', ms: windowMs },
+    })
+
+  it('is its part of the budget at an even pace until it reports after it, then what it asks', () => {
+    const { pool, budget, take } = clients(quota(5000), 2)
+    const report = (key: string, wants: number, used: number, t: number) =>
+      take(pool.reportDemand(key, [{ resource: 'q', wants, used, window: 0 }], t).batches, t)
+    // Two gateways declare the quota and have asked nothing yet: each is sized for its part of
+    // 1,000 per 5 s (100 a second each) over two refresh periods, not a standing block of 1.
+    report('c0', 0, 0, 0)
+    report('c1', 0, 0, 0)
+    take(pool.round('q', 0), 0)
+    expect(budget).toEqual([200, 200])
+    // A round that c1's report brings before c0 reports again leaves c0 its lease...
+    report('c1', 150, 30, 100)
+    take(pool.round('q', 100), 100)
+    expect(budget[0]).toBe(200)
+    // ...and c0's report of nothing asked cuts it to its standing block.
+    report('c0', 0, 0, 200)
+    take(pool.round('q', 200), 200)
+    expect(budget[0]).toBe(1)
+  })
+
+  it('takes nothing from a process that asks', () => {
+    const { pool, budget, take } = clients(quota(5000), 2)
+    const report = (key: string, wants: number, used: number, t: number) =>
+      take(pool.reportDemand(key, [{ resource: 'q', wants, used, window: 0 }], t).batches, t)
+    report('c1', 100_000, 0, 0)
+    take(pool.round('q', 0), 0)
+    expect(budget[1]).toBe(1000)
+    // c1 has used 900 and asks 100 a second: the 100 left are its own, c0's guess comes after.
+    report('c1', 100, 900, 1000)
+    report('c0', 0, 0, 1000)
+    take(pool.round('q', 1000), 1000)
+    expect(budget).toEqual([0, 1000])
+  })
+
+  it('of a long window is a standing block, as before: its even pace is below one', () => {
+    const { pool, budget, take } = clients(quota(86_400_000), 2)
+    for (const key of ['c0', 'c1'])
+      take(pool.reportDemand(key, [{ resource: 'q', wants: 0, used: 0, window: 0 }], 0).batches, 0)
+    take(pool.round('q', 0), 0)
+    expect(budget).toEqual([1, 1])
+  })
+})
