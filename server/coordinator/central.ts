@@ -8,7 +8,6 @@ import {
   formatError,
   keyOfId,
   keyProblem,
-  nextTurn,
   type Clock,
   type ClientMessage,
   type DecideMessage,
@@ -207,12 +206,8 @@ export class Central {
 /**
  * The central client's end of its in-process connection: what `SluiceClient`
  * uses of a WebSocket. Frames go through the coordinator's one door
- * (`receive`) encoded and decoded as any, each at a turn of the event loop of
- * its own (`nextTurn`), in order, so no message is handled inside another's
- * and the real connections' frames are handled between them: the central
- * part's report, the leases it brings and their decoding took 3–10 ms of one
- * turn each second when they ran as microtasks, and every remote decision
- * asked meanwhile waited for all of it (#41, docs/benchmarks.md).
+ * (`receive`) encoded and decoded as any, each in a microtask of its own, in
+ * order, so no message is handled inside another's.
  */
 class InProcessSocket extends EventEmitter implements ClientSocket {
   readyState = 0
@@ -221,7 +216,7 @@ class InProcessSocket extends EventEmitter implements ClientSocket {
   constructor(host: CentralHost, tenant: string | undefined) {
     super()
     this.#session = new InProcessSession(host, this, tenant)
-    nextTurn(() => {
+    queueMicrotask(() => {
       if (this.readyState !== 0) return
       this.readyState = 1
       this.emit('open')
@@ -230,13 +225,13 @@ class InProcessSocket extends EventEmitter implements ClientSocket {
 
   send(data: string): void {
     if (this.readyState !== 1) return
-    nextTurn(() => this.#session.receive(data))
+    queueMicrotask(() => this.#session.receive(data))
   }
 
   close(code = 1000): void {
     if (this.readyState >= 2) return
     this.readyState = 2
-    nextTurn(() => {
+    queueMicrotask(() => {
       this.#session.peerClosed()
       this.ended(code)
     })
@@ -247,7 +242,7 @@ class InProcessSocket extends EventEmitter implements ClientSocket {
   }
 
   ping(): void {
-    nextTurn(() => {
+    queueMicrotask(() => {
       if (this.readyState === 1) this.emit('pong')
     })
   }
@@ -280,7 +275,7 @@ class InProcessSession implements SessionPort {
     if (this.#dead) return
     const text = encodeMessage(message)
     const socket = this.#socket
-    nextTurn(() => {
+    queueMicrotask(() => {
       if (socket.readyState === 1) socket.emit('message', text)
     })
   }
@@ -290,7 +285,7 @@ class InProcessSession implements SessionPort {
     this.send({ type: 'error', code, message: formatError(code, detail) })
     this.#dead = true
     const socket = this.#socket
-    nextTurn(() => socket.ended(closeCodeOf(code)))
+    queueMicrotask(() => socket.ended(closeCodeOf(code)))
   }
 
   receive(text: string): void {
