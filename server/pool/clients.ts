@@ -235,11 +235,11 @@ export function reportDemand(
     entry.decidesRemotely = report.remote === true
     if (report.wants > 0) entry.hasChecked = true
     entry.refresh(nowMs)
+    // A quota's decrease this report shows it cannot acknowledge: what it used, at once.
+    if (report.used !== undefined && offerSpent(pool, entry, nowMs)) continue
     // Renew once a third to a half of the lease's life has passed (Entry.renewDue): the client
     // keeps half or more in hand against lost messages, and a report a second costs a reply
     // only every few seconds.
-    // A quota's decrease this report shows it cannot acknowledge: what it used, at once.
-    if (report.used !== undefined && offerSpent(pool, entry, nowMs)) continue
     if (
       entry.leases.length > 0 &&
       (entry.resendDue || entry.renewDue(nowMs)) &&

@@ -41,7 +41,7 @@ export function blockSec(
  * `holders`. With a standing block alone, its next lease came with its next report, 100–250 ms
  * later, and it refused meanwhile what a central counter admits (about 130 checks of a hot
  * quota's start: docs/benchmarks.md). A long window's pace is below a standing block and
- * changes nothing (a daily 10,000 paces 0.12 a second). One that asks nothing is cut back at
+ * changes nothing (a daily 10,000 held by one paces 0.12 a second). One that asks nothing is cut back at
  * its next report, and acknowledges at once. A hot key's holders are seeded (hot-keys.ts).
  */
 export function firstDemandPerSec(
@@ -114,9 +114,9 @@ export const namedQuotaShape: Shape = Object.freeze<Shape>({
       // round another's report brings meanwhile would cut it to a standing block, below what it
       // spent), stands for its part of the budget at an even pace (firstDemandPerSec): in the
       // standing band, so it takes nothing from those asking.
-      const unknown = !e.hasChecked && e.reportedMs <= (e.leases[0]?.sentMs ?? Infinity)
+      const guessed = !e.hasChecked && e.reportedMs <= (e.leases[0]?.sentMs ?? Infinity)
       const demand = e.history.estimate()
-      const first = unknown ? firstPerSec : 0
+      const first = guessed ? firstPerSec : 0
       const blockOf = blockSec(leftMs, horizonMs, e.client.rttMs, s.refreshMs)
       const asked = demand * blockOf
       const standing = Math.max(standingBlock, first * blockOf)
