@@ -124,20 +124,23 @@ describe('a quota block in a window’s last moments', () => {
   })
 })
 
+/** 1,000 a window of `windowMs`, refresh periods of 1 s. */
+const quota = (windowMs: number) =>
+  resourceSettings({
+    id: 'q',
+    kind: 'quota',
+    capacity: 1000,
+    burst: 1000,
+    refreshMs: 1000,
+    leaseTtlMs: 5000,
+    safeCapacity: 0,
+    safeHoldMs: 0,
+    quotaWindow: { kind: 'fixed', ms: windowMs },
+  })
+
 describe('a quota decrease its client cannot acknowledge', () => {
   it('is answered at the report that shows it with what the client used, and the rest goes on', () => {
-    const s = resourceSettings({
-      id: 'q',
-      kind: 'quota',
-      capacity: 1000,
-      burst: 1000,
-      refreshMs: 1000,
-      leaseTtlMs: 5000,
-      safeCapacity: 0,
-      safeHoldMs: 0,
-      quotaWindow: { kind: 'fixed', ms: 60_000 },
-    })
-    const { pool, budget, take } = clients(s, 2)
+    const { pool, budget, take } = clients(quota(60_000), 2)
     const report = (key: string, wants: number, used: number, t: number) =>
       pool.reportDemand(key, [{ resource: 'q', wants, used, window: 0 }], t).batches
     take(report('c0', 200, 0, 0), 0)
@@ -161,19 +164,6 @@ describe('a quota decrease its client cannot acknowledge', () => {
 })
 
 describe('a process’s first lease of a named quota', () => {
-  const quota = (windowMs: number) =>
-    resourceSettings({
-      id: 'q',
-      kind: 'quota',
-      capacity: 1000,
-      burst: 1000,
-      refreshMs: 1000,
-      leaseTtlMs: 5000,
-      safeCapacity: 0,
-      safeHoldMs: 0,
-      quotaWindow: { kind: 'fixed', ms: windowMs },
-    })
-
   it('is its part of the budget at an even pace until it reports after it, then what it asks', () => {
     const { pool, budget, take } = clients(quota(5000), 2)
     const report = (key: string, wants: number, used: number, t: number) =>
