@@ -22,3 +22,18 @@ export function resourceSettings(overrides: Partial<ResourceSettings> = {}): Res
     ...overrides,
   })
 }
+
+/** A quota `q` of 1,000 a fixed window of `windowMs`, refresh periods of 1 s, no safe hold. */
+export function quotaSettings(windowMs = 60_000): ResourceSettings {
+  return resourceSettings({
+    id: 'q',
+    kind: 'quota',
+    capacity: 1000,
+    burst: 1000,
+    refreshMs: 1000,
+    leaseTtlMs: 5000,
+    safeCapacity: 0,
+    safeHoldMs: 0,
+    quotaWindow: { kind: 'fixed', ms: windowMs },
+  })
+}

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { Pool, type LeaseBatch } from '../../../server/pool/index.js'
 import { windowEdge } from '../../../server/pool/lease-out.js'
-import { resourceSettings } from '../../helpers/settings.js'
+import { quotaSettings } from '../../helpers/settings.js'
 
 /**
  * A quota window's end as a lease places it (`edge`, measured from the client's newest report),
@@ -9,17 +9,7 @@ import { resourceSettings } from '../../helpers/settings.js'
  * nobody spends was refused from ~6 ms before each edge).
  */
 
-const settings = resourceSettings({
-  id: 'q',
-  kind: 'quota',
-  capacity: 1000,
-  burst: 1000,
-  refreshMs: 1000,
-  leaseTtlMs: 5000,
-  safeCapacity: 0,
-  safeHoldMs: 0,
-  quotaWindow: { kind: 'fixed', ms: 60_000 },
-})
+const settings = quotaSettings()
 
 describe('a quota window’s edge', () => {
   it('exposes only the time still to come to the windows’ slew; the time since the report, to the clocks’ drift', () => {

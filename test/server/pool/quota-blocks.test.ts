@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { Pool } from '../../../server/pool/index.js'
 import { blockSec } from '../../../server/pool/shapes/named-quota.js'
-import { resourceSettings } from '../../helpers/settings.js'
+import { quotaSettings, resourceSettings } from '../../helpers/settings.js'
 
 /**
  * A quota's block lasts until the next lease can come: a refresh period's renewal and the
@@ -124,23 +124,9 @@ describe('a quota block in a window’s last moments', () => {
   })
 })
 
-/** 1,000 a window of `windowMs`, refresh periods of 1 s. */
-const quota = (windowMs: number) =>
-  resourceSettings({
-    id: 'q',
-    kind: 'quota',
-    capacity: 1000,
-    burst: 1000,
-    refreshMs: 1000,
-    leaseTtlMs: 5000,
-    safeCapacity: 0,
-    safeHoldMs: 0,
-    quotaWindow: { kind: 'fixed', ms: windowMs },
-  })
-
 describe('a quota decrease its client cannot acknowledge', () => {
   it('is answered at the report that shows it with what the client used, and the rest goes on', () => {
-    const { pool, budget, take } = clients(quota(60_000), 2)
+    const { pool, budget, take } = clients(quotaSettings(60_000), 2)
     const report = (key: string, wants: number, used: number, t: number) =>
       pool.reportDemand(key, [{ resource: 'q', wants, used, window: 0 }], t).batches
     take(report('c0', 200, 0, 0), 0)
@@ -165,7 +151,7 @@ describe('a quota decrease its client cannot acknowledge', () => {
 
 describe('a process’s first lease of a named quota', () => {
   it('is its part of the budget at an even pace until it reports after it, then what it asks', () => {
-    const { pool, budget, take } = clients(quota(5000), 2)
+    const { pool, budget, take } = clients(quotaSettings(5000), 2)
     const report = (key: string, wants: number, used: number, t: number) =>
       take(pool.reportDemand(key, [{ resource: 'q', wants, used, window: 0 }], t).batches, t)
     // Two gateways declare the quota and have asked nothing yet: each is sized for its part of
@@ -185,7 +171,7 @@ describe('a process’s first lease of a named quota', () => {
   })
 
   it('takes nothing from a process that asks', () => {
-    const { pool, budget, take } = clients(quota(5000), 2)
+    const { pool, budget, take } = clients(quotaSettings(5000), 2)
     const report = (key: string, wants: number, used: number, t: number) =>
       take(pool.reportDemand(key, [{ resource: 'q', wants, used, window: 0 }], t).batches, t)
     report('c1', 100_000, 0, 0)
@@ -199,7 +185,7 @@ describe('a process’s first lease of a named quota', () => {
   })
 
   it('of a long window is a standing block, as before: its even pace is below one', () => {
-    const { pool, budget, take } = clients(quota(86_400_000), 2)
+    const { pool, budget, take } = clients(quotaSettings(86_400_000), 2)
     for (const key of ['c0', 'c1'])
       take(pool.reportDemand(key, [{ resource: 'q', wants: 0, used: 0, window: 0 }], 0).batches, 0)
     take(pool.round('q', 0), 0)
