@@ -17,10 +17,11 @@ import type { PoolState } from './state.js'
  */
 export function offerSpent(pool: PoolState, e: Entry, nowMs: number): boolean {
   const r = e.resource
-  const window = pool.windowOf(r, nowMs)
-  if (window === undefined || e.usedWindow !== window.index) return false
+  // Called with every quota report: the window is looked up only for a decrease spent past.
   const newest = e.newest
   if (e.used <= newest + r.epsilon || e.committed <= newest + r.epsilon) return false
+  const window = pool.windowOf(r, nowMs)
+  if (window === undefined || e.usedWindow !== window.index) return false
   send(pool, e, Math.min(e.committed, e.used), nowMs)
   return true
 }
