@@ -1,5 +1,6 @@
 import { allocate, wholeUnits, type ClientDemand } from '../../allocation/index.js'
 import { quotaHorizonMs, wholeSlots } from '../../../shared/index.js'
+import { arrivalAllowance } from '../arrival-noise.js'
 import { elsewhere, send } from '../lease-out.js'
 import { settleReset } from '../reset.js'
 import { settle, tenantOf, type Shape } from './shape.js'
@@ -62,7 +63,9 @@ export function firstDemandPerSec(
  * clients hold) shared by weighted max-min over the blocks asked for, a
  * block being what the client asks per second over the quota horizon (two
  * refresh periods: a steady client renews about once a period), never past
- * the window's end, and never below a standing block (quotaStandingBlock).
+ * the window's end, and never below a standing block (quotaStandingBlock);
+ * below those, while the budget lasts, what requests arriving at random may
+ * ask past that mean (arrival-noise.ts).
  * Near the end of the budget blocks shrink to what is fair; a client that
  * asks for nothing is cut back to what it used and its standing block, and
  * the rest comes back. Decreases free budget only once acknowledged (a
@@ -120,8 +123,11 @@ export const namedQuotaShape: Shape = Object.freeze<Shape>({
       const blockOf = blockSec(leftMs, horizonMs, e.client.rttMs, s.refreshMs)
       const asked = demand * blockOf
       const standing = Math.max(standingBlock, first * blockOf)
-      const whole =
-        Math.max(demand, first) * blockSec(Infinity, horizonMs, e.client.rttMs, s.refreshMs)
+      // With what requests arriving at random ask past their mean over a block (arrival-noise.ts;
+      // of a demand measured, not of a first lease's guess), in the lowest band with a window's
+      // last moments: it takes only what the others' needs leave.
+      const wholeSec = blockSec(Infinity, horizonMs, e.client.rttMs, s.refreshMs)
+      const whole = Math.max(demand, first) * wholeSec + arrivalAllowance(demand * wholeSec)
       const tenant = tenantOf(r, e)
       const band = 3 * e.priority
       clients.push(
