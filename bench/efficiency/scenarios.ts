@@ -208,6 +208,19 @@ const namedScenarios: readonly EfficiencyScenario[] = [
     durationMs: 30 * s,
     named: true,
   },
+  {
+    // A budget nobody comes near (the busiest asks a fifth of it): what is lost is the edges'.
+    name: 'named quotas nobody spends: 10 resources of 10,000 per 5 s window each, 3 gateways, 600 req/s over them',
+    kind: 'quota',
+    capacity: 10_000,
+    windowMs: 5 * s,
+    processes: 3,
+    gatewaysPerProcess: 1,
+    keys: 10,
+    ratePerSec: 600,
+    durationMs: 30 * s,
+    named: true,
+  },
 ]
 
 /**
