@@ -182,6 +182,19 @@ const tryAcquireScenarios: readonly EfficiencyScenario[] = [
   },
 ]
 
+const namedQuotas: EfficiencyScenario = {
+  name: 'named quotas: 10 resources of 1,000 per 5 s window each, 3 gateways, 600 req/s over them',
+  kind: 'quota',
+  capacity: 1000,
+  windowMs: 5 * s,
+  processes: 3,
+  gatewaysPerProcess: 1,
+  keys: 10,
+  ratePerSec: 600,
+  durationMs: 30 * s,
+  named: true,
+}
+
 /** Named resources and named quotas (remote decisions are a keyed family's: not run twice). */
 const namedScenarios: readonly EfficiencyScenario[] = [
   {
@@ -196,30 +209,12 @@ const namedScenarios: readonly EfficiencyScenario[] = [
     durationMs: 30 * s,
     named: true,
   },
-  {
-    name: 'named quotas: 10 resources of 1,000 per 5 s window each, 3 gateways, 600 req/s over them',
-    kind: 'quota',
-    capacity: 1000,
-    windowMs: 5 * s,
-    processes: 3,
-    gatewaysPerProcess: 1,
-    keys: 10,
-    ratePerSec: 600,
-    durationMs: 30 * s,
-    named: true,
-  },
+  namedQuotas,
   {
     // A budget nobody comes near (the busiest asks a fifth of it): what is lost is the edges'.
+    ...namedQuotas,
     name: 'named quotas nobody spends: 10 resources of 10,000 per 5 s window each, 3 gateways, 600 req/s over them',
-    kind: 'quota',
     capacity: 10_000,
-    windowMs: 5 * s,
-    processes: 3,
-    gatewaysPerProcess: 1,
-    keys: 10,
-    ratePerSec: 600,
-    durationMs: 30 * s,
-    named: true,
   },
 ]
 
