@@ -123,11 +123,17 @@ export const namedQuotaShape: Shape = Object.freeze<Shape>({
       const blockOf = blockSec(leftMs, horizonMs, e.client.rttMs, s.refreshMs)
       const asked = demand * blockOf
       const standing = Math.max(standingBlock, first * blockOf)
-      // With what requests arriving at random ask past their mean over a block (arrival-noise.ts;
-      // of a demand measured, not of a first lease's guess), in the lowest band with a window's
-      // last moments: it takes only what the others' needs leave.
+      // With what requests arriving at random may ask, past the block, until the next lease can
+      // come (a refresh period and the link's round trip: arrival-noise.ts; of a demand measured,
+      // not of a first lease's guess), in the lowest band with a window's last moments: it takes
+      // only what the others' needs leave. A busy process's block of two periods covers one
+      // period's chance already and gets nothing more (what a killed process strands stays
+      // about one block: test/faults/quota.test.ts).
       const wholeSec = blockSec(Infinity, horizonMs, e.client.rttMs, s.refreshMs)
-      const whole = Math.max(demand, first) * wholeSec + arrivalAllowance(demand * wholeSec)
+      const untilNext = demand * (wholeSec - (horizonMs - s.refreshMs) / 1000)
+      const whole =
+        Math.max(demand, first) * wholeSec +
+        Math.max(0, untilNext + arrivalAllowance(untilNext) - demand * wholeSec)
       const tenant = tenantOf(r, e)
       const band = 3 * e.priority
       clients.push(
