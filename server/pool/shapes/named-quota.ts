@@ -65,7 +65,7 @@ export function firstDemandPerSec(
  * refresh periods: a steady client renews about once a period), never past
  * the window's end, and never below a standing block (quotaStandingBlock);
  * below those, while the budget lasts, what requests arriving at random may
- * ask past that mean (arrival-noise.ts).
+ * ask until the next lease comes, past that (arrival-noise.ts).
  * Near the end of the budget blocks shrink to what is fair; a client that
  * asks for nothing is cut back to what it used and its standing block, and
  * the rest comes back. Decreases free budget only once acknowledged (a
