@@ -130,7 +130,7 @@ export const namedQuotaShape: Shape = Object.freeze<Shape>({
       // period's chance already and gets nothing more (what a killed process strands stays
       // about one block: test/faults/quota.test.ts).
       const wholeSec = blockSec(Infinity, horizonMs, e.client.rttMs, s.refreshMs)
-      const untilNext = demand * (wholeSec - (horizonMs - s.refreshMs) / 1000)
+      const untilNext = demand * blockSec(Infinity, s.refreshMs, e.client.rttMs, s.refreshMs)
       const whole =
         Math.max(demand, first) * wholeSec +
         Math.max(0, untilNext + arrivalAllowance(untilNext) - demand * wholeSec)
