@@ -603,15 +603,30 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
    */
   #onOwnClock(grant: LeaseGrant): LeaseGrant {
     const w = grant.window
-    if (w?.edge === undefined) return grant
-    const sentAtMs = this.#reportSentAt.get(w.edge[0])
-    if (sentAtMs === undefined) return grant
-    const endsInMs = Math.max(0, Math.floor(sentAtMs + w.edge[1] - this.options.clock.now()))
+    if (w === undefined) return grant
+    const next = w.next
+    const endsInMs = this.#placedEnd(w.edge, w.endsInMs)
+    const nextEndsInMs = next === undefined ? 0 : this.#placedEnd(next.edge, next.endsInMs)
+    if (next === undefined && endsInMs === w.endsInMs) return grant
     return {
       ...grant,
-      ttlMs: Math.max(0, grant.ttlMs + endsInMs - w.endsInMs),
-      window: { ...w, endsInMs },
+      // With a next window sent ahead, the lease lasts until that window's end: its budget is
+      // spent from that window's start (the enforcer keeps each window's budget to its window).
+      ttlMs: Math.max(0, grant.ttlMs + endsInMs - w.endsInMs, nextEndsInMs),
+      window: {
+        ...w,
+        endsInMs,
+        ...(next === undefined ? {} : { next: { ...next, endsInMs: nextEndsInMs } }),
+      },
     }
+  }
+
+  /** A window's end from now on this process's clock: from report `edge[0]`'s sending, or as said. */
+  #placedEnd(edge: readonly [number, number] | undefined, endsInMs: number): number {
+    if (edge === undefined) return endsInMs
+    const sentAtMs = this.#reportSentAt.get(edge[0])
+    if (sentAtMs === undefined) return endsInMs
+    return Math.max(0, Math.floor(sentAtMs + edge[1] - this.options.clock.now()))
   }
 
   /**

@@ -1,10 +1,18 @@
-import { wholeSlots, type Clock, type ResourceKind } from '../shared/index.js'
+import { CoarseClock, wholeSlots, type Clock, type ResourceKind } from '../shared/index.js'
 import type { DemandMeter } from './demand-meter.js'
 import { TokenBucket } from '../shared/limiters/index.js'
 
 /** Held capacity from `acquire`; `release()` gives concurrency slots back (a no-op for rate resources). */
 export interface Permit {
   release(): void
+}
+
+/** A quota's next window sent ahead: its budget, and when it opens and ends, ms from now. */
+export interface NextWindow {
+  readonly index: number
+  readonly capacity: number
+  readonly startsInMs: number
+  readonly endsInMs: number
 }
 
 /** What an enforcer tells the resource that owns it. */
@@ -59,8 +67,11 @@ export interface Enforcer {
   takeDemand(nowMs: number, waitingCost: number): number
   /** Whether demand so far is well above the capacity in force (an early report may help). */
   throttled(nowMs: number, capacity: number, waiting: number): boolean
-  /** Quota: the window a lease's budget belongs to, and how long it may be spent from now. */
-  window(index: number, endsInMs: number): void
+  /**
+   * Quota: the window a lease's budget belongs to, and how long it may be spent from now; and
+   * the next window's budget sent ahead, spent from its start (`next`, times from now).
+   */
+  window(index: number, endsInMs: number, next?: NextWindow): void
   /** Quota: units used in the window, for the report; undefined for other kinds. */
   usedInWindow(): { readonly used: number; readonly window: number } | undefined
 }
@@ -297,6 +308,14 @@ export class SlotEnforcer implements Enforcer {
   }
 }
 
+/** The real time now: a coarse clock's source, not its lagging reading. */
+function preciseNow(clock: Clock): number {
+  return clock instanceof CoarseClock ? clock.preciseNow() : clock.now()
+}
+
+/** `QuotaEnforcer`'s next window while none is sent ahead. */
+const noNext = -Infinity
+
 /**
  * A quota's budget: the lease's capacity is what this process may use in
  * the window in all (what it used included); each admission spends from it,
@@ -313,6 +332,13 @@ export class QuotaEnforcer implements Enforcer {
   #used = 0
   #index: number | undefined = undefined
   #endAtMs = 0
+  /** The next window sent ahead (`noNext`: none): its budget, spent from its start to its end. */
+  #nextIndex = noNext
+  #nextBudget = 0
+  #nextStartAtMs = 0
+  #nextEndAtMs = 0
+  /** The lease `window` was told of is of a window already over here: `apply` ignores it. */
+  #stale = false
   readonly #clock: Clock
   readonly #meter: DemandMeter
   readonly #host: EnforcerHost
@@ -346,9 +372,29 @@ export class QuotaEnforcer implements Enforcer {
   }
 
   #spend(cost: number): boolean {
-    if (this.#used + cost > this.#budget || this.#clock.now() >= this.#endAtMs) return false
+    if (this.#used + cost > this.#budget || this.#clock.now() >= this.#endAtMs) {
+      // Past the window's end, the next one's budget sent ahead may be in force (cold: once).
+      if (!this.#advance() || this.#used + cost > this.#budget) return false
+    }
     this.#used += cost
     return true
+  }
+
+  /**
+   * Puts the next window's budget sent ahead in force once this window is over and that one
+   * has opened (on this process's clock, placed late: never before it opens). Returns whether
+   * a budget is in force now.
+   */
+  #advance(): boolean {
+    if (this.#nextIndex === noNext) return false
+    const now = this.#clock.now()
+    if (now < this.#endAtMs || now < this.#nextStartAtMs) return false
+    this.#index = this.#nextIndex
+    this.#used = 0
+    this.#budget = this.#nextBudget
+    this.#endAtMs = this.#nextEndAtMs
+    this.#nextIndex = noNext
+    return now < this.#endAtMs
   }
 
   permit(): Permit {
@@ -362,13 +408,21 @@ export class QuotaEnforcer implements Enforcer {
   meterQueued(): void {}
 
   apply(capacity: number): number {
-    this.#budget = wholeSlots(capacity)
+    if (this.#stale) this.#stale = false
+    else this.#budget = wholeSlots(capacity)
     return 0
   }
 
   fill(): void {}
 
-  window(index: number, endsInMs: number): void {
+  window(index: number, endsInMs: number, next?: NextWindow): void {
+    this.#advance()
+    // A lease of the window before, made before its end and come after this process put the
+    // next window's budget it carried in force: nothing new (`apply` leaves the budget too).
+    if (this.#index !== undefined && index < this.#index && next?.index === this.#index) {
+      this.#stale = true
+      return
+    }
     // A newer window: a new budget, nothing used yet. An older one (a coordinator whose clock
     // went back, without the ledger that would have kept it on the newer) never brings back a
     // fresh count: its budget is held to what was used in the newer one, which stays the one
@@ -377,10 +431,29 @@ export class QuotaEnforcer implements Enforcer {
       this.#used = 0
       this.#index = index
     }
-    this.#endAtMs = this.#clock.now() + endsInMs
+    const now = this.#clock.now()
+    this.#endAtMs = now + endsInMs
+    // The next window's budget sent ahead, kept until a lease of that window comes (a lease of
+    // this one without it leaves it: the coordinator counts it until that window's end).
+    if (next !== undefined && next.index > this.#index) {
+      this.#nextIndex = next.index
+      this.#nextBudget = wholeSlots(next.capacity)
+      // Its start from the real time, not a coarse reading (which lags it, by ms when the event
+      // loop was busy): placed on a lagging reading, the next window would open that much early.
+      // Its end, as this window's, from the reading: never later than the real one.
+      this.#nextStartAtMs = preciseNow(this.#clock) + next.startsInMs
+      this.#nextEndAtMs = now + next.endsInMs
+    } else if (this.#nextIndex !== noNext && this.#index >= this.#nextIndex)
+      this.#nextIndex = noNext
+  }
+
+  /** The next window's budget sent ahead is void (the client's id was taken over). */
+  forgetNext(): void {
+    this.#nextIndex = noNext
   }
 
   usedInWindow(): { used: number; window: number } | undefined {
+    this.#advance()
     return this.#index === undefined ? undefined : { used: this.#used, window: this.#index }
   }
 
@@ -392,17 +465,22 @@ export class QuotaEnforcer implements Enforcer {
 
   /** 0 while the budget has room; spent, until the window ends (when a new budget comes). */
   msUntil(cost: number): number {
+    this.#advance()
     const now = this.#clock.now()
     if (this.#used + cost <= this.#budget && now < this.#endAtMs) return 0
     return this.#index === undefined ? Infinity : Math.max(1, this.#endAtMs - now)
   }
 
   remaining(): number {
+    // Past the window's end nothing is left of it (the next one's budget sent ahead may not be
+    // open yet): what a check would say.
+    if (this.#clock.now() >= this.#endAtMs && !this.#advance()) return 0
     return Math.max(0, this.#budget - this.#used)
   }
 
   /** Until the window ends: when a spent budget comes back (a new one). */
   msUntilFull(): number {
+    this.#advance()
     return Math.max(0, this.#endAtMs - this.#clock.now())
   }
 

@@ -105,6 +105,8 @@ export class Resource extends EventEmitter<ResourceEvents> implements Holder {
   readonly #permit = (cost: number): Permit => this.#enforcer.permit(cost)
   #wakeTimer: Timer | undefined = undefined
   #expiryTimer: Timer | undefined = undefined
+  /** A quota's next window sent ahead: when it opens, its lease (`#nextWindowAt`). */
+  #nextTimer: Timer | undefined = undefined
   #holdTimer: Timer | undefined = undefined
   /** What safe mode enforces now: from the last lease while its hold lasts, then 0. */
   #fallbackCapacity: number
@@ -473,7 +475,14 @@ export class Resource extends EventEmitter<ResourceEvents> implements Holder {
     // after the capacity sat free: past the bound, as BurstSlack's property shows).
     this.#gave = 0
     this.#enforcer = this.#enforcers[grant.kind]
-    if (grant.window !== undefined) this.#enforcer.window(grant.window.index, grant.window.endsInMs)
+    const window = grant.window
+    if (window !== undefined) this.#enforcer.window(window.index, window.endsInMs, window.next)
+    this.#nextTimer?.cancel()
+    this.#nextTimer = undefined
+    // A named quota's next window sent ahead: its budget is in force from its start (the enforcer
+    // puts it there at the first check after); then it is this resource's lease, as if it came.
+    if (window?.next !== undefined && window.next.index > window.index)
+      this.#nextTimer = this.#nextWindowAt(grant, window.next)
     this.#expiryTimer?.cancel()
     this.#holdTimer?.cancel()
     this.#holdTimer = undefined
@@ -513,6 +522,9 @@ export class Resource extends EventEmitter<ResourceEvents> implements Holder {
   revoke(): void {
     this.#expiryTimer?.cancel()
     this.#expiryTimer = undefined
+    this.#nextTimer?.cancel()
+    this.#nextTimer = undefined
+    this.#enforcers.quota.forgetNext()
     this.#holdTimer?.cancel()
     this.#holdTimer = undefined
     this.#fallbackCapacity = 0
@@ -526,6 +538,7 @@ export class Resource extends EventEmitter<ResourceEvents> implements Holder {
   close(): void {
     this.#closed = true
     this.#expiryTimer?.cancel()
+    this.#nextTimer?.cancel()
     this.#holdTimer?.cancel()
     this.#wakeTimer?.cancel()
     this.#waiters.rejectAll('SLUICE_ERR_CLIENT_CLOSED', this.id)
@@ -547,6 +560,25 @@ export class Resource extends EventEmitter<ResourceEvents> implements Holder {
    * the lease's safe hold; then to 0. The coordinator counts exactly this as
    * committed, so a partition of any shape stays within capacity.
    */
+  /** At `next`'s start: the lease of that window, as `grant` sent it ahead, applied. */
+  #nextWindowAt(grant: LeaseGrant, next: NonNullable<LeaseGrant['window']>['next'] & {}): Timer {
+    const receivedMs = this.#clock.now()
+    return this.#clock
+      .setTimeout(() => {
+        this.#nextTimer = undefined
+        const endsInMs = Math.max(0, Math.floor(next.endsInMs - (this.#clock.now() - receivedMs)))
+        const { quota, lengthMs } = grant.window!
+        this.applyLease({
+          ...grant,
+          capacity: next.capacity,
+          safeCapacity: Math.min(grant.safeCapacity, next.capacity),
+          ttlMs: endsInMs,
+          window: { index: next.index, endsInMs, quota, lengthMs },
+        })
+      }, next.startsInMs)
+      .unref()
+  }
+
   #lapse(lease: LeaseGrant): void {
     this.#expiryTimer = undefined
     const fallback = safeFallback(lease)

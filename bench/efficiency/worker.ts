@@ -165,10 +165,12 @@ async function main(): Promise<void> {
       if (ok) {
         if (key === spec.probe?.key) probeAdmitted++
         into.a[key] = (into.a[key] ?? 0) + 1
-        // A remote admission's window is the coordinator's part's (its answer says it).
+        // A remote admission's window is the coordinator's part's (its answer says it); a named
+        // quota's, the budget's it was spent from (a next window's sent ahead is in force before
+        // its lease is the resource's).
         const window =
           spec.named === true
-            ? resourceOf(g, key).lease?.window?.index
+            ? resourceOf(g, key).usedInWindow()?.window
             : (remoteWindow ?? family!.leaseOf(key).window)
         if (window !== undefined) into.q[`${key}@${window}`] = (into.q[`${key}@${window}`] ?? 0) + 1
       } else into.r[key] = (into.r[key] ?? 0) + 1

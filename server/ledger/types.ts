@@ -64,6 +64,19 @@ export interface LedgerEntry {
    * with it, not yet acknowledged (server/pool/handover.ts): every lease carries them until
    * one is, after a restart too.
    */
+  /**
+   * A named quota's: the client's block of the next window, sent ahead of its start
+   * (server/pool/ahead.ts). A restore counts it as the block was counted: against both windows
+   * until `untilMs`, a lease of its window once that is in force.
+   */
+  readonly ahead?: {
+    readonly window: number
+    readonly capacity: number
+    /** When the window opens and ends, and until when the block counts (wall-clock ms). */
+    readonly startMs: number
+    readonly endMs: number
+    readonly untilMs: number
+  }
   readonly inherit?: {
     readonly window: number
     readonly keys: readonly [string, number][]

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { inKindUnits } from '../../shared/index.js'
 import { isFamilyKey } from '../config/index.js'
 import { ClientState, type Entry, type ResourceState } from './entry.js'
+import { promoteDue } from './ahead.js'
 import { seedKey } from './hot-keys.js'
 import { heldVacancy, heldWithin, type HeldVacancy } from './held-handover.js'
 import { grantIncreases } from './increases.js'
@@ -240,6 +241,8 @@ export function reportDemand(
     // Renew once a third to a half of the lease's life has passed (Entry.renewDue): the client
     // keeps half or more in hand against lost messages, and a report a second costs a reply
     // only every few seconds.
+    // A block sent ahead of this window is the lease renewed (ahead.ts).
+    promoteDue(pool, entry, nowMs)
     if (
       entry.leases.length > 0 &&
       (entry.resendDue || entry.renewDue(nowMs)) &&

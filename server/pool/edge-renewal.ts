@@ -1,3 +1,5 @@
+import { planAhead } from './ahead.js'
+import type { Entry } from './entry.js'
 import { sendOne } from './lease-out.js'
 import type { PoolState } from './state.js'
 
@@ -12,13 +14,15 @@ export const edgeRenewalMs = 100
 
 /**
  * Sends again, unchanged, the quota leases of `resourceId` in force for the window that ends
- * soon, so that each says the window's end anew (its `edge`). Nothing is allocated: each
- * entry's newest lease goes again with the same capacity, to a client that is connected and
- * acknowledged it, unless it reported that lease spent. It costs one batch per client per
- * window, with every such lease it holds (a keyed family's hot keys too: about what the
- * round at the edge sends). An entry whose client must hear every lease again (a new connection) is
- * left to the next round, which sends its family's hot keys' leases with it (lease-out.ts).
- * Its batches are left for the caller's flush.
+ * soon, so that each says the window's end anew (its `edge`): each entry's newest lease goes
+ * again with the same capacity, to a client that is connected and acknowledged it, unless it
+ * reported that lease spent. A named quota's carry each client's block of the next window
+ * (ahead.ts: the one allocation here), and go to a client whose lease is spent too (the block
+ * is of the next window). It costs one batch per client per window, with every such lease it
+ * holds (a keyed family's hot keys too: about what the round at the edge sends). An entry whose
+ * client must hear every lease again (a new connection) is left to the next round, which sends
+ * its family's hot keys' leases with it (lease-out.ts). Its batches are left for the caller's
+ * flush.
  */
 export function renewEdges(pool: PoolState, resourceId: string, nowMs: number): void {
   const r = pool.resources.get(resourceId)
@@ -26,19 +30,24 @@ export function renewEdges(pool: PoolState, resourceId: string, nowMs: number): 
   const window = pool.windowOf(r, nowMs)
   // Past its end (the windows' clock trailing the wall clock ends a window early): nothing to renew.
   if (window === undefined || nowMs >= window.endMs) return
+  const renewing: Entry[] = []
   for (const e of r.entries.values()) {
     const last = e.leases.at(-1)
     if (
-      !e.client.connected ||
-      e.resendDue ||
-      e.leaseWindow !== window.index ||
-      last?.acked !== true ||
-      last.capacity <= 0 ||
-      e.newest !== last.capacity ||
-      // Spent to its end as reported: nothing is left to spend by the window's end.
-      (e.usedWindow === window.index && e.used >= last.capacity)
+      e.client.connected &&
+      !e.resendDue &&
+      e.leaseWindow === window.index &&
+      last?.acked === true &&
+      e.newest === last.capacity
     )
-      continue
+      renewing.push(e)
+  }
+  // A named quota's: each with its block of the next window (ahead.ts), spent or not.
+  const ahead = planAhead(pool, r, window, renewing, nowMs)
+  for (const e of renewing) {
+    const last = e.leases.at(-1)!
+    const spent = last.capacity <= 0 || (e.usedWindow === window.index && e.used >= last.capacity)
+    if (spent && !(ahead && e.ahead !== undefined)) continue
     sendOne(pool, e, last.capacity, nowMs)
   }
 }

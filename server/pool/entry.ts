@@ -31,6 +31,20 @@ export interface LeaseRecord {
 }
 
 /**
+ * A named quota's block of its next window, sent ahead of the current one's end with the leases
+ * of it (ahead.ts): counted from the moment it is sent until `holdUntilMs` (the next window's
+ * end and the send delay), and a lease of that window once it opens (`Entry.promoteAhead`).
+ */
+export interface AheadRecord {
+  readonly window: number
+  readonly capacity: number
+  /** When the next window opens and ends, on the pool's clock. */
+  readonly startMs: number
+  readonly endMs: number
+  readonly holdUntilMs: number
+}
+
+/**
  * How far a client's clock and the coordinator's may run apart (0.1%: a thousand ppm, twenty
  * times what NTP lets a clock run off), over any time.
  */
@@ -305,8 +319,13 @@ export class Entry {
   target = 0
   /** Leases still counted, ascending by seq; older ones go when a newer one is acked, or lapse. */
   leases: LeaseRecord[] = []
-  /** What the entry commits, as last computed; never below the true value (lapses only lower it). */
+  /**
+   * What the entry commits, as last computed; never below the true value (lapses only lower it).
+   * A block of the next window sent ahead counts in it too, in both windows (ahead.ts).
+   */
   committed = 0
+  /** Of `committed`, what its leases alone commit (the block sent ahead aside). */
+  #leased = 0
   /**
    * What the newest lease lets the client use, as last computed: its capacity, or once it has
    * lapsed its fallback while the hold lasts, then 0. Renewals and the next round start here, so
@@ -322,6 +341,10 @@ export class Entry {
   charged = 0
   /** Quota: the window of the newest lease sent (`noWindow` before any, and for one a ledger restored). */
   leaseWindow = noWindow
+  /** A named quota: its block of the next window, sent ahead (ahead.ts); counted in `committed`. */
+  ahead: AheadRecord | undefined = undefined
+  /** That block, once it became the newest lease, until a round has sent it again or a newer one. */
+  promoted: LeaseRecord | undefined = undefined
   /**
    * When the client last reported demand for this resource (whole ms: a small integer is not
    * boxed); `neverReported` before any. A key's demand not reported lately counts as none.
@@ -423,7 +446,7 @@ export class Entry {
   awaitsDecreaseAck(sinceMs: number): boolean {
     const newest = this.leases.at(-1)
     if (newest === undefined || newest.acked || newest.sentMs > sinceMs) return false
-    return this.committed > newest.capacity + this.resource.epsilon
+    return this.#leased > newest.capacity + this.resource.epsilon
   }
 
   /** The largest capacity of any lease still counted (for a quota: the most it was leased of the window). */
@@ -444,6 +467,12 @@ export class Entry {
 
   /** What this entry commits at `nowMs`, lapses counted, without changing anything. */
   committedAt(nowMs: number): number {
+    const ahead = this.ahead
+    const early = ahead !== undefined && nowMs < ahead.holdUntilMs ? ahead.capacity : 0
+    return Math.max(early, this.#leasesCommitAt(nowMs))
+  }
+
+  #leasesCommitAt(nowMs: number): number {
     let max = 0
     const pinned = this.#pinned
     for (const l of this.leases) {
@@ -552,10 +581,43 @@ export class Entry {
   /** The client gave the resource up: nothing of it counts any more. */
   clear(nowMs: number): void {
     this.leases = []
+    this.ahead = undefined
     this.#setCommitted(nowMs)
   }
 
+  /**
+   * Window `windowIndex` is in force: a block of it sent ahead becomes the newest lease (of
+   * the newest lease's batch, acknowledged as it is: the client put the block in hand with
+   * it), counted as it was until the window's end; one of an earlier window is dropped.
+   * Returns whether it became a lease.
+   */
+  promoteAhead(windowIndex: number, graceMs: number, nowMs: number): boolean {
+    const ahead = this.ahead
+    if (ahead === undefined || ahead.window > windowIndex) return false
+    this.ahead = undefined
+    const last = this.leases.at(-1)
+    if (ahead.window === windowIndex) {
+      // No fallback: a quota's budget is spent only within its window, whatever the lease's life.
+      this.leases.push({
+        seq: last?.seq ?? 0,
+        capacity: ahead.capacity,
+        ttlMs: Math.max(0, Math.floor(ahead.endMs - ahead.startMs - graceMs)),
+        sentMs: Math.max(nowMs, ahead.startMs),
+        holdUntilMs: ahead.holdUntilMs,
+        fallback: 0,
+        fallbackUntilMs: ahead.holdUntilMs,
+        acked: last?.acked ?? true,
+        lapsed: false,
+      })
+      this.promoted = this.leases.at(-1)
+      this.leaseWindow = windowIndex
+    }
+    this.#setCommitted(nowMs)
+    return ahead.window === windowIndex
+  }
+
   #setCommitted(nowMs: number): void {
+    this.#leased = this.#leasesCommitAt(nowMs)
     const value = this.committedAt(nowMs)
     if (nowMs > this.resource.seenMs) this.resource.seenMs = nowMs
     this.resource.committedSum += value - this.committed

@@ -8,6 +8,7 @@ import {
   type LeaseGrant,
 } from '../../shared/index.js'
 import { leaseTtlMsAt, type FamilySettings } from '../config/index.js'
+import { promoteDue } from './ahead.js'
 import { batchOf, putLease } from './batches.js'
 import { clockDriftShare, type Entry, type ResourceState } from './entry.js'
 import { pendingInherit } from './handover.js'
@@ -167,6 +168,8 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
   // A quota's block is spent until the window ends (less the grace, so no unit spills into
   // the next window): that is its life, and it is counted until the window ends.
   const window = pool.windowOf(r, nowMs)
+  // A block of this window sent ahead is the lease this one follows (ahead.ts).
+  if (window !== undefined) promoteDue(pool, entry, nowMs)
   const ttlMs =
     window === undefined
       ? leaseTtlMsAt(s, nowMs)
@@ -223,6 +226,7 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
       : undefined
   const handed =
     window === undefined && r.shape.familyShare ? pendingHanded(entry, batch.seq, nowMs) : undefined
+  if (window !== undefined && entry.ahead?.window === window.index + 1) batch.aheadMadeMs ??= nowMs
   putLease(batch, {
     ...(handOn ? { handOn: true as const } : {}),
     ...(inherit === undefined ? {} : { inherit }),
@@ -251,6 +255,7 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
               ? { elsewhere: (entry.sentElsewhere = elsewhere(r, entry, window.index, nowMs)) }
               : {}),
             ...windowEdge(entry.client.edgeReport, window.endMs, nowMs),
+            ...nextPart(entry, window.index, s.graceMs, nowMs),
           },
         }),
   })
@@ -283,6 +288,32 @@ export function windowEdge(
   const toComeMs = Math.max(0, endMs - Math.max(nowMs, last.atMs))
   const ms = Math.floor(pastMs * (1 - clockDriftShare) + toComeMs * (1 - windowSlewShare)) - 1
   return ms > 0 ? { edge: [last.n, ms] } : {}
+}
+
+/**
+ * A named quota's block of the next window sent ahead (ahead.ts), on every lease of the window
+ * before it: spent from `startsInMs` after the lease comes, the time until the window opens
+ * stretched by the windows' slew and the clocks' drift and a ms more (the lease comes after it
+ * was made, so never before the window opens), until its end as `windowEdge` places it.
+ */
+export function nextPart(
+  entry: Entry,
+  windowIndex: number,
+  graceMs: number,
+  nowMs: number,
+): { next?: NonNullable<NonNullable<LeaseGrant['window']>['next']> } {
+  const a = entry.ahead
+  if (a === undefined || a.window !== windowIndex + 1) return {}
+  const { edge } = windowEdge(entry.client.edgeReport, a.endMs, nowMs)
+  return {
+    next: {
+      index: a.window,
+      capacity: a.capacity,
+      startsInMs: Math.ceil(Math.max(0, a.startMs - nowMs) / (1 - windowSlewShare)) + 1,
+      endsInMs: Math.max(0, Math.floor(a.endMs - nowMs - graceMs)),
+      ...(edge === undefined ? {} : { edge }),
+    },
+  }
 }
 
 /**

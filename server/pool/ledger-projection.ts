@@ -93,6 +93,18 @@ function ledgerEntry(
     ...(e.inherit === undefined
       ? {}
       : { inherit: { window: e.inherit.window, keys: e.inherit.keys, id: e.inherit.id } }),
+    // A named quota's block of the next window sent ahead (ahead.ts): written before it is sent.
+    ...(e.ahead === undefined
+      ? {}
+      : {
+          ahead: {
+            window: e.ahead.window,
+            capacity: e.ahead.capacity,
+            startMs: Math.floor(toWallMs(e.ahead.startMs)),
+            endMs: Math.ceil(toWallMs(e.ahead.endMs)),
+            untilMs: Math.ceil(toWallMs(e.ahead.holdUntilMs)),
+          },
+        }),
   }
 }
 
@@ -153,6 +165,14 @@ export function restoreEntries(
         fromSeq: Infinity,
         // A ledger of before ids: one of its own (the client has not seen it under this one).
         id: le.inherit.id ?? randomUUID(),
+      }
+    if (le.ahead !== undefined)
+      entry.ahead = {
+        window: le.ahead.window,
+        capacity: le.ahead.capacity,
+        startMs: toMonoMs(le.ahead.startMs, le),
+        endMs: toMonoMs(le.ahead.endMs, le),
+        holdUntilMs: toMonoMs(le.ahead.untilMs, le),
       }
     if (le.pinned) entry.disconnected(nowMs)
     entry.refresh(nowMs)

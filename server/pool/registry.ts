@@ -168,6 +168,7 @@ export function setAside(
     moved.usedWindow = entry.usedWindow
     moved.charged = entry.charged
     moved.leaseWindow = entry.leaseWindow
+    moved.ahead = entry.ahead
     if (client.entries.get(r.settings.id) === entry) client.entries.delete(r.settings.id)
     if (r.shape.hotKey) {
       client.keyEntries--

@@ -1,5 +1,7 @@
+import { promoteDue } from './ahead.js'
 import type { Entry, ResourceState } from './entry.js'
 import { idleKey, keyIsCold, retireKey } from './hot-keys.js'
+import { sendOne } from './lease-out.js'
 import { forget, unsubscribe } from './registry.js'
 import { offerSpent } from './spent-decrease.js'
 import type { PoolState } from './state.js'
@@ -48,17 +50,28 @@ export function round(pool: PoolState, resourceId: string, nowMs: number): void 
     } else sharing.push(e)
   }
   r.shape.round(pool, r, sharing, reserved, nowMs)
+  // A block sent ahead, now this window's lease: sent again if the round sent nothing newer, so
+  // that a client whose copy came late (its window then opens late) has it at once.
+  for (const e of sharing) {
+    const record = e.promoted
+    if (record === undefined) continue
+    e.promoted = undefined
+    if (e.leases.at(-1) === record) sendOne(pool, e, e.newest, nowMs)
+  }
 }
 
 /**
  * Drops what has lapsed from a resource's entries and recomputes what they
  * commit; forgets clients gone with nothing left, a hot key's idle holders,
- * and a hot key that went cold (hot-keys.ts).
+ * and a hot key that went cold (hot-keys.ts); a block sent ahead becomes its
+ * entry's lease once its window is in force (ahead.ts).
  */
 export function sweepResource(pool: PoolState, r: ResourceState, nowMs: number): void {
   let sum = 0
   if (nowMs > r.seenMs) r.seenMs = nowMs
   for (const e of r.entries.values()) {
+    // A block sent ahead of its window is a lease once the window is in force (ahead.ts).
+    promoteDue(pool, e, nowMs)
     if (e.refresh(nowMs)) pool.touch(e)
     sum += e.committed
   }

@@ -13,6 +13,11 @@ export interface LeaseBatch {
   readonly clientKey: string
   readonly seq: number
   readonly leases: LeaseGrant[]
+  /**
+   * When leases carrying a next window sent ahead were made (ahead.ts): their `startsInMs`
+   * count from then, and the outbox takes off what the batch waited for its ledger write.
+   */
+  aheadMadeMs?: number | undefined
 }
 
 /**

@@ -422,8 +422,9 @@ export class SimRun {
     c.carry += (demand * this.#tickMs) / 1000
     const asked = Math.floor(c.carry)
     c.carry -= asked
-    const admitted = Math.min(asked, r.remaining())
-    if (admitted > 0) r.tryAcquire(admitted)
+    // What the check admits, not what `remaining` said it might.
+    const fits = Math.min(asked, r.remaining())
+    const admitted = fits > 0 && r.tryAcquire(fits) ? fits : 0
     track.sampleAdmitted += admitted
     track.sampleDemand += asked
     if (track.quota !== undefined) this.#countWindow(track.quota, admitted, asked)

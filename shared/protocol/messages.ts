@@ -356,6 +356,22 @@ export const leaseGrant = z.strictObject({
        * its reports.
        */
       edge: z.tuple([z.number().int().min(1), z.number().int().min(0)]).optional(),
+      /**
+       * A named quota's next window, sent ahead of this one's end (server/pool/ahead.ts): its
+       * budget for this client (`capacity`, whole units), spent from `startsInMs` after this
+       * lease came (no sooner: the window opens by then on any clock the protocol allows) until
+       * `endsInMs` after it came, or `edge[1]` after report `edge[0]` was sent, as `edge` above.
+       * The coordinator counts it against that window from the moment it is sent.
+       */
+      next: z
+        .strictObject({
+          index: windowIndex,
+          capacity: quantity,
+          startsInMs: z.number().int().min(0),
+          endsInMs: z.number().int().min(0),
+          edge: z.tuple([z.number().int().min(1), z.number().int().min(0)]).optional(),
+        })
+        .optional(),
     })
     .optional(),
   /**

@@ -107,3 +107,66 @@ describe('a quota window’s end on the client’s own clock (#41)', () => {
     expect(q.tryAcquire()).toBe(false)
   })
 })
+
+describe('a named quota’s next window sent ahead (#41)', () => {
+  /** Window 5's lease of 10 units, its end `endsInMs` from receipt, with window 6's block of 4. */
+  function withNext(endsInMs: number, next = { startsInMs: 760, endsInMs: 2_000 }): LeaseGrant {
+    const lease = quotaLease(endsInMs)
+    return {
+      ...lease,
+      window: { ...lease.window!, next: { index: 6, capacity: 4, ...next } },
+    }
+  }
+
+  it('spends the next window’s block from its start, not before, without waiting for a lease of it', async () => {
+    const clock = new ManualClock()
+    const { send } = await start(clock)
+    const startMs = clock.now()
+    await send(withNext(750))
+    const q = client!.resource('q')
+    let got = 0
+    while (q.tryAcquire()) got++
+    expect(got, 'window 5’s budget').toBe(10)
+    // Window 5 ends 750 ms from receipt; window 6 opens no sooner than 760 ms from it.
+    clock.advanceTo(startMs + 755)
+    expect(q.tryAcquire(), 'between the end and the start').toBe(false)
+    expect(q.mode, 'still leased: the lease lasts to the next window’s end').toBe('leased')
+    clock.advanceTo(startMs + 760)
+    got = 0
+    while (q.tryAcquire()) got++
+    expect(got, 'window 6’s block, nothing used yet').toBe(4)
+    expect(q.usedInWindow()).toEqual({ used: 4, window: 6 })
+    // The lease of window 6 as sent ahead is the resource's once it opens (its timer on the clock).
+    expect(q.lease?.window?.index).toBe(6)
+    expect(q.lease?.capacity).toBe(4)
+    // Spent until the next window's end, never past it.
+    clock.advanceTo(startMs + 2_000)
+    expect(q.usedInWindow()).toEqual({ used: 4, window: 6 })
+  })
+
+  it('keeps the block when a lease of the window before comes late, and gives way to a lease of its own window', async () => {
+    const clock = new ManualClock()
+    const { send } = await start(clock)
+    const startMs = clock.now()
+    await send(withNext(750))
+    const q = client!.resource('q')
+    clock.advanceTo(startMs + 800)
+    expect(q.tryAcquire()).toBe(true)
+    // A lease of window 5 made before its end, come now: nothing new (3 of window 6's 4 left).
+    await send(withNext(0, { startsInMs: 0, endsInMs: 1_200 }))
+    expect(q.usedInWindow()).toEqual({ used: 1, window: 6 })
+    let got = 0
+    while (q.tryAcquire()) got++
+    expect(got).toBe(3)
+    // Window 6's own lease (its round): its budget rules, with what was used of it.
+    await send({
+      ...quotaLease(1_000),
+      capacity: 7,
+      window: { ...quotaLease(1_000).window!, index: 6 },
+    })
+    got = 0
+    while (q.tryAcquire()) got++
+    expect(got).toBe(3)
+    expect(q.usedInWindow()).toEqual({ used: 7, window: 6 })
+  })
+})

@@ -17,6 +17,7 @@ export const hotKeyShape: Shape = Object.freeze<Shape>({
   name: 'hot key',
   familyShare: false,
   hotKey: true,
+  sendsAhead: false,
   round(pool, r, sharing, reserved, nowMs) {
     const wants: number[] = []
     let asked = false

@@ -8,7 +8,7 @@ import { quotaKeyShape } from './quota-key.js'
 import type { Shape } from './shape.js'
 
 export type { Shape } from './shape.js'
-export { quotaStandingBlock } from './named-quota.js'
+export { quotaBlocks, quotaStandingBlock } from './named-quota.js'
 export { centralClientId } from './default-holders.js'
 
 /**

@@ -35,6 +35,7 @@ export const keyedQuotaShareShape: Shape = Object.freeze<Shape>({
   name: 'keyed quota share',
   familyShare: true,
   hotKey: false,
+  sendsAhead: false,
   round(pool, r, sharing, _reserved, nowMs) {
     const windowIndex = pool.windowOf(r, nowMs)!.index
     handOver(pool, r, sharing, windowIndex, nowMs)

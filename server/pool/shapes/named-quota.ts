@@ -3,6 +3,7 @@ import { quotaHorizonMs, wholeSlots } from '../../../shared/index.js'
 import { arrivalAllowance } from '../arrival-noise.js'
 import { elsewhere, send } from '../lease-out.js'
 import { settleReset } from '../reset.js'
+import type { Entry, ResourceState } from '../entry.js'
 import { settle, tenantOf, type Shape } from './shape.js'
 
 /** A key's holder hears what is left elsewhere again once it is below this part of what it was told. */
@@ -57,6 +58,98 @@ export function firstDemandPerSec(
 }
 
 /**
+ * Each client's block of `window` out of `left` (whole units), from `fromMs` on: three parts a
+ * client, allocated by weighted max-min within priorities (see the round below). The round sizes
+ * the blocks of the window in force; a named quota's next window's are sized the same way, ahead
+ * of its start (ahead.ts), with all of its budget left.
+ */
+export function quotaBlocks(
+  r: ResourceState,
+  sharing: readonly Entry[],
+  window: { readonly startMs: number; readonly endMs: number },
+  left: number,
+  fromMs: number,
+): Float64Array {
+  const s = r.settings
+  // To the window's end: a client spends its block until then, measured from its report
+  // (lease-out.ts, `edge`); one that does not number its reports stops `graceMs` early.
+  const leftMs = Math.max(0, window.endMs - fromMs)
+  const horizonMs = quotaHorizonMs(s.refreshMs)
+  const horizonSec = Math.min(leftMs, horizonMs) / 1000
+  const standingBlock = horizonSec > 0 ? quotaStandingBlock(s.capacity) : 0
+  // Three parts a client. What it asks until its next lease can come, or until the window's
+  // end if sooner. Then (a band below, within its priority) what tops that up to a standing
+  // block, so a process that has not asked yet (or not lately) admits its next request
+  // without a round trip while the budget lasts. Then (a band below that) the rest of a
+  // whole horizon's asking in a window's last moments: what a window's last second asks
+  // comes by chance, past its estimate as often as below (with a block of the estimate alone,
+  // quotas nobody came close to spending refused checks in the last 350 ms of each window:
+  // docs/benchmarks.md, "A window's last moments"), and it comes only from what the others'
+  // needs leave. Near
+  // the budget's end what is left goes to those asking first: a standing block at an idle
+  // process held the last unit of a key asked for elsewhere until the window's end (99 of
+  // 100 admitted where a central counter admits 100).
+  const clients: ClientDemand[] = []
+  const firstPerSec = firstDemandPerSec(r.shape.hotKey, s.capacity, window, sharing.length)
+  for (const e of sharing) {
+    // A block lasts until the next lease can come: a report within a refresh period, and the
+    // round trip of the client's link on top (a block of two periods ran dry for half of every
+    // renewal at a 0.8 s round trip and 250 ms periods: ~40% admitted).
+    // A process whose demand is not known yet, until it reports after its first lease (a
+    // round another's report brings meanwhile would cut it to a standing block, below what it
+    // spent), stands for its part of the budget at an even pace (firstDemandPerSec): in the
+    // standing band, so it takes nothing from those asking.
+    const guessed = !e.hasChecked && e.reportedMs <= (e.leases[0]?.sentMs ?? Infinity)
+    const demand = e.history.estimate()
+    const first = guessed ? firstPerSec : 0
+    const blockOf = blockSec(leftMs, horizonMs, e.client.rttMs, s.refreshMs)
+    const asked = demand * blockOf
+    const standing = Math.max(standingBlock, first * blockOf)
+    // With what requests arriving at random may ask, past the block, until the next lease can
+    // come (a refresh period and the link's round trip: arrival-noise.ts; of a demand measured,
+    // not of a first lease's guess), in the lowest band with a window's last moments: it takes
+    // only what the others' needs leave. A busy process's block of two periods covers one
+    // period's chance already and gets nothing more (what a killed process strands stays
+    // about one block: test/faults/quota.test.ts).
+    const wholeSec = blockSec(Infinity, horizonMs, e.client.rttMs, s.refreshMs)
+    const untilNext = demand * blockSec(Infinity, s.refreshMs, e.client.rttMs, s.refreshMs)
+    const whole =
+      Math.max(demand, first) * wholeSec +
+      Math.max(0, untilNext + arrivalAllowance(untilNext) - demand * wholeSec)
+    const tenant = tenantOf(r, e)
+    const band = 3 * e.priority
+    clients.push(
+      { id: e.client.key, wants: asked, weight: e.weight, priority: band + 2, tenant },
+      {
+        id: `${e.client.key}\0standing`,
+        wants: Math.max(0, standing - asked),
+        weight: e.weight,
+        priority: band + 1,
+        tenant,
+      },
+      {
+        id: `${e.client.key}\0edge`,
+        wants: Math.max(0, whole - Math.max(asked, standing)),
+        weight: e.weight,
+        priority: band,
+        tenant,
+      },
+    )
+  }
+  const parts = allocate({
+    capacity: wholeSlots(left),
+    algorithm: 'fair-share',
+    surplus: 'hold',
+    tenants: s.tenants,
+    clients,
+  }).grants
+  const grants = new Float64Array(sharing.length)
+  for (let i = 0; i < sharing.length; i++)
+    grants[i] = parts[3 * i]! + parts[3 * i + 1]! + parts[3 * i + 2]!
+  return wholeUnits(grants)
+}
+
+/**
  * A quota (named, or a family's hot key of a keyed quota). Each client's
  * budget for the window is what it used (as it reported) plus a block: the
  * budget left (capacity less what everyone used, and less what silent
@@ -77,14 +170,10 @@ export const namedQuotaShape: Shape = Object.freeze<Shape>({
   name: 'quota',
   familyShare: false,
   hotKey: false,
+  sendsAhead: true,
   round(pool, r, sharing, reserved, nowMs) {
     const s = r.settings
     const window = pool.windowOf(r, nowMs)!
-    // To the window's end: a client spends its block until then, measured from its report
-    // (lease-out.ts, `edge`); one that does not number its reports stops `graceMs` early.
-    const leftMs = Math.max(0, window.endMs - nowMs)
-    const horizonMs = quotaHorizonMs(s.refreshMs)
-    const horizonSec = Math.min(leftMs, horizonMs) / 1000
     let usedAll = 0
     const used = sharing.map((e) => {
       const u = e.usedWindow === window.index ? e.used : 0
@@ -94,77 +183,7 @@ export const namedQuotaShape: Shape = Object.freeze<Shape>({
     // A reset gives back what was used when it took effect (reset.ts).
     settleReset(r, window.index, nowMs)
     const left = Math.max(0, s.capacity + r.resetUnits(window.index) - reserved - usedAll)
-    const standingBlock = horizonSec > 0 ? quotaStandingBlock(s.capacity) : 0
-    // Three parts a client. What it asks until its next lease can come, or until the window's
-    // end if sooner. Then (a band below, within its priority) what tops that up to a standing
-    // block, so a process that has not asked yet (or not lately) admits its next request
-    // without a round trip while the budget lasts. Then (a band below that) the rest of a
-    // whole horizon's asking in a window's last moments: what a window's last second asks
-    // comes by chance, past its estimate as often as below (with a block of the estimate alone,
-    // quotas nobody came close to spending refused checks in the last 350 ms of each window:
-    // docs/benchmarks.md, "A window's last moments"), and it comes only from what the others'
-    // needs leave. Near
-    // the budget's end what is left goes to those asking first: a standing block at an idle
-    // process held the last unit of a key asked for elsewhere until the window's end (99 of
-    // 100 admitted where a central counter admits 100).
-    const clients: ClientDemand[] = []
-    const firstPerSec = firstDemandPerSec(r.shape.hotKey, s.capacity, window, sharing.length)
-    for (const e of sharing) {
-      // A block lasts until the next lease can come: a report within a refresh period, and the
-      // round trip of the client's link on top (a block of two periods ran dry for half of every
-      // renewal at a 0.8 s round trip and 250 ms periods: ~40% admitted).
-      // A process whose demand is not known yet, until it reports after its first lease (a
-      // round another's report brings meanwhile would cut it to a standing block, below what it
-      // spent), stands for its part of the budget at an even pace (firstDemandPerSec): in the
-      // standing band, so it takes nothing from those asking.
-      const guessed = !e.hasChecked && e.reportedMs <= (e.leases[0]?.sentMs ?? Infinity)
-      const demand = e.history.estimate()
-      const first = guessed ? firstPerSec : 0
-      const blockOf = blockSec(leftMs, horizonMs, e.client.rttMs, s.refreshMs)
-      const asked = demand * blockOf
-      const standing = Math.max(standingBlock, first * blockOf)
-      // With what requests arriving at random may ask, past the block, until the next lease can
-      // come (a refresh period and the link's round trip: arrival-noise.ts; of a demand measured,
-      // not of a first lease's guess), in the lowest band with a window's last moments: it takes
-      // only what the others' needs leave. A busy process's block of two periods covers one
-      // period's chance already and gets nothing more (what a killed process strands stays
-      // about one block: test/faults/quota.test.ts).
-      const wholeSec = blockSec(Infinity, horizonMs, e.client.rttMs, s.refreshMs)
-      const untilNext = demand * blockSec(Infinity, s.refreshMs, e.client.rttMs, s.refreshMs)
-      const whole =
-        Math.max(demand, first) * wholeSec +
-        Math.max(0, untilNext + arrivalAllowance(untilNext) - demand * wholeSec)
-      const tenant = tenantOf(r, e)
-      const band = 3 * e.priority
-      clients.push(
-        { id: e.client.key, wants: asked, weight: e.weight, priority: band + 2, tenant },
-        {
-          id: `${e.client.key}\0standing`,
-          wants: Math.max(0, standing - asked),
-          weight: e.weight,
-          priority: band + 1,
-          tenant,
-        },
-        {
-          id: `${e.client.key}\0edge`,
-          wants: Math.max(0, whole - Math.max(asked, standing)),
-          weight: e.weight,
-          priority: band,
-          tenant,
-        },
-      )
-    }
-    const parts = allocate({
-      capacity: wholeSlots(left),
-      algorithm: 'fair-share',
-      surplus: 'hold',
-      tenants: s.tenants,
-      clients,
-    }).grants
-    const grants = new Float64Array(sharing.length)
-    for (let i = 0; i < sharing.length; i++)
-      grants[i] = parts[3 * i]! + parts[3 * i + 1]! + parts[3 * i + 2]!
-    const blocks = wholeUnits(grants)
+    const blocks = quotaBlocks(r, sharing, window, left, nowMs)
     for (let i = 0; i < sharing.length; i++) {
       const e = sharing[i]!
       e.target = used[i]! + blocks[i]!

@@ -10,4 +10,6 @@ export const quotaKeyShape: Shape = Object.freeze<Shape>({
   ...namedQuotaShape,
   name: 'quota key',
   hotKey: true,
+  // Its leases go to a keyed family's shares, which spend no next window sent ahead.
+  sendsAhead: false,
 })

@@ -19,6 +19,11 @@ export interface Shape {
   /** One key of a keyed family: seeded when it goes hot, sent back to the default when cold. */
   readonly hotKey: boolean
   /**
+   * A named quota: its leases sent again before the window's end carry each client's block of
+   * the next window (ahead.ts), spent from the window's start without waiting for its round.
+   */
+  readonly sendsAhead: boolean
+  /**
    * One round, once the pool has swept, checked learning and set apart what
    * silent clients hold (`reserved`): the targets of `sharing` (the connected
    * clients not holding back an ack), and the leases that follow from them.

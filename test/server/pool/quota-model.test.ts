@@ -21,6 +21,7 @@ import { resourceSettings } from '../../helpers/settings.js'
 
 const R = 'quota'
 const capacity = 50
+const windowMs = 10_000
 const settings: ResourceSettings = resourceSettings({
   id: R,
   kind: 'quota',
@@ -31,7 +32,7 @@ const settings: ResourceSettings = resourceSettings({
   safeCapacity: 0,
   safeHoldMs: 0,
   surplus: 'hold',
-  quotaWindow: { kind: 'fixed', ms: 10_000 },
+  quotaWindow: { kind: 'fixed', ms: windowMs },
 })
 const ids = ['p', 'q', 'r'] as const
 type Id = (typeof ids)[number]
@@ -52,12 +53,35 @@ class Process {
   wants = 0
   constructor(readonly id: Id) {}
 
-  /** The budget left now: the lease's, while its window time lasts. */
+  /** The next window's budget sent ahead: in force from `startAtMs` (client/enforcer.ts). */
+  next: { index: number; capacity: number; startAtMs: number; endAtMs: number } | undefined
+
+  /** The budget left now: the lease's, while its window time lasts; past it, the next window's sent ahead. */
   left(nowMs: number): number {
+    this.advance(nowMs)
     const l = this.lease
     if (l === undefined || l.grant.window === undefined) return 0
     if (nowMs >= l.receivedMs + l.grant.window.endsInMs) return 0
     return Math.max(0, l.grant.capacity - this.used)
+  }
+
+  /** Past the window's time, and the next one's sent ahead open: that one's budget, nothing used. */
+  advance(nowMs: number): void {
+    const l = this.lease
+    const n = this.next
+    if (l === undefined || l.grant.window === undefined || n === undefined) return
+    if (nowMs < l.receivedMs + l.grant.window.endsInMs || nowMs < n.startAtMs) return
+    this.window = n.index
+    this.used = 0
+    this.lease = {
+      grant: {
+        ...l.grant,
+        capacity: n.capacity,
+        window: { ...l.grant.window, index: n.index, endsInMs: n.endAtMs - nowMs, next: undefined },
+      },
+      receivedMs: nowMs,
+    }
+    this.next = undefined
   }
 }
 
@@ -68,6 +92,8 @@ class World {
   readonly processes = new Map<Id, Process>(ids.map((id) => [id, new Process(id)]))
   /** Σ used per window index, every process (crashed ones included). */
   readonly usedByWindow = new Map<number, number>()
+  /** Σ used per window the time of the spending falls in (what a central counter counts). */
+  readonly usedByTime = new Map<number, number>()
 
   enqueue(batches: readonly LeaseBatch[]): void {
     this.ledger.write(this.pool.takeChanges((ms) => ms))
@@ -102,10 +128,30 @@ class World {
     if (next === undefined || !p.connected) return
     if (this.nowMs - next.sentMs > settings.graceMs) return // later than grace: lost
     for (const l of next.batch.leases) {
-      if (l.window !== undefined && l.window.index !== p.window) {
-        p.window = l.window.index
+      p.advance(this.nowMs)
+      const w = l.window
+      // A lease of the window before, come after the next one's budget it carried was put in
+      // force: nothing new (client/enforcer.ts).
+      if (
+        w !== undefined &&
+        p.window !== undefined &&
+        w.index < p.window &&
+        w.next?.index === p.window
+      )
+        continue
+      if (w !== undefined && w.index !== p.window) {
+        p.window = w.index
         p.used = 0
       }
+      if (w?.next !== undefined && w.next.index > w.index)
+        p.next = {
+          index: w.next.index,
+          capacity: w.next.capacity,
+          startAtMs: this.nowMs + w.next.startsInMs,
+          endAtMs: this.nowMs + w.next.endsInMs,
+        }
+      else if (w !== undefined && p.next !== undefined && w.index >= p.next.index)
+        p.next = undefined
       p.lease = { grant: l, receivedMs: this.nowMs }
       // In force when what was used fits it; else the ack waits (as for slots in flight).
       if (p.used > l.capacity) p.pendingAck = next.batch.seq
@@ -121,6 +167,13 @@ class World {
     if (k <= 0 || p.window === undefined) return
     p.used += k
     this.usedByWindow.set(p.window, (this.usedByWindow.get(p.window) ?? 0) + k)
+    const byTime = Math.floor(this.nowMs / windowMs)
+    this.usedByTime.set(byTime, (this.usedByTime.get(byTime) ?? 0) + k)
+  }
+
+  /** The leases sent again before the window's end, with the next window's blocks (edge-renewal.ts). */
+  renewEdges(): void {
+    this.enqueue(this.pool.renewEdges([R], this.nowMs))
   }
 
   round(): void {
@@ -141,6 +194,8 @@ class World {
   check(): void {
     for (const [w, used] of this.usedByWindow)
       expect(used, `window ${w} at ${this.nowMs} ms`).toBeLessThanOrEqual(capacity)
+    for (const [w, used] of this.usedByTime)
+      expect(used, `spent in window ${w}'s time, at ${this.nowMs} ms`).toBeLessThanOrEqual(capacity)
   }
 }
 
@@ -149,8 +204,10 @@ type Step =
   | { op: 'deliver'; p: Id; ackLost: boolean }
   | { op: 'want'; p: Id; wants: number }
   | { op: 'spend'; p: Id; n: number }
-  | { op: 'round' | 'restart' }
+  | { op: 'round' | 'restart' | 'edge' }
   | { op: 'advance'; ms: number }
+  /** Time moves to `ms` before the next window's edge (if that is ahead). */
+  | { op: 'nearEdge'; ms: number }
   /** A refresh period of everyone: time, reports, a round, deliveries (acks lost at random), spending. */
   | { op: 'tick'; ms: number; lost: readonly boolean[]; spend: readonly number[] }
 
@@ -191,6 +248,11 @@ const step: fc.Arbitrary<Step> = fc.oneof(
     }),
   },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('round') }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('edge') }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({ op: fc.constant('nearEdge'), ms: fc.constantFrom(5, 60, 100, 150) }),
+  },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('restart') }) },
   {
     weight: 2,
@@ -279,10 +341,21 @@ function run(steps: readonly Step[]): void {
       case 'advance':
         w.nowMs += s.ms
         break
-      case 'tick':
+      case 'edge':
+        w.renewEdges()
+        break
+      case 'nearEdge': {
+        const at = (Math.floor(w.nowMs / windowMs) + 1) * windowMs - s.ms
+        if (at > w.nowMs) w.nowMs = at
+        break
+      }
+      case 'tick': {
+        const edgeMs = (Math.floor(w.nowMs / windowMs) + 1) * windowMs
         w.nowMs += s.ms
         for (const q of w.processes.values()) w.report(q)
         w.round()
+        // As the coordinator does, a window's leases go again 100 ms before its end.
+        if (edgeMs - w.nowMs > 0 && edgeMs - w.nowMs <= 100) w.renewEdges()
         // Processes spend while what the round sent is on its way.
         for (const [i, q] of [...w.processes.values()].entries()) {
           w.spend(q, s.spend[i]!)
@@ -291,6 +364,7 @@ function run(steps: readonly Step[]): void {
         for (const [i, q] of [...w.processes.values()].entries())
           while (q.inFlight.length > 0) w.deliver(q, s.lost[i]! && q.inFlight.length === 1)
         break
+      }
     }
     w.check()
   }
