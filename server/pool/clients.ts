@@ -471,6 +471,13 @@ export function release(
         spentOnly(e, Math.max(said.used, e.usedWindow === said.window ? e.used : 0), nowMs)
         // Of what it used, what was handed to it: a key reset gives back only the rest.
         e.charged = Math.min(e.used, Math.max(charged, said.charged ?? 0))
+        // Its block of the next window sent ahead comes back too: it says what it used of this
+        // one, so it spent none of the next (it would say that window's count once it had
+        // opened there: client/enforcer.ts).
+        if (e.ahead !== undefined && e.ahead.window > said.window) {
+          e.ahead = undefined
+          e.refresh(nowMs)
+        }
       }
     }
   if (vacancies !== undefined) {

@@ -152,3 +152,30 @@ describe('a named quota’s next window sent ahead', () => {
     expect(pool.renewEdges(['q'], 60_000)).toEqual([])
   })
 })
+
+describe('a named quota’s block sent ahead, released', () => {
+  it('comes back with a release that says what was used of the window ending; stays counted with one that says the next', () => {
+    for (const saidWindow of [0, 1]) {
+      const pool = steady(59_000)
+      let ahead = 0
+      for (const b of pool.renewEdges(['q'], 59_900)) {
+        if (b.clientKey === 'a') ahead = b.leases[0]!.window!.next!.capacity
+        pool.acknowledge(b.clientKey, b.seq, undefined, 59_900)
+      }
+      expect(ahead).toBeGreaterThan(0)
+      // a closes (a deploy's SIGTERM) saying what it used: of window 0 (the next had not
+      // opened there), or 3 of window 1 (it had).
+      pool.release('a', ['q'], 59_990, [
+        { resource: 'q', window: saidWindow, used: saidWindow === 0 ? 100 : 3 },
+      ])
+      pool.disconnect('a', 59_990)
+      const afterMs = 60_000 + settings.graceMs + 1
+      pool.round('q', afterMs)
+      const held =
+        pool.committed('q', afterMs) -
+        keys.slice(1).reduce((sum, key) => sum + pool.committedBy(key, 'q', afterMs), 0)
+      if (saidWindow === 0) expect(held, 'given back').toBe(0)
+      else expect(held, 'counted: it may have spent it').toBe(ahead)
+    }
+  })
+})
