@@ -50,7 +50,7 @@ export function planAhead(
   for (const e of entries) if (e.ahead?.window !== next.index) fresh.push(e)
   const left = Math.max(0, r.settings.capacity - sent)
   if (fresh.length === 0 || left <= 0) return false
-  const blocks = quotaBlocks(r, fresh, next, left, next.startMs)
+  const blocks = quotaBlocks(r, fresh, next, left, next.startMs, false)
   let any = false
   for (let i = 0; i < fresh.length; i++) {
     const capacity = blocks[i]!

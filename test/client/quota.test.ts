@@ -117,6 +117,25 @@ describe('quota (real sockets, manual clock)', () => {
     expect(firstMs, 'ms after the edge to the first unit of the next window').toBeLessThan(50)
   })
 
+  it('tells a process that joined in a window’s last moments of the next window at its edge (#41)', async () => {
+    cluster = new Cluster()
+    await cluster.start(config())
+    // 95 ms before the first window's end (40 s in): its first lease is counted past the edge
+    // (a lease sent in the last graceMs is), and what the edge's round would give it is what
+    // it holds. It still hears of the next window then, not at the next round.
+    await cluster.step(40_000 - 100 - cluster.clock.now())
+    const emails = (await cluster.client('a')).resource('emails', { kind: 'quota' })
+    while (emails.lease === undefined && cluster.clock.now() < 40_000) await cluster.step(5)
+    expect(emails.lease?.window, 'its first lease, before the edge').toBeDefined()
+    const first = emails.lease!.window!.index
+    while (cluster.clock.now() < 40_000) await cluster.step(5)
+    await cluster.step(5)
+    expect(emails.lease?.window?.index, 'the next window’s lease, 5 ms after the edge').toBe(
+      first + 1,
+    )
+    expect(emails.tryAcquire()).toBe(true)
+  })
+
   it('gives back the unused part of a closed process’s block: only what it used stays spent', async () => {
     cluster = new Cluster()
     await cluster.start(config())

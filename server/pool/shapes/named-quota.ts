@@ -69,6 +69,7 @@ export function quotaBlocks(
   window: { readonly startMs: number; readonly endMs: number },
   left: number,
   fromMs: number,
+  usedAsOfReports: boolean,
 ): Float64Array {
   const s = r.settings
   // To the window's end: a client spends its block until then, measured from its report
@@ -103,7 +104,15 @@ export function quotaBlocks(
     const demand = e.history.estimate()
     const first = guessed ? firstPerSec : 0
     const blockOf = blockSec(leftMs, horizonMs, e.client.rttMs, s.refreshMs)
-    const asked = demand * blockOf
+    // What it used is as of its last report, and a round comes up to a refresh period after it
+    // (rounds keep their own schedule): what it spent since is asked too, so that the block left
+    // as the lease comes still lasts until the next (at a round a period after the report,
+    // blocks of a busy quota nobody came near ran dry 100-200 ms before the next lease:
+    // docs/benchmarks.md). At most a period; none for a next window's block (ahead.ts).
+    const sinceReportSec = usedAsOfReports
+      ? Math.min(s.refreshMs, Math.max(0, fromMs - e.reportedMs)) / 1000
+      : 0
+    const asked = demand * (blockOf + sinceReportSec)
     const standing = Math.max(standingBlock, first * blockOf)
     // With what requests arriving at random may ask, past the block, until the next lease can
     // come (a refresh period and the link's round trip: arrival-noise.ts; of a demand measured,
@@ -183,7 +192,7 @@ export const namedQuotaShape: Shape = Object.freeze<Shape>({
     // A reset gives back what was used when it took effect (reset.ts).
     settleReset(r, window.index, nowMs)
     const left = Math.max(0, s.capacity + r.resetUnits(window.index) - reserved - usedAll)
-    const blocks = quotaBlocks(r, sharing, window, left, nowMs)
+    const blocks = quotaBlocks(r, sharing, window, left, nowMs, true)
     for (let i = 0; i < sharing.length; i++) {
       const e = sharing[i]!
       e.target = used[i]! + blocks[i]!
@@ -197,6 +206,15 @@ export const namedQuotaShape: Shape = Object.freeze<Shape>({
         e.target = Math.max(e.target, e.newest)
     }
     settle(pool, r, sharing, nowMs)
+    // A client whose newest lease is of a window before this one hears of this one now, though
+    // its target is what it holds: a lease sent in a window's last `graceMs` is counted past
+    // the edge, and one that joined then sat refused after the edge until the next round
+    // (100 ms in a test; up to a refresh period). At most what it holds: nothing more is free.
+    // (A keyed quota's keys are told of a new window with their family's leases.)
+    if (!r.shape.hotKey)
+      for (const e of sharing)
+        if (e.leaseWindow !== window.index && e.leases.length > 0)
+          send(pool, e, Math.min(e.target, e.newest), nowMs)
     // A key's holder told some of it was left elsewhere (its refusals said to retry soon) hears
     // when none is left (they then say the window's end), and when a quarter of what it was
     // told has gone since (the cluster's remaining it shows callers: client/keyed/family.ts):

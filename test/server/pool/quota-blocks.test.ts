@@ -97,6 +97,25 @@ describe('a quota block', () => {
     const [busy] = blocks([0], 100)
     expect(busy).toBeLessThan(60)
   })
+
+  it('at a round a while after the report its count is from, counts what was spent since as asked', () => {
+    // 200 a second, nothing used as of the report at 1 s. Rounds keep their own schedule: one at
+    // the report gives two periods (100); one 225 ms later, when the client has spent about 45
+    // more, gives those too (145), so what is left as the lease comes still lasts two periods.
+    // Blocks sized from the report alone ran dry 100-200 ms before the next lease (#41).
+    const { pool, budget, take } = clients(settings, 1)
+    take(
+      pool.reportDemand('c0', [{ resource: 'q', wants: 200, used: 0, window: 0 }], 1000).batches,
+      1000,
+    )
+    take(pool.round('q', 1000), 1000)
+    expect(budget[0]).toBe(100)
+    take(pool.round('q', 1225), 1225)
+    expect(budget[0]).toBe(145)
+    // At most a period of it: a report long past counts one period.
+    take(pool.round('q', 3000), 3000)
+    expect(budget[0]).toBe(150)
+  })
 })
 
 /**
