@@ -554,12 +554,6 @@ export class Resource extends EventEmitter<ResourceEvents> implements Holder {
     return { mode: this.failureMode, lease: undefined }
   }
 
-  /**
-   * The lease ran out unrenewed. Safe mode falls back to the lease's safe
-   * capacity, never above the lease itself, with the same share of burst, for
-   * the lease's safe hold; then to 0. The coordinator counts exactly this as
-   * committed, so a partition of any shape stays within capacity.
-   */
   /** At `next`'s start: the lease of that window, as `grant` sent it ahead, applied. */
   #nextWindowAt(grant: LeaseGrant, next: NonNullable<LeaseGrant['window']>['next'] & {}): Timer {
     const receivedMs = this.#clock.now()
@@ -571,7 +565,8 @@ export class Resource extends EventEmitter<ResourceEvents> implements Holder {
         this.applyLease({
           ...grant,
           capacity: next.capacity,
-          safeCapacity: Math.min(grant.safeCapacity, next.capacity),
+          // No fallback: the coordinator counts none for it (Entry.promoteAhead).
+          safeCapacity: 0,
           ttlMs: endsInMs,
           window: { index: next.index, endsInMs, quota, lengthMs },
         })
@@ -579,6 +574,12 @@ export class Resource extends EventEmitter<ResourceEvents> implements Holder {
       .unref()
   }
 
+  /**
+   * The lease ran out unrenewed. Safe mode falls back to the lease's safe
+   * capacity, never above the lease itself, with the same share of burst, for
+   * the lease's safe hold; then to 0. The coordinator counts exactly this as
+   * committed, so a partition of any shape stays within capacity.
+   */
   #lapse(lease: LeaseGrant): void {
     this.#expiryTimer = undefined
     const fallback = safeFallback(lease)
