@@ -24,6 +24,7 @@ export default defineConfig({
             'test/faults/hostile-keys.test.ts',
             'test/faults/clock-steps.test.ts',
             'test/faults/key-reset.test.ts',
+            'test/faults/quota-edge.test.ts',
           ],
           sequence: { groupOrder: 0 },
           // Two files at once even on two cores (vitest's default there is one): the suite's
@@ -48,6 +49,7 @@ export default defineConfig({
             'test/faults/hostile-keys.test.ts',
             'test/faults/clock-steps.test.ts',
             'test/faults/key-reset.test.ts',
+            'test/faults/quota-edge.test.ts',
           ],
           fileParallelism: false,
           sequence: { groupOrder: 1 },

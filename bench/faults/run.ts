@@ -1,4 +1,5 @@
 import { clockStepVariants } from './clock-steps.js'
+import { edgeRestartVariants } from './edge-restarts.js'
 import { runFaultScenario, type FaultResult } from './harness.js'
 import { runColdKeys, runOddKeys, runStaleLedger, runTenantAttack } from './hostile-keys.js'
 import {
@@ -148,6 +149,24 @@ if (only === undefined || 'clock'.includes(only)) {
     [
       '',
       '| coordinator wall clock | named quota, used of 1,500 per window (processes’ clocks) | the same, per window as leased | keyed quota, keys over 100 per window |',
+      '| --- | --- | --- | --- |',
+      ...rows,
+    ].join('\n'),
+  )
+}
+if (only === undefined || 'window-edge'.includes(only)) {
+  // A named quota's coordinator SIGKILLed in a window's last 100 ms (blocks of the next sent ahead).
+  const rows = []
+  for (const [name, v] of Object.entries(edgeRestartVariants)) {
+    const q = await runQuotaScenario({ ...quotaScenario, ...v, capacity: 1500 })
+    rows.push(
+      `| ${name} | ${q.windows.map((w) => w.used).join(', ')} | ${q.leaseWindows.map((w) => `${w.used} (${w.index})`).join(', ')} | ${q.spilled} |`,
+    )
+  }
+  console.log(
+    [
+      '',
+      '| coordinator SIGKILLed 50 ms before an edge, back 300 ms later | named quota, used of 1,500 per window (processes’ clocks) | the same, per window as leased | spent after its window ended |',
       '| --- | --- | --- | --- |',
       ...rows,
     ].join('\n'),

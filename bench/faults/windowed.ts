@@ -1,7 +1,7 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { CoordinatorProcess, freePort, sleep } from './harness.js'
+import { CoordinatorProcess, damaged, freePort, sleep, type LedgerDamage } from './harness.js'
 import { TcpProxy } from './proxy.js'
 import { startWorker, type WorkerProcess } from './workers.js'
 
@@ -20,6 +20,8 @@ export interface WindowedFaults {
    * a lease comes later than `windowGraceMs` covers.
    */
   readonly delayMs?: number | undefined
+  /** While the coordinator is down (`coordinatorKillMs`): its ledger file damaged this way. */
+  readonly ledgerDamage?: LedgerDamage | undefined
   /** The restarted coordinator's wall clock, seconds off the host's (libfaketime, the coordinator only). */
   readonly restartWallOffsetSec?: number | undefined
   /**
@@ -47,7 +49,7 @@ export function windowedFaultText(s: WindowedFaults): string {
   const stepped = (sec: number): string => `${sec > 0 ? '+' : ''}${sec} s`
   if (s.coordinatorKillMs !== undefined)
     parts.push(
-      `coordinator SIGKILLed ${s.coordinatorKillMs / 1000} s in, restarted ${s.restartAfterMs / 1000} s later${s.restartWallOffsetSec === undefined ? '' : ` with its wall clock ${stepped(s.restartWallOffsetSec)}`}`,
+      `coordinator SIGKILLed ${s.coordinatorKillMs / 1000} s in, ${s.ledgerDamage === undefined ? '' : `its ledger damaged (${s.ledgerDamage}), `}restarted ${s.restartAfterMs / 1000} s later${s.restartWallOffsetSec === undefined ? '' : ` with its wall clock ${stepped(s.restartWallOffsetSec)}`}`,
     )
   if (s.clientKillMs !== undefined)
     parts.push(
@@ -140,7 +142,16 @@ export async function runWindowedFaults(
     const at = async (wallMs: number): Promise<void> => sleep(wallMs - Date.now())
     const events: { atMs: number; run: () => Promise<void> }[] = []
     if (s.coordinatorKillMs !== undefined) {
-      events.push({ atMs: s.coordinatorKillMs, run: () => coordinator.stop() })
+      const damage = s.ledgerDamage
+      events.push({
+        atMs: s.coordinatorKillMs,
+        run: async () => {
+          await coordinator.stop()
+          if (damage === undefined) return
+          const path = join(coordinator.dataDir, 'ledger.log')
+          await writeFile(path, damaged(await readFile(path, 'utf8'), damage))
+        },
+      })
       const offset = s.restartWallOffsetSec
       events.push({
         atMs: s.coordinatorKillMs + s.restartAfterMs,
