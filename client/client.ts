@@ -38,6 +38,7 @@ import {
   type ClientOptions,
   type ResolvedClientOptions,
 } from './options.js'
+import { CoordinatorStamps } from './coordinator-stamps.js'
 import { ReportTimes } from './report-times.js'
 import { Resource, type ResourceOptions, type ResourceOwner } from './resource.js'
 
@@ -123,6 +124,8 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
   /** Reports numbered so far (`demand.n`), and when the newest of them were sent (by n mod the ring). */
   #reportCount = 0
   readonly #reportSentAt = new ReportTimes()
+  /** This connection's recent stamped lease batches: a next window's start placed from them. */
+  readonly #stamps = new CoordinatorStamps()
   /** What every resource's `tryAcquire` reads: one coarse clock (one timer) for the client, or its clock. */
   readonly #hotClock: Clock
   /** Checks asked of the coordinator where a share could not decide (client/remote.ts). */
@@ -497,6 +500,7 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
 
   #onWelcome(msg: Extract<ServerMessage, { type: 'welcome' }>): void {
     this.#welcomeLedger = msg.ledger
+    this.#stamps.reset()
     this.#connection.welcome(msg.heartbeatMs)
     // A resource refused on an earlier connection is asked for once more (the config may have
     // changed since).
@@ -559,8 +563,10 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
     /** What rate families' default shares that fell for a joiner held (an ack's `held`). */
     let fallHeld: FallHeld[] | undefined
     let period = Infinity
+    const receivedMs = this.options.clock.now()
+    if (msg.at !== undefined) this.#stamps.note(receivedMs, msg.at)
     for (const leased of msg.leases) {
-      const grant = this.#onOwnClock(leased)
+      const grant = this.#onOwnClock(leased, msg.at, receivedMs)
       period = Math.min(period, grant.refreshMs)
       const holder = this.#holderOf(grant.resource)
       // A lease of what this process no longer holds needs nothing but its ack.
@@ -601,13 +607,28 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
    * handled it, so no delay can carry it past the window's end), rather than `endsInMs` after
    * the lease came (`windowGraceMs` early, safe only while a lease's one-way delay is shorter).
    */
-  #onOwnClock(grant: LeaseGrant): LeaseGrant {
+  #onOwnClock(grant: LeaseGrant, atMs: number | undefined, receivedMs: number): LeaseGrant {
     const w = grant.window
     if (w === undefined) return grant
     const next = w.next
     const endsInMs = this.#placedEnd(w.edge, w.endsInMs)
     const nextEndsInMs = next === undefined ? 0 : this.#placedEnd(next.edge, next.endsInMs)
     if (next === undefined && endsInMs === w.endsInMs) return grant
+    // A next window opens no sooner than its batch places it, nor than an earlier, quicker
+    // batch of this connection does (client/coordinator-stamps.ts): its delay is not paid twice.
+    const placedNext =
+      next === undefined
+        ? {}
+        : {
+            next: {
+              ...next,
+              startsInMs:
+                atMs === undefined
+                  ? next.startsInMs
+                  : this.#stamps.placeAfter(atMs, receivedMs, next.startsInMs),
+              endsInMs: nextEndsInMs,
+            },
+          }
     return {
       ...grant,
       // With a next window sent ahead, the lease lasts until that window's end: its budget is
@@ -616,7 +637,7 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
       window: {
         ...w,
         endsInMs,
-        ...(next === undefined ? {} : { next: { ...next, endsInMs: nextEndsInMs } }),
+        ...placedNext,
       },
     }
   }

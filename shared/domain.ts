@@ -34,6 +34,13 @@ export type FailureMode = (typeof failureModes)[number]
  * the allocation engine forms (up to a million claimants × weight × level)
  * far from overflow, so no finite input can produce a NaN or an Infinity.
  */
+/**
+ * How far a client's clock and the coordinator's may run apart (0.1%: a thousand ppm, twenty
+ * times what NTP lets a clock run off), over any time. What either side places on its own clock
+ * from the other's times is moved this much the safe way.
+ */
+export const clockDriftShare = 0.001
+
 export const domainLimits = Object.freeze({
   /** Largest capacity, demand, burst or tenant cap, in the resource's unit. */
   maxQuantity: 1e15,

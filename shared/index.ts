@@ -20,6 +20,7 @@ export {
 export {
   clampQuantity,
   clampWeight,
+  clockDriftShare,
   commitmentLifeMs,
   defaultBurst,
   defaultLearningMs,

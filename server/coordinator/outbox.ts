@@ -96,7 +96,8 @@ export class Outbox {
   #deliver(batches: readonly LeaseBatch[]): void {
     if (batches.length === 0) return
     const { keys, sessions, pool, clock } = this.#host
-    for (const b of batches) if (b.aheadMadeMs !== undefined) sinceMade(b, clock.now())
+    const nowMs = clock.now()
+    for (const b of batches) if (b.aheadMadeMs !== undefined) sinceMade(b, nowMs)
     if (keys !== undefined)
       signBatches(
         keys,
@@ -105,7 +106,7 @@ export class Outbox {
         (resource) => pool.settings(resource)?.graceMs ?? 0,
         clock.wallNow(),
       )
-    this.#host.metrics.pushes.inc(sessions.deliver(batches))
+    this.#host.metrics.pushes.inc(sessions.deliver(batches, nowMs))
   }
 
   /** What the write-ahead queue calls back (read through `#host` each time). */

@@ -53,11 +53,15 @@ export class SessionTable {
     return true
   }
 
-  /** Sends each batch to its client's live session; returns how many went out. */
-  deliver(batches: readonly LeaseBatch[]): number {
+  /**
+   * Sends each batch to its client's live session, stamped `atMs` (the coordinator's clock as
+   * they leave); returns how many went out.
+   */
+  deliver(batches: readonly LeaseBatch[], atMs: number): number {
     let sent = 0
+    const at = Math.max(0, Math.floor(atMs))
     for (const batch of batches)
-      if (this.send(batch.clientKey, { type: 'lease', seq: batch.seq, leases: batch.leases }))
+      if (this.send(batch.clientKey, { type: 'lease', seq: batch.seq, leases: batch.leases, at }))
         sent++
     return sent
   }

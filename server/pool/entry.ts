@@ -1,7 +1,7 @@
 import type { BurstSlack } from './burst-slack.js'
 import type { Vacancy } from './handover.js'
 import type { HeldVacancy, PendingHanded } from './held-handover.js'
-import { kindTraits } from '../../shared/index.js'
+import { clockDriftShare, kindTraits } from '../../shared/index.js'
 import type { ResourceSettings } from '../config/index.js'
 import { DemandHistory } from './demand.js'
 import type { Shape } from './shapes/index.js'
@@ -44,11 +44,7 @@ export interface AheadRecord {
   readonly holdUntilMs: number
 }
 
-/**
- * How far a client's clock and the coordinator's may run apart (0.1%: a thousand ppm, twenty
- * times what NTP lets a clock run off), over any time.
- */
-export const clockDriftShare = 0.001
+export { clockDriftShare }
 
 /** Numbered reports a client's window edges may be measured from (`ClientState.edgeReport`). */
 const keptReports = 8

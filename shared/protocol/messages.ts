@@ -440,6 +440,12 @@ export const leaseMessage = z.strictObject({
   type: z.literal('lease'),
   seq: z.number().int().min(1),
   leases: z.array(leaseGrant),
+  /**
+   * When the coordinator sent the batch, on its own monotonic clock (whole ms, floored): a
+   * client places a next window's start (`window.next.startsInMs`, from this batch's sending)
+   * from whichever of its connection's recent batches came soonest (client/coordinator-stamps.ts).
+   */
+  at: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
 })
 
 export const errorMessage = z.strictObject({

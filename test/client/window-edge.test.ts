@@ -39,7 +39,7 @@ function quotaLease(ttlMs: number, edge?: [number, number]): LeaseGrant {
 
 async function start(clock: ManualClock): Promise<{
   reports: { msg: DemandMessage; atMs: number }[]
-  send: (grant: LeaseGrant) => Promise<void>
+  send: (grant: LeaseGrant, at?: number) => Promise<void>
 }> {
   const reports: { msg: DemandMessage; atMs: number }[] = []
   let socket: WebSocket | undefined
@@ -57,8 +57,9 @@ async function start(clock: ManualClock): Promise<{
   await client.roundTrip()
   return {
     reports,
-    send: async (grant) => {
-      socket!.send(JSON.stringify({ type: 'lease', seq: ++seq, leases: [grant] }))
+    send: async (grant, at) => {
+      const stamp = at === undefined ? {} : { at }
+      socket!.send(JSON.stringify({ type: 'lease', seq: ++seq, leases: [grant], ...stamp }))
       await client!.roundTrip()
     },
   }
@@ -168,5 +169,42 @@ describe('a named quota’s next window sent ahead (#41)', () => {
     while (q.tryAcquire()) got++
     expect(got).toBe(3)
     expect(q.usedInWindow()).toEqual({ used: 7, window: 6 })
+  })
+
+  it('opens the next window from the quickest of the connection’s stamped batches, not only its own', async () => {
+    const clock = new ManualClock()
+    const { send } = await start(clock)
+    const q = client!.resource('q')
+    // A batch sent at 10,000 ms on the coordinator's clock, handled at once.
+    const t0 = clock.now()
+    await send(quotaLease(5_000), 10_000)
+    while (q.tryAcquire());
+    // 500 ms later one sent at 10,480 (20 ms on its way: a busy loop) carries window 6 from
+    // 100 ms after its sending: 10,580 on the coordinator's clock. Placed from itself it opens
+    // 600 ms after t0; from the first batch, 581 ms after it and the drift over them (0.1% of
+    // 581) at most: no sooner than the window opens, whichever batch was slowed.
+    clock.advanceTo(t0 + 500)
+    await send(withNext(50, { startsInMs: 100, endsInMs: 2_000 }), 10_480)
+    clock.advanceTo(t0 + 581)
+    expect(q.tryAcquire(), 'before the start as the quicker batch places it').toBe(false)
+    clock.advanceTo(t0 + 582)
+    expect(q.tryAcquire(), 'window 6 open 18 ms sooner than its own batch places it').toBe(true)
+    expect(q.usedInWindow()).toEqual({ used: 1, window: 6 })
+  })
+
+  it('places a next window from its own batch alone when the others are slower', async () => {
+    const clock = new ManualClock()
+    const { send } = await start(clock)
+    const q = client!.resource('q')
+    const t0 = clock.now()
+    // The first batch took 30 ms longer than the second: the second's own placement stands.
+    await send(quotaLease(5_000), 10_000)
+    while (q.tryAcquire());
+    clock.advanceTo(t0 + 500)
+    await send(withNext(50, { startsInMs: 100, endsInMs: 2_000 }), 10_530)
+    clock.advanceTo(t0 + 599)
+    expect(q.tryAcquire()).toBe(false)
+    clock.advanceTo(t0 + 600)
+    expect(q.tryAcquire()).toBe(true)
   })
 })
