@@ -747,11 +747,19 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     if (state !== undefined) state.quietUntilMs = this.#hotClock.now() + 10_000
   }
 
-  /** What a hello reports: the family lease and each key's own lease in force, for a learning coordinator. */
+  /**
+   * What a hello reports: the family lease and each key's own lease in force, for a learning
+   * coordinator (and for a restored one to check its ledger against). A keyed quota's share and
+   * key budgets whose window is over here are not held: nothing more can be spent of them, and
+   * a coordinator restarted after the edge counts none of that window (claimed, they read as
+   * leases its ledger does not know, and it learned for a whole window: test/faults/quota-edge).
+   */
   holdings(): { resource: string; capacity: number; proof?: LeaseProof }[] {
     const out: { resource: string; capacity: number; proof?: LeaseProof }[] = []
     const shares = this.#shares
-    if (shares.share > 0)
+    const perWindow = shares.traits.perWindow
+    const nowMs = this.#hotClock.now()
+    if (shares.share > 0 && !(perWindow && this.#atEdge()))
       out.push({
         resource: this.familyId,
         capacity: shares.share,
@@ -759,6 +767,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
       })
     for (const state of this.#keys.values()) {
       if (state.lease === undefined) continue
+      if (perWindow && nowMs >= state.leaseUntilMs) continue
       const { capacity } = this.leaseOf(state.key)
       if (capacity > 0 || state.inFlight > 0)
         out.push({

@@ -636,6 +636,32 @@ describe('a keyed quota’s check at a window’s edge', () => {
     f.close()
   })
 
+  it('claims in a hello nothing of a window that is over here (a restarted coordinator would take it for a lease its ledger does not know)', () => {
+    const clock = new ManualClock()
+    const f = new KeyedFamily('q', resolveKeyedOptions('q', {}), clock, clock, owner(true))
+    f.applyFamilyLease(quotaGrant(7, 1000))
+    // Key `a` leased on its own in window 7: 40 of its 100, spent until the window's end here.
+    f.applyKeyLease('a', {
+      ...quotaGrant(7, 1000),
+      resource: 'q/a',
+      capacity: 40,
+      burst: 40,
+      family: undefined,
+    })
+    expect(f.holdings().map((h) => [h.resource, h.capacity])).toEqual([
+      ['q/*', 0.5],
+      ['q/a', 40],
+    ])
+    clock.advance(999)
+    expect(f.holdings()).toHaveLength(2)
+    clock.advance(1)
+    expect(f.holdings(), 'window 7 is over here: nothing of it is held').toEqual([])
+    // Window 8's share: held again.
+    f.applyFamilyLease(quotaGrant(8, 60_000))
+    expect(f.holdings().map((h) => h.resource)).toEqual(['q/*'])
+    f.close()
+  })
+
   it('is refused at once while no connection is up (the next lease cannot come)', () => {
     const clock = new ManualClock()
     const f = new KeyedFamily('q', resolveKeyedOptions('q', {}), clock, clock, owner(false))

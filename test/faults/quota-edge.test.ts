@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest'
 import { edgeRestartVariants } from '../../bench/faults/edge-restarts.js'
+import { keyedQuotaScenario, runKeyedQuotaScenario } from '../../bench/faults/keyed-quota.js'
 import { quotaScenario, runQuotaScenario } from '../../bench/faults/quota.js'
 import { assertBuilt } from '../helpers/replica.js'
 
@@ -34,5 +35,31 @@ describe('a named quota whose coordinator dies in a window’s last 100 ms (real
       // nothing new: only the blocks sent ahead are spent (a few units, but some).
       expect(r.windows[0]!.used).toBeGreaterThan(0.97 * r.capacity)
       if (!('ledgerDamage' in v)) expect(r.windows[1]!.used).toBeGreaterThan(0.97 * r.capacity)
+    })
+})
+
+// The same kill for a keyed quota (its shares and key budgets are not sent ahead: the next
+// window's come with the round at the edge, from the restarted coordinator): 3 processes asking
+// 900/s in all over 5,000 keys by Zipf(1.1), 100 a key a 10 s window. Counted per key and window.
+describe('a keyed quota whose coordinator dies in a window’s last 100 ms (real processes)', () => {
+  for (const name of ['from its ledger', 'its ledger damaged (half)'] as const)
+    it(`${name}: no key's budget is given out twice`, { timeout: timeoutMs }, async () => {
+      const r = await runKeyedQuotaScenario({ ...keyedQuotaScenario, ...edgeRestartVariants[name] })
+      expect(r.windows).toHaveLength(2)
+      for (const w of r.leaseWindows)
+        expect(w.keysOver, `window ${w.index} as leased (most ${w.mostUsed})`).toBe(0)
+      for (const w of r.windows) {
+        expect(w.keysOver, `window ${w.index}: ${w.fault} (most ${w.mostUsed})`).toBe(0)
+        expect(w.keys).toBeGreaterThan(1000)
+      }
+      // The hottest keys spend their budget in the first window, and from the ledger in the
+      // second too, less the time the processes took to come back (about 2 s of the 10 s:
+      // their reconnect's backoff and the coordinator's start; their shares ended at the edge).
+      // Measured 0.85. Before the processes stopped claiming in their hello the budgets of the
+      // window that had ended, the restarted coordinator took those claims for leases its
+      // ledger did not know and learned for a whole window: 0.05 and 0.12. From a damaged
+      // ledger it learns for a window anyway (nothing new given out).
+      expect(r.windows[0]!.hotUsedMin).toBeGreaterThan(0.9)
+      if (name === 'from its ledger') expect(r.windows[1]!.hotUsedMin).toBeGreaterThan(0.5)
     })
 })
