@@ -28,14 +28,30 @@ async function main(): Promise<void> {
     ),
   )
   await runWindowed(spec, log, client, (units) => {
-    let admitted = 0
-    for (let i = 0; i < units; i++) if (resource.tryAcquire()) admitted++
-    // `i`: the window of the lease in force (what the coordinator counts the admission in).
-    const i = resource.lease?.window?.index
-    if (units > 0)
-      out.push(
-        JSON.stringify({ t: hostMs(), w: Date.now(), i, admitted, refused: units - admitted }),
-      )
+    if (units <= 0) return
+    // `i`: the window each unit was admitted in, as the client counts its spending (and the
+    // coordinator its leases): read after each admission, since a tick may cross an edge with
+    // the next window's block sent ahead (the lease in force follows it by a timer, so read
+    // once after the tick it counted the next window's first units in the window before).
+    const byWindow = new Map<number | undefined, number>()
+    let refused = 0
+    for (let u = 0; u < units; u++) {
+      if (!resource.tryAcquire()) {
+        refused++
+        continue
+      }
+      const i = resource.usedInWindow()?.window ?? resource.lease?.window?.index
+      byWindow.set(i, (byWindow.get(i) ?? 0) + 1)
+    }
+    const t = hostMs()
+    const w = Date.now()
+    if (byWindow.size === 0)
+      byWindow.set(resource.usedInWindow()?.window ?? resource.lease?.window?.index, 0)
+    let first = true
+    for (const [i, admitted] of byWindow) {
+      out.push(JSON.stringify({ t, w, i, admitted, refused: first ? refused : 0 }))
+      first = false
+    }
   })
 }
 
