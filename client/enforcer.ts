@@ -70,8 +70,10 @@ export interface Enforcer {
   /**
    * Quota: the window a lease's budget belongs to, and how long it may be spent from now; and
    * the next window's budget sent ahead, spent from its start (`next`, times from now).
+   * False when the lease is of a window over here, come after the next one it carried opened:
+   * nothing of it applies (the resource keeps the lease it has).
    */
-  window(index: number, endsInMs: number, next?: NextWindow): void
+  window(index: number, endsInMs: number, next?: NextWindow): boolean
   /** Quota: units used in the window, for the report; undefined for other kinds. */
   usedInWindow(): { readonly used: number; readonly window: number } | undefined
 }
@@ -189,7 +191,9 @@ export class RateEnforcer implements Enforcer {
     return this.#meter.rateSoFar(nowMs) > 1.5 * capacity + 1
   }
 
-  window(): void {}
+  window(): boolean {
+    return true
+  }
 
   usedInWindow(): undefined {
     return undefined
@@ -301,7 +305,9 @@ export class SlotEnforcer implements Enforcer {
     return waiting > 0
   }
 
-  window(): void {}
+  window(): boolean {
+    return true
+  }
 
   usedInWindow(): undefined {
     return undefined
@@ -337,8 +343,6 @@ export class QuotaEnforcer implements Enforcer {
   #nextBudget = 0
   #nextStartAtMs = 0
   #nextEndAtMs = 0
-  /** The lease `window` was told of is of a window already over here: `apply` ignores it. */
-  #stale = false
   readonly #clock: Clock
   readonly #meter: DemandMeter
   readonly #host: EnforcerHost
@@ -408,21 +412,18 @@ export class QuotaEnforcer implements Enforcer {
   meterQueued(): void {}
 
   apply(capacity: number): number {
-    if (this.#stale) this.#stale = false
-    else this.#budget = wholeSlots(capacity)
+    this.#budget = wholeSlots(capacity)
     return 0
   }
 
   fill(): void {}
 
-  window(index: number, endsInMs: number, next?: NextWindow): void {
+  window(index: number, endsInMs: number, next?: NextWindow): boolean {
     this.#advance()
     // A lease of the window before, made before its end and come after this process put the
-    // next window's budget it carried in force: nothing new (`apply` leaves the budget too).
-    if (this.#index !== undefined && index < this.#index && next?.index === this.#index) {
-      this.#stale = true
-      return
-    }
+    // next window's budget it carried in force: nothing new (the resource applies none of it).
+    if (this.#index !== undefined && index < this.#index && next?.index === this.#index)
+      return false
     // A newer window: a new budget, nothing used yet. An older one (a coordinator whose clock
     // went back, without the ledger that would have kept it on the newer) never brings back a
     // fresh count: its budget is held to what was used in the newer one, which stays the one
@@ -445,6 +446,7 @@ export class QuotaEnforcer implements Enforcer {
       this.#nextEndAtMs = now + next.endsInMs
     } else if (this.#nextIndex !== noNext && this.#index >= this.#nextIndex)
       this.#nextIndex = noNext
+    return true
   }
 
   /** The next window's budget sent ahead is void (the client's id was taken over). */

@@ -476,7 +476,11 @@ export class Resource extends EventEmitter<ResourceEvents> implements Holder {
     this.#gave = 0
     this.#enforcer = this.#enforcers[grant.kind]
     const window = grant.window
-    if (window !== undefined) this.#enforcer.window(window.index, window.endsInMs, window.next)
+    // A late lease of a window over here, the next one it carried already open: the enforcer
+    // keeps the next window's budget, and this resource its lease of it (`lease`, the events, a
+    // pending switch to it), as if the late one had not come. Acknowledged, nothing to drain.
+    if (window !== undefined && !this.#enforcer.window(window.index, window.endsInMs, window.next))
+      return true
     this.#nextTimer?.cancel()
     this.#nextTimer = undefined
     // A named quota's next window sent ahead: its budget is in force from its start (the enforcer

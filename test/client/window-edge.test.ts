@@ -156,6 +156,10 @@ describe('a named quota’s next window sent ahead (#41)', () => {
     // A lease of window 5 made before its end, come now: nothing new (3 of window 6's 4 left).
     await send(withNext(0, { startsInMs: 0, endsInMs: 1_200 }))
     expect(q.usedInWindow()).toEqual({ used: 1, window: 6 })
+    // The resource keeps its lease of window 6 too (what it spends is counted in 6, and `lease`
+    // says so: the fault workers count each admission by it).
+    expect(q.lease?.window?.index).toBe(6)
+    expect(q.lease?.capacity).toBe(4)
     let got = 0
     while (q.tryAcquire()) got++
     expect(got).toBe(3)
