@@ -171,5 +171,20 @@ if (only === undefined || 'window-edge'.includes(only)) {
       ...rows,
     ].join('\n'),
   )
+  const keyedRows = []
+  for (const name of ['from its ledger', 'its ledger damaged (half)'] as const) {
+    const k = await runKeyedQuotaScenario({ ...keyedQuotaScenario, ...edgeRestartVariants[name] })
+    keyedRows.push(
+      `| ${name} | ${k.windows.map((w) => w.keysOver).join(', ')} (most ${Math.max(...k.windows.map((w) => w.mostUsed))}) | ${k.windows.map((w) => `${(w.hotUsedMin * 100).toFixed(0)}%`).join(', ')} | ${k.windows.map((w) => `${(w.firstAdmitted * 100).toFixed(1)}%`).join(', ')} |`,
+    )
+  }
+  console.log(
+    [
+      '',
+      '| the same, a keyed quota (100 a key a 10 s window) | keys over, per window | the 10 hottest keys, least used ÷ budget | first checks admitted |',
+      '| --- | --- | --- | --- |',
+      ...keyedRows,
+    ].join('\n'),
+  )
 }
 process.exit(0)

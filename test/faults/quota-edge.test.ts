@@ -6,7 +6,8 @@ import { assertBuilt } from '../helpers/replica.js'
 
 // A named quota's coordinator SIGKILLed 50 ms before a window's edge, once the processes hold
 // the next window's blocks sent ahead (and the ledger keeps them), restarted 300 ms after: from
-// its ledger, from a damaged ledger, with its wall clock stepped back 30 s. Real processes, three
+// its ledger and from a damaged ledger (with its wall clock stepped back 30 s: `npm run faults --
+// window-edge`). Real processes, three
 // asking 300/s in all against 1,500 a 10 s window (the budget spent about 5 s in); counted from
 // their logs, per window as leased and by their clocks. About 30 s each.
 
@@ -15,26 +16,27 @@ beforeAll(() => assertBuilt())
 const timeoutMs = 4 * 10_000 + 60_000
 
 describe('a named quota whose coordinator dies in a window’s last 100 ms (real processes)', () => {
-  for (const [name, v] of Object.entries(edgeRestartVariants))
+  // The wall clock stepped at that restart is in `npm run faults -- window-edge` only (1,500 and
+  // 1,500, never over): clock-steps.test.ts steps it at a restart mid-window, and CI's time is
+  // kept for the cases below.
+  for (const name of ['from its ledger', 'its ledger damaged (half)'] as const)
     it(`${name}: no window's budget is given out twice`, { timeout: timeoutMs }, async () => {
+      const v = edgeRestartVariants[name]
       const r = await runQuotaScenario({ ...quotaScenario, ...v, capacity: 1500 })
       expect(r.windows).toHaveLength(2)
       // The blocks of the second window were sent before the kill: the processes spend them.
       expect(r.leaseWindows.map((w) => w.index)).toContain(r.windows[1]!.index)
       for (const w of r.leaseWindows)
         expect(w.used, `window ${w.index} as leased`).toBeLessThanOrEqual(r.capacity)
-      const stepped = 'restartWallOffsetSec' in v
-      // By the processes' clocks: exact, but for a stepped clock's slew (1% of a window's
-      // asking, 300/s for 10 s, as in clock-steps.test.ts).
-      const slack = stepped ? 0.01 * 300 * 10 : 0
+      // By the processes' clocks too, exact.
       for (const w of r.windows)
-        expect(w.used, `window ${w.index}: ${w.fault}`).toBeLessThanOrEqual(r.capacity + slack)
-      if (!stepped) expect(r.spilled, 'units admitted after their window ended').toBe(0)
+        expect(w.used, `window ${w.index}: ${w.fault}`).toBeLessThanOrEqual(r.capacity)
+      expect(r.spilled, 'units admitted after their window ended').toBe(0)
       // The first window was spent before the kill; the second, from the ledger, is spent
       // too. From a damaged ledger the coordinator learns for a whole window and gives out
       // nothing new: only the blocks sent ahead are spent (a few units, but some).
       expect(r.windows[0]!.used).toBeGreaterThan(0.97 * r.capacity)
-      if (!('ledgerDamage' in v)) expect(r.windows[1]!.used).toBeGreaterThan(0.97 * r.capacity)
+      if (name === 'from its ledger') expect(r.windows[1]!.used).toBeGreaterThan(0.97 * r.capacity)
     })
 })
 
@@ -42,7 +44,9 @@ describe('a named quota whose coordinator dies in a window’s last 100 ms (real
 // window's come with the round at the edge, from the restarted coordinator): 3 processes asking
 // 900/s in all over 5,000 keys by Zipf(1.1), 100 a key a 10 s window. Counted per key and window.
 describe('a keyed quota whose coordinator dies in a window’s last 100 ms (real processes)', () => {
-  for (const name of ['from its ledger', 'its ledger damaged (half)'] as const)
+  // From its ledger: the case that found a restarted coordinator learning (263e3b6). A damaged
+  // ledger is in `npm run faults -- window-edge`'s figures, not here (it learns either way).
+  for (const name of ['from its ledger'] as const)
     it(`${name}: no key's budget is given out twice`, { timeout: timeoutMs }, async () => {
       const r = await runKeyedQuotaScenario({ ...keyedQuotaScenario, ...edgeRestartVariants[name] })
       expect(r.windows).toHaveLength(2)
@@ -60,6 +64,6 @@ describe('a keyed quota whose coordinator dies in a window’s last 100 ms (real
       // ledger did not know and learned for a whole window: 0.05 and 0.12. From a damaged
       // ledger it learns for a window anyway (nothing new given out).
       expect(r.windows[0]!.hotUsedMin).toBeGreaterThan(0.9)
-      if (name === 'from its ledger') expect(r.windows[1]!.hotUsedMin).toBeGreaterThan(0.5)
+      expect(r.windows[1]!.hotUsedMin).toBeGreaterThan(0.5)
     })
 })
