@@ -175,20 +175,30 @@ describe('a named quota’s next window sent ahead (#41)', () => {
     expect(q.usedInWindow()).toEqual({ used: 7, window: 6 })
   })
 
-  it('opens the next window from the quickest of the connection’s stamped batches, not only its own', async () => {
+  /**
+   * Two stamped batches: window 5's lease sent at 10,000 ms on the coordinator's clock and
+   * handled at once (at `t0`, its budget spent), then 500 ms later one sent at `secondAt`
+   * carrying window 6 from 100 ms after its sending.
+   */
+  async function twoBatches(secondAt: number): Promise<{ clock: ManualClock; t0: number }> {
     const clock = new ManualClock()
     const { send } = await start(clock)
     const q = client!.resource('q')
-    // A batch sent at 10,000 ms on the coordinator's clock, handled at once.
     const t0 = clock.now()
     await send(quotaLease(5_000), 10_000)
     while (q.tryAcquire());
-    // 500 ms later one sent at 10,480 (20 ms on its way: a busy loop) carries window 6 from
-    // 100 ms after its sending: 10,580 on the coordinator's clock. Placed from itself it opens
-    // 600 ms after t0; from the first batch, 581 ms after it and the drift over them (0.1% of
-    // 581) at most: no sooner than the window opens, whichever batch was slowed.
     clock.advanceTo(t0 + 500)
-    await send(withNext(50, { startsInMs: 100, endsInMs: 2_000 }), 10_480)
+    await send(withNext(50, { startsInMs: 100, endsInMs: 2_000 }), secondAt)
+    return { clock, t0 }
+  }
+
+  it('opens the next window from the quickest of the connection’s stamped batches, not only its own', async () => {
+    // The second sent at 10,480 (20 ms on its way: a busy loop): window 6 opens at 10,580 on the
+    // coordinator's clock. Placed from itself it opens 600 ms after t0; from the first batch,
+    // 581 ms after it and the drift over them (0.1% of 581) at most: no sooner than the window
+    // opens, whichever batch was slowed.
+    const { clock, t0 } = await twoBatches(10_480)
+    const q = client!.resource('q')
     clock.advanceTo(t0 + 581)
     expect(q.tryAcquire(), 'before the start as the quicker batch places it').toBe(false)
     clock.advanceTo(t0 + 582)
@@ -197,15 +207,9 @@ describe('a named quota’s next window sent ahead (#41)', () => {
   })
 
   it('places a next window from its own batch alone when the others are slower', async () => {
-    const clock = new ManualClock()
-    const { send } = await start(clock)
-    const q = client!.resource('q')
-    const t0 = clock.now()
     // The first batch took 30 ms longer than the second: the second's own placement stands.
-    await send(quotaLease(5_000), 10_000)
-    while (q.tryAcquire());
-    clock.advanceTo(t0 + 500)
-    await send(withNext(50, { startsInMs: 100, endsInMs: 2_000 }), 10_530)
+    const { clock, t0 } = await twoBatches(10_530)
+    const q = client!.resource('q')
     clock.advanceTo(t0 + 599)
     expect(q.tryAcquire()).toBe(false)
     clock.advanceTo(t0 + 600)
