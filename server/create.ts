@@ -218,7 +218,12 @@ export async function createCoordinator(options: CoordinatorOptions): Promise<Ru
     )
   const upstream = linkParent(config, coordinator, port, clock, logger)
   const ctx = { coordinator, clock, logger, events, advertiseUrl }
-  const { election, ledger: haLedger } = makeElection(ctx, ha, options.election, dataDir !== false)
+  const { election, ledger: haLedger } = await makeElection(
+    ctx,
+    ha,
+    options.election,
+    dataDir !== false,
+  )
   if (election !== undefined) startElection(ctx, election, haLedger)
   ready = true
   logger.info(

@@ -2,7 +2,7 @@ import type { Logger } from 'pino'
 import type { Clock } from '../../shared/index.js'
 import type { HaConfig } from '../config/index.js'
 import type { Coordinator } from '../coordinator/index.js'
-import { EtcdElection, type LeaderElection } from '../ha/index.js'
+import type { LeaderElection } from '../ha/index.js'
 import type { Ledger, LedgerEntry } from '../ledger/index.js'
 import type { CoordinatorEventEmitter } from './events.js'
 
@@ -18,15 +18,19 @@ export interface ElectionContext {
  * The election this coordinator takes part in: the embedder's, or etcd's
  * (`server.ha`), whose replicas keep their ledger in etcd, written in
  * transactions fenced by the election key (unless `keepLedger` is false).
+ * etcd's client (and its gRPC stack, about a quarter of a second of imports)
+ * is loaded only here, when `server.ha` asks for it: a coordinator without
+ * etcd starts, and listens, without it.
  */
-export function makeElection(
+export async function makeElection(
   ctx: ElectionContext,
   ha: HaConfig | undefined,
   custom: ((advertiseUrl: string) => LeaderElection) | undefined,
   keepLedger: boolean,
-): { election: LeaderElection | undefined; ledger: Ledger | undefined } {
+): Promise<{ election: LeaderElection | undefined; ledger: Ledger | undefined }> {
   if (custom !== undefined) return { election: custom(ctx.advertiseUrl), ledger: undefined }
   if (ha === undefined) return { election: undefined, ledger: undefined }
+  const { EtcdElection } = await import('../ha/etcd-election.js')
   const election = new EtcdElection({
     endpoints: ha.etcd,
     name: ha.name,

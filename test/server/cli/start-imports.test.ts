@@ -1,0 +1,35 @@
+import { execFile } from 'node:child_process'
+import { promisify } from 'node:util'
+import { describe, expect, it } from 'vitest'
+import { assertBuilt } from '../../helpers/replica.js'
+
+// A coordinator restarted (a deploy, a crash) refuses every connection until it listens, and
+// its clients wait out their backoff on top: its start is part of every restart's cost. etcd's
+// client (its gRPC stack) is loaded only when server.ha asks for it.
+
+const script = `
+import { createRequire } from 'node:module'
+import pino from 'pino'
+import { createCoordinator } from './dist/server/index.js'
+const server = await createCoordinator({
+  config: 'examples/default.yaml', port: 0, dataDir: false, logger: pino({ level: 'silent' }),
+})
+const loaded = Object.keys(createRequire(import.meta.url).cache)
+await server.close()
+console.log(JSON.stringify(loaded.filter((path) => /[\\\\/]node_modules[\\\\/]/.test(path))))
+`
+
+describe('a coordinator’s start', () => {
+  it('loads no etcd client when no election is configured', async () => {
+    assertBuilt()
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ['--input-type=module', '-e', script],
+      { cwd: process.cwd() },
+    )
+    const loaded = JSON.parse(stdout) as string[]
+    // What it does load from node_modules is seen (fastify's own CommonJS), so the check is live.
+    expect(loaded.some((path) => /[\\/]fastify[\\/]/.test(path))).toBe(true)
+    expect(loaded.filter((path) => /[\\/](etcd3|@grpc)[\\/]/.test(path))).toEqual([])
+  })
+})
