@@ -107,9 +107,12 @@ export class WsSession implements SessionPort, TurnWaiter {
     )
     this.#asks = new MessageBudget(limits.maxAsksPerSec, limits.maxAsksPerSec * 2, clock.now())
     this.#refusals = new MessageBudget(limits.maxAsksPerSec, limits.maxAsksPerSec * 2, clock.now())
+    // A frame that came and waits for a turn (a busy coordinator: a restart under thousands of
+    // clients) is the client's hello having come in time: it is handled, or refused, in turn.
+    // Timed out while it waited, the client came back later with another hello (more work).
     this.#helloTimer = clock.setTimeout(() => {
       this.#helloTimer = undefined
-      if (this.clientId === undefined)
+      if (this.clientId === undefined && this.#waiting.length === 0)
         this.fail('SLUICE_ERR_PROTO_HELLO_TIMEOUT', `no hello within ${limits.helloTimeoutMs} ms`)
     }, limits.helloTimeoutMs)
 

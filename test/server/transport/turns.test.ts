@@ -1,8 +1,17 @@
+import { EventEmitter } from 'node:events'
+import type { IncomingMessage } from 'node:http'
 import { describe, expect, it } from 'vitest'
+import WebSocket from 'ws'
 import { Turns, type TurnWaiter } from '../../../server/transport/turns.js'
+import { WsSession } from '../../../server/transport/ws-session.js'
 import { createCoordinator } from '../../../server/index.js'
 import { ManualClock, systemClock, type ServerMessage } from '../../../shared/index.js'
-import { closedAfterEach, silentLogger, simpleConfig } from '../../helpers/coordinator.js'
+import {
+  closedAfterEach,
+  silentLogger,
+  simpleConfig,
+  startCoordinator,
+} from '../../helpers/coordinator.js'
 import { TestClient } from '../../helpers/ws-client.js'
 
 /** A connection's frames, each taking `ms` of `clock`, served through `turns`; `log` records them. */
@@ -187,5 +196,66 @@ describe('a connection’s frames past its share of a turn (ws-session.ts)', () 
     c.send({ type: 'release', resources: ['api'] })
     await c.close()
     await expect.poll(() => server.coordinator.view.committed('api')).toBe(0)
+  })
+})
+
+/**
+ * The least of a socket a session uses, to hold a hello in the turns' queue at the moment its
+ * timer fires: over a real socket the wait lasts one turn of the loop, which no test can time.
+ */
+class HeldSocket extends EventEmitter {
+  readyState: number = WebSocket.OPEN
+  bufferedAmount = 0
+  isPaused = false
+  readonly sent: string[] = []
+  closedWith: number | undefined
+  send(text: string): void {
+    this.sent.push(text)
+  }
+  close(code: number): void {
+    this.closedWith = code
+    this.readyState = WebSocket.CLOSED
+  }
+  terminate(): void {
+    this.readyState = WebSocket.CLOSED
+  }
+  ping(): void {}
+  pong(): void {}
+  pause(): void {}
+  resume(): void {}
+}
+
+describe('a hello that waits for its turn (a busy coordinator)', () => {
+  const helloTimeoutMs = 500
+
+  async function session(frame: object | undefined) {
+    const { server, clock } = await startCoordinator(
+      simpleConfig({}, { limits: { roundDebounceMs: 0, helloTimeoutMs } }),
+    )
+    running.push(server)
+    // A turn already spent: the frame waits for the next, which runs when the test says.
+    const loopClock = new ManualClock()
+    const pending: (() => void)[] = []
+    const turns = new Turns(loopClock, 5, (f) => pending.push(f))
+    turns.mayHandle()
+    loopClock.advance(10)
+    const ws = new HeldSocket()
+    const req = { headers: {}, socket: { remoteAddress: '127.0.0.1' } } as IncomingMessage
+    new WsSession(ws as unknown as WebSocket, req, server.coordinator, clock, silentLogger, turns)
+    if (frame !== undefined) ws.emit('message', Buffer.from(JSON.stringify(frame)), false)
+    clock.advance(helloTimeoutMs)
+    for (const next of pending.splice(0)) next()
+    return ws
+  }
+
+  it('is not timed out: it came in time, and is welcomed in turn', async () => {
+    const ws = await session({ type: 'hello', v: 1, clientId: 'waited' })
+    expect(ws.closedWith).toBeUndefined()
+    expect(ws.sent.map((text) => (JSON.parse(text) as { type: string }).type)).toContain('welcome')
+  })
+
+  it('a connection that sent nothing is still closed with 4408 at helloTimeoutMs', async () => {
+    const ws = await session(undefined)
+    expect(ws.closedWith).toBe(4408)
   })
 })
