@@ -11,15 +11,24 @@ import { backoffDelayMs } from '../shared/backoff.js'
  *
  * With `reconnect`, a client whose connection closes comes back as the
  * client library does: the same id, after a full-jitter backoff
- * (`shared/backoff.ts`, the library's default base and cap unless given),
- * and reports at once on its welcome.
+ * (`shared/backoff.ts`, the library's default base and cap unless given; a
+ * connection refused outright retried within `refusedCapMs`), an attempt
+ * not welcomed within `connectTimeoutMs` dropped and retried, and reports at
+ * once on its welcome.
  */
 export interface LoadOptions {
   readonly clients: number
   readonly resources: number
   /** Reports carry usage (admitted, refused, …) and hellos a name and library. */
   readonly withUsage: boolean
-  readonly reconnect?: { readonly baseMs: number; readonly capMs: number }
+  readonly reconnect?: {
+    readonly baseMs: number
+    readonly capMs: number
+    /** The library's `backoffRefusedCapMs` (500 ms by default). */
+    readonly refusedCapMs?: number
+    /** The library's `connectTimeoutMs` (10 s by default). */
+    readonly connectTimeoutMs?: number
+  }
   /**
    * Reports per client made in advance, sent in turn: 1 (the default) reports
    * the same demand every time; more vary it by up to ±20% between reports,
@@ -141,16 +150,31 @@ export class LoadClients {
     return new Promise((resolve, reject) => {
       const ws = new WebSocket(this.#url)
       this.#sockets[i] = ws
-      ws.once('error', (error) => {
-        if (this.#options.reconnect === undefined) reject(error)
+      const reconnect = this.#options.reconnect
+      let refused = false
+      let welcomed = false
+      // As the library: an attempt not welcomed in time (a handshake lost in a full accept
+      // queue, say) is dropped and retried.
+      const timeout =
+        reconnect === undefined
+          ? undefined
+          : setTimeout(() => {
+              if (!welcomed) ws.terminate()
+            }, reconnect.connectTimeoutMs ?? 10_000)
+      ws.once('error', (error: NodeJS.ErrnoException) => {
+        refused = error.code === 'ECONNREFUSED'
+        if (reconnect === undefined) reject(error)
       })
       ws.once('close', () => {
+        clearTimeout(timeout)
         if (this.#sockets[i] === ws) this.#sockets[i] = undefined
-        const reconnect = this.#options.reconnect
         if (reconnect === undefined || this.#closed) return
         const attempt = this.#attempts[i]!
         this.#attempts[i] = Math.min(attempt + 1, 60_000)
-        const delayMs = backoffDelayMs(attempt, reconnect.baseMs, reconnect.capMs, Math.random)
+        const capMs = refused
+          ? Math.min(reconnect.capMs, reconnect.refusedCapMs ?? 500)
+          : reconnect.capMs
+        const delayMs = backoffDelayMs(attempt, reconnect.baseMs, capMs, Math.random)
         setTimeout(() => {
           if (!this.#closed) void this.#connect(i)
         }, delayMs)
@@ -159,6 +183,7 @@ export class LoadClients {
         const text = data.toString()
         const type = /"type":"(\w+)"/.exec(text)?.[1]
         if (type === 'welcome') {
+          welcomed = true
           this.#attempts[i] = 0
           // A new session: its first lease answers its first report, whatever the last one did.
           this.#sentAt[i] = 0

@@ -11,7 +11,8 @@ import { summarise } from './stats.js'
  * benchmark's load, usage on) reporting to `sluice serve` with the embedded
  * file ledger; SIGKILL, then at once a new `sluice serve` on the same port
  * and data directory. The clients come back as the client library does
- * (full-jitter backoff, base 100 ms, cap 10 s: its defaults) and report on
+ * (full-jitter backoff, base 100 ms, cap 10 s, 500 ms while refused outright; a
+ * connect timeout of 10 s: its defaults) and report on
  * their welcome. Measured from the kill: the new process listening, and
  * each client's first lease from it; the coordinator's CPU over the
  * catch-up; then, over the 10 s after every client is back, leases sent
@@ -45,7 +46,12 @@ async function once(clients: number, resources: number): Promise<MassRestartSamp
       clients,
       resources,
       withUsage: true,
-      reconnect: { baseMs: 100, capMs: 10_000 },
+      // BENCH_REFUSED_CAP_MS=10000: clients as before backoffRefusedCapMs (the plain backoff).
+      reconnect: {
+        baseMs: 100,
+        capMs: 10_000,
+        refusedCapMs: Number(process.env.BENCH_REFUSED_CAP_MS ?? 500),
+      },
     })
     load.current = clientsLoad
     await clientsLoad.connectAll()

@@ -25,6 +25,11 @@ const troubleEveryMs = 30_000
  */
 const stableConnectionMs = 10_000
 
+/** Whether a connection attempt failed because nothing listens at the address (TCP refused). */
+function refusedOutright(error: Error | undefined): boolean {
+  return (error as NodeJS.ErrnoException | undefined)?.code === 'ECONNREFUSED'
+}
+
 /** What a connection asks of the client around it. */
 export interface ConnectionHost {
   /** The hello to say on a new connection (who, what it holds). */
@@ -277,10 +282,13 @@ export class Connection {
     if (this.#redirectUrl === undefined) this.#urlIndex++
     if (wasWelcomed && options.clock.now() - this.#welcomedAtMs >= stableConnectionMs)
       this.#attempt = 0
+    // Refused outright (nothing listens: a coordinator restarting), an attempt costs the
+    // coordinator nothing; the backoff then only spreads the clients' return, over a shorter cap.
+    const refused = !wasWelcomed && refusedOutright(this.#lastSocketError)
     const delayMs = backoffDelayMs(
       this.#attempt,
       options.backoffBaseMs,
-      options.backoffCapMs,
+      refused ? Math.min(options.backoffCapMs, options.backoffRefusedCapMs) : options.backoffCapMs,
       options.random,
     )
     this.#attempt++

@@ -60,6 +60,13 @@ const optionsSchema = z.strictObject({
   /** Reconnect backoff: first delay and cap, ms (full jitter: a random delay in [0, min(cap, base·2^n)]). */
   backoffBaseMs: z.number().int().min(1).default(100),
   backoffCapMs: z.number().int().min(1).default(10_000),
+  /**
+   * The cap while the coordinator's address refuses connections outright (ECONNREFUSED:
+   * nothing listens there, as while a coordinator restarts), ms, when below `backoffCapMs`.
+   * Such an attempt costs the coordinator nothing, so the backoff's only use left is to spread
+   * the clients' return: they come back within this long of the coordinator listening.
+   */
+  backoffRefusedCapMs: z.number().int().min(1).default(500),
   /** Demand report period until a lease says otherwise, ms. */
   refreshMs: z.number().int().min(10).default(1_000),
   /** Early reports allowed per refresh period when throttled. */

@@ -1,8 +1,11 @@
+import { EventEmitter } from 'node:events'
 import { afterEach, describe, expect, it } from 'vitest'
 import { WebSocketServer } from 'ws'
 import { ManualClock, createClient } from '../../client/index.js'
+import { webSocketFactory } from '../../client/socket.js'
 import type { ConfigInput } from '../../server/config/index.js'
 import { Cluster, Load } from '../helpers/cluster.js'
+import { simpleConfig, startCoordinator } from '../helpers/coordinator.js'
 
 const config = (learningMs = 0): ConfigInput => ({
   // A restarted coordinator restores what clients hold only when their proofs verify.
@@ -179,5 +182,62 @@ describe('client reconnects', () => {
     await run(3000)
     expect(connections()).toBe(1)
     expect(client.failure?.code).toBe('SLUICE_ERR_PROTO_VERSION')
+  })
+})
+
+describe('a coordinator that refuses connections (restarting)', () => {
+  it('is retried within backoffRefusedCapMs however long it refused, and the client is back as soon as it listens', async () => {
+    const first = await startCoordinator(simpleConfig())
+    const port = first.server.port
+    const clock = new ManualClock()
+    const welcomed = new EventEmitter()
+    let welcomes = 0
+    // Each attempt settles when its socket closes (refused: real I/O, awaited) or is welcomed.
+    const attempts: Array<Promise<unknown>> = []
+    const client = createClient({
+      url: `ws://127.0.0.1:${port}/v1/connect`,
+      clientId: 'refused',
+      clock,
+      random: () => 0.999,
+      backoffBaseMs: 100,
+      backoffCapMs: 10_000,
+      backoffRefusedCapMs: 400,
+      socketFactory: (url, headers, tls) => {
+        const ws = webSocketFactory(url, headers, tls)
+        attempts.push(
+          new Promise((resolve) => {
+            ws.on('close', resolve)
+            welcomed.once('welcome', resolve)
+          }),
+        )
+        return ws
+      },
+    })
+    client.on('error', () => undefined)
+    client.on('connect', () => {
+      welcomes++
+      welcomed.emit('welcome')
+    })
+    extra.push(() => client.close())
+    await attempts[0]
+    const lost = new Promise((resolve) => client.once('disconnect', resolve))
+    await first.server.close()
+    await lost
+    const step = async (): Promise<void> => {
+      const before = attempts.length
+      clock.advance(50)
+      if (attempts.length > before) await attempts.at(-1)
+    }
+    // 10 s of a coordinator down: 100, 200, then 400 ms at most between attempts (the plain
+    // backoff's 0.1, 0.2, 0.4, 0.8, 1.6, 3.2 and 6.4 s would make 7 in all).
+    for (let t = 0; t < 10_000; t += 50) await step()
+    expect(attempts.length).toBeGreaterThanOrEqual(24)
+    // Back on the same port: the next attempt, within 400 ms, is welcomed.
+    const second = await startCoordinator(simpleConfig(), new ManualClock(), port)
+    extra.push(() => second.server.close())
+    const backAtMs = clock.now()
+    while (welcomes < 2 && clock.now() - backAtMs <= 1_000) await step()
+    expect(welcomes).toBe(2)
+    expect(clock.now() - backAtMs).toBeLessThanOrEqual(400)
   })
 })

@@ -7,15 +7,16 @@ import type { TestClient } from './ws-client.js'
 
 export const silentLogger = pino({ level: 'silent' })
 
-/** A real coordinator on 127.0.0.1:0 driven by a manual clock. */
+/** A real coordinator on 127.0.0.1 (a free port unless given) driven by a manual clock. */
 export async function startCoordinator(
   config: ConfigInput | string,
   clock = new ManualClock(),
+  port = 0,
 ): Promise<{ server: RunningCoordinator; clock: ManualClock }> {
   const server = await createCoordinator({
     config,
     host: '127.0.0.1',
-    port: 0,
+    port,
     clock,
     logger: silentLogger,
   })
