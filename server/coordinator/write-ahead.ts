@@ -27,12 +27,36 @@ interface Item {
 }
 
 /**
+ * A batch whose write came `lateMs` after the `ledgerMaxWriteMs` its leases
+ * were counted from (what the pool holds of a lease ends at its making +
+ * `ledgerMaxWriteMs` + `ttlMs` + `graceMs`): each lease's life, and the end
+ * of its quota window from receipt, shortened by as much, so it ends where a
+ * lease sent at the limit would. A start (a next window's `startsInMs`) and
+ * an end placed from the client's own report (`edge`) need nothing: a later
+ * start admits less, and a report's time is not the batch's; a next window's
+ * end from receipt is shortened by all the batch waited when it is sent
+ * (outbox.ts). False, and nothing changed, when some lease would have no
+ * life left: the batch is not sent.
+ */
+export function shortenLate(batch: LeaseBatch, lateMs: number): boolean {
+  const byMs = Math.ceil(lateMs)
+  for (const lease of batch.leases) if (lease.ttlMs > 0 && lease.ttlMs <= byMs) return false
+  for (const lease of batch.leases) {
+    if (lease.ttlMs > 0) lease.ttlMs -= byMs
+    const window = lease.window
+    if (window !== undefined) window.endsInMs = Math.max(0, window.endsInMs - byMs)
+  }
+  return true
+}
+
+/**
  * Write-ahead: lease batches go out only once the ledger holds the changes
  * that cover them. Writes run one at a time, in order; what comes while one
  * is in flight is written next, as one (group commit). A synchronous ledger
  * (memory) sends at once. A batch that waited longer than its leases were
- * counted for is not sent: they lapse and the client is renewed at its next
- * report.
+ * counted for goes out shortened by as much (`shortenLate`), or, with no
+ * life left, not at all: its leases lapse and the client is renewed at its
+ * next report.
  */
 export class WriteAhead {
   readonly #ledger: Ledger
@@ -102,29 +126,43 @@ export class WriteAhead {
     this.#writing = false
     const limitMs = this.#host.maxWriteMs()
     const nowMs = this.#clock.now()
-    let late: LeaseBatch[] | undefined
+    let unsent: LeaseBatch[] | undefined
+    let shortened = 0
     for (const item of items) {
-      if (nowMs - item.atMs <= limitMs) this.#host.deliver(item.batches)
-      else if (item.batches.length > 0) (late ??= []).push(...item.batches)
+      const lateMs = nowMs - item.atMs - limitMs
+      if (lateMs <= 0) {
+        this.#host.deliver(item.batches)
+        continue
+      }
+      const sent: LeaseBatch[] = []
+      for (const batch of item.batches)
+        if (shortenLate(batch, lateMs)) sent.push(batch)
+        else (unsent ??= []).push(batch)
+      shortened += sent.length
+      this.#host.deliver(sent)
     }
-    if (late !== undefined) this.#writtenLate(late, nowMs - items[0]!.atMs)
+    if (shortened > 0 || unsent !== undefined)
+      this.#writtenLate(shortened, unsent ?? [], nowMs - items[0]!.atMs)
     this.#next()
   }
 
   /**
-   * The write went through, but too late for these batches: their leases were
-   * counted from `ledgerMaxWriteMs` after they were made, so sending them now
-   * could let a client hold one past what is counted. They stay counted and
-   * lapse; each client's next report renews at once. Not a failed write: a
-   * leader stays leader (an overloaded event loop, a mass reconnect, makes
-   * writes late, and stepping down would move the load to the next replica).
+   * The write went through, but later than `ledgerMaxWriteMs` after these
+   * batches were made, and their leases were counted from then: those sent
+   * were shortened by how late they are (`shortenLate`); those with nothing
+   * left were not sent: they stay counted and lapse, and each client's next
+   * report renews at once. Not a failed write: a leader stays leader (an
+   * overloaded event loop, a mass reconnect, makes writes late, and stepping
+   * down would move the load to the next replica).
    */
-  #writtenLate(batches: readonly LeaseBatch[], tookMs: number): void {
-    this.#host.unsent(batches)
-    this.#host.metrics.errors.inc({ code: 'SLUICE_ERR_LEDGER_WRITE' }, batches.length)
+  #writtenLate(shortened: number, unsent: readonly LeaseBatch[], tookMs: number): void {
+    if (unsent.length > 0) {
+      this.#host.unsent(unsent)
+      this.#host.metrics.errors.inc({ code: 'SLUICE_ERR_LEDGER_WRITE' }, unsent.length)
+    }
     this.#host.log.warn(
-      { tookMs: Math.round(tookMs), batches: batches.length },
-      `ledger write took longer than server.ledgerMaxWriteMs (${this.#host.maxWriteMs()} ms): these lease batches were not sent; their clients are renewed at their next report`,
+      { tookMs: Math.round(tookMs), shortened, unsent: unsent.length },
+      `ledger write took longer than server.ledgerMaxWriteMs (${this.#host.maxWriteMs()} ms): lease batches sent with their leases shortened by how late they are; those with nothing left not sent (their clients are renewed at their next report)`,
     )
   }
 
