@@ -25,6 +25,15 @@ const troubleEveryMs = 30_000
  */
 const stableConnectionMs = 10_000
 
+/**
+ * An attempt the coordinator accepted but left silent for `connectTimeoutMs` (a coordinator
+ * there, but behind: a restart under thousands of clients) makes the next attempt's connect
+ * timeout twice as long, up to this many times `connectTimeoutMs`, until a welcome. Dropping
+ * such an attempt and coming back with another hello only adds to what the coordinator is
+ * behind on.
+ */
+const slowWelcomeGrowthMax = 8
+
 /** Whether a connection attempt failed because nothing listens at the address (TCP refused). */
 function refusedOutright(error: Error | undefined): boolean {
   return (error as NodeJS.ErrnoException | undefined)?.code === 'ECONNREFUSED'
@@ -71,6 +80,8 @@ export class Connection {
   /** When the connection in hand was welcomed (a close soon after does not reset the backoff). */
   #welcomedAtMs = -Infinity
   #welcomed = false
+  /** Attempts in a row accepted and then left silent past their connect timeout (no welcome). */
+  #slowWelcomes = 0
   #closed = false
   #reconnectTimer: Timer | undefined
   #heartbeatTimer: Timer | undefined
@@ -103,6 +114,7 @@ export class Connection {
   /** The coordinator welcomed this connection: from now on, silence for 1.5 heartbeats is death. */
   welcome(heartbeatMs: number): void {
     this.#welcomed = true
+    this.#slowWelcomes = 0
     // The backoff starts over only once this connection has lasted (#onClose): a coordinator
     // that welcomes and then closes at once (a frame it refuses) is not retried ever faster.
     this.#welcomedAtMs = this.#options.clock.now()
@@ -214,7 +226,8 @@ export class Connection {
     const ws = options.socketFactory(url, headers, options.tls)
     this.#ws = ws
     // Until the welcome, the connect timeout is the bound: a handshake into a black hole ends.
-    this.#watch(ws, options.connectTimeoutMs, 'no welcome in time')
+    const growth = Math.min(2 ** this.#slowWelcomes, slowWelcomeGrowthMax)
+    this.#watch(ws, options.connectTimeoutMs * growth, 'no welcome in time')
     ws.on('open', () => this.send(this.#host.hello()))
     ws.on('message', (data: Buffer | string) => {
       this.#heard()
@@ -244,6 +257,8 @@ export class Connection {
         if (ws !== this.#ws || ws.readyState >= socketStates.closing) return
         const quietMs = clock.now() - this.#lastHeardMs
         if (quietMs >= silenceMs) {
+          // Accepted, then silent before any welcome: the coordinator is there, but behind.
+          if (!this.#welcomed && ws.readyState === socketStates.open) this.#slowWelcomes++
           this.#options.logger?.warn(
             { quietMs: Math.round(quietMs), clientId: this.#host.clientId() },
             `sluice: connection to the coordinator is dead (${why}); reconnecting`,

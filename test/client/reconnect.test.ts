@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events'
 import { afterEach, describe, expect, it } from 'vitest'
 import { WebSocketServer } from 'ws'
 import { ManualClock, createClient } from '../../client/index.js'
-import { webSocketFactory } from '../../client/socket.js'
+import { socketStates, webSocketFactory, type ClientSocket } from '../../client/socket.js'
 import type { ConfigInput } from '../../server/config/index.js'
 import { Cluster, Load } from '../helpers/cluster.js'
 import { simpleConfig, startCoordinator } from '../helpers/coordinator.js'
@@ -239,5 +239,59 @@ describe('a coordinator that refuses connections (restarting)', () => {
     while (welcomes < 2 && clock.now() - backAtMs <= 1_000) await step()
     expect(welcomes).toBe(2)
     expect(clock.now() - backAtMs).toBeLessThanOrEqual(400)
+  })
+})
+
+describe('a coordinator that accepts and then stays silent (behind)', () => {
+  it('is given twice as long at each attempt, up to 8 times connectTimeoutMs, rather than dropped ever again at the same bound', async () => {
+    // Accepts every connection and never answers: no welcome, no pong.
+    const server = new WebSocketServer({ host: '127.0.0.1', port: 0, autoPong: false })
+    extra.push(() => new Promise((resolve) => server.close(resolve)))
+    await new Promise((resolve) => server.once('listening', resolve))
+    const port = (server.address() as { port: number }).port
+    const clock = new ManualClock()
+    // Each attempt's socket, its open and its close (real I/O, awaited).
+    const attempts: Array<{
+      ws: ClientSocket
+      opened: Promise<unknown>
+      closed: Promise<unknown>
+    }> = []
+    const client = createClient({
+      url: `ws://127.0.0.1:${port}/v1/connect`,
+      clientId: 'behind',
+      clock,
+      random: () => 0,
+      connectTimeoutMs: 1000,
+      socketFactory: (url, headers, tls) => {
+        const ws = webSocketFactory(url, headers, tls)
+        attempts.push({
+          ws,
+          opened: new Promise((resolve) => ws.on('open', () => resolve(undefined))),
+          closed: new Promise((resolve) => ws.once('close', () => resolve(undefined))),
+        })
+        return ws
+      },
+    })
+    client.on('error', () => undefined)
+    extra.push(() => client.close())
+    const openedAt: number[] = []
+    while (openedAt.length < 7) {
+      const attempt = attempts.at(-1)!
+      await attempt.opened
+      openedAt.push(clock.now())
+      // The clock runs until the attempt is dropped, then until the next one is made.
+      while (attempt.ws.readyState === socketStates.open) clock.advance(50)
+      await attempt.closed
+      while (attempts.at(-1) === attempt) clock.advance(1)
+    }
+    const gapsMs = openedAt.slice(1).map((t, i) => t - openedAt[i]!)
+    // Silence is judged every third of the bound: dropped between it and a third more (the
+    // clock steps 50 ms, the backoff adds at most 1 ms). With one bound: 1 s every time.
+    const boundsMs = [1000, 2000, 4000, 8000, 8000, 8000]
+    gapsMs.forEach((gapMs, i) => {
+      expect(gapMs).toBeGreaterThanOrEqual(boundsMs[i]!)
+      expect(gapMs).toBeLessThanOrEqual((boundsMs[i]! * 4) / 3 + 60)
+    })
+    expect(client.failure).toBeUndefined()
   })
 })
