@@ -8,6 +8,7 @@ import {
   entriesOf,
   closeCodeOf,
   formatError,
+  nextTurn,
   type ClientMessage,
   type Clock,
   type ErrorCode,
@@ -110,10 +111,20 @@ export class WsSession implements SessionPort, TurnWaiter {
     // A frame that came and waits for a turn (a busy coordinator: a restart under thousands of
     // clients) is the client's hello having come in time: it is handled, or refused, in turn.
     // Timed out while it waited, the client came back later with another hello (more work).
+    // The verdict waits for the loop to have read its sockets once more: a timer that fires
+    // late, the loop behind, runs before the reads of the hello that came meanwhile (two
+    // turns: the first may come before this turn's reads).
     this.#helloTimer = clock.setTimeout(() => {
       this.#helloTimer = undefined
-      if (this.clientId === undefined && this.#waiting.length === 0)
-        this.fail('SLUICE_ERR_PROTO_HELLO_TIMEOUT', `no hello within ${limits.helloTimeoutMs} ms`)
+      nextTurn(() =>
+        nextTurn(() => {
+          if (this.clientId === undefined && this.#waiting.length === 0)
+            this.fail(
+              'SLUICE_ERR_PROTO_HELLO_TIMEOUT',
+              `no hello within ${limits.helloTimeoutMs} ms`,
+            )
+        }),
+      )
     }, limits.helloTimeoutMs)
 
     ws.on('message', (data: Buffer, isBinary: boolean) => this.#arrive(data, isBinary))

@@ -88,6 +88,19 @@ describe('protocol errors close the connection with the catalogue’s code', () 
     expect(await c.closed).toBe(4408)
   })
 
+  it('does not time out a hello sent before the timer fired and read after it (a loop behind)', async () => {
+    const { open, clock } = await start(
+      simpleConfig({}, { limits: { roundDebounceMs: 0, helloTimeoutMs: 500 } }),
+    )
+    const c = await open()
+    c.send({ type: 'hello', v: 1, clientId: 'read-late' })
+    // The timer fires now, before the coordinator's loop has read the hello from its socket.
+    clock.advance(500)
+    await c.flush()
+    expect(c.closeCode).toBeUndefined()
+    expect(c.received.map((m) => m.type)).toContain('welcome')
+  })
+
   it('closes with 4413 on a frame above maxFrameBytes', async () => {
     const { open } = await start(
       simpleConfig({}, { limits: { roundDebounceMs: 0, maxFrameBytes: 2048 } }),

@@ -5,7 +5,7 @@ import WebSocket from 'ws'
 import { Turns, type TurnWaiter } from '../../../server/transport/turns.js'
 import { WsSession } from '../../../server/transport/ws-session.js'
 import { createCoordinator } from '../../../server/index.js'
-import { ManualClock, systemClock, type ServerMessage } from '../../../shared/index.js'
+import { ManualClock, nextTurn, systemClock, type ServerMessage } from '../../../shared/index.js'
 import {
   closedAfterEach,
   silentLogger,
@@ -245,6 +245,8 @@ describe('a hello that waits for its turn (a busy coordinator)', () => {
     if (frame !== undefined) ws.emit('message', Buffer.from(JSON.stringify(frame)), false)
     clock.advance(helloTimeoutMs)
     for (const next of pending.splice(0)) next()
+    // The timer's verdict waits two turns of the loop (its reads of the sockets).
+    for (let i = 0; i < 2; i++) await new Promise<void>((resolve) => nextTurn(resolve))
     return ws
   }
 
