@@ -53,6 +53,8 @@ export class LoadClients {
   /** Half the ttl of client i's last lease: a report after that is due a renewal. */
   readonly #renewAfterMs: Float64Array
   readonly #attempts: Uint16Array
+  /** Attempts in a row accepted and left without a welcome past their bound (as the library). */
+  readonly #slowWelcomes: Uint8Array
   #tick: ReturnType<typeof setInterval> | undefined
   #closed = false
   /**
@@ -91,6 +93,7 @@ export class LoadClients {
     this.#leaseAt = new Float64Array(clients)
     this.#renewAfterMs = new Float64Array(clients)
     this.#attempts = new Uint16Array(clients)
+    this.#slowWelcomes = new Uint8Array(clients)
     this.#hellos = Array.from({ length: clients }, (_, i) =>
       JSON.stringify(
         withUsage
@@ -154,13 +157,19 @@ export class LoadClients {
       let refused = false
       let welcomed = false
       // As the library: an attempt not welcomed in time (a handshake lost in a full accept
-      // queue, say) is dropped and retried.
+      // queue, say) is dropped and retried; one the coordinator accepted and left without a
+      // welcome doubles the next one's bound, up to 8 times, until a welcome.
       const timeout =
         reconnect === undefined
           ? undefined
-          : setTimeout(() => {
-              if (!welcomed) ws.terminate()
-            }, reconnect.connectTimeoutMs ?? 10_000)
+          : setTimeout(
+              () => {
+                if (welcomed) return
+                if (ws.readyState === WebSocket.OPEN) this.#slowWelcomes[i]!++
+                ws.terminate()
+              },
+              (reconnect.connectTimeoutMs ?? 10_000) * Math.min(2 ** this.#slowWelcomes[i]!, 8),
+            )
       ws.once('error', (error: NodeJS.ErrnoException) => {
         refused = error.code === 'ECONNREFUSED'
         if (reconnect === undefined) reject(error)
@@ -185,6 +194,7 @@ export class LoadClients {
         if (type === 'welcome') {
           welcomed = true
           this.#attempts[i] = 0
+          this.#slowWelcomes[i] = 0
           // A new session: its first lease answers its first report, whatever the last one did.
           this.#sentAt[i] = 0
           this.#leaseAt[i] = 0
