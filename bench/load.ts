@@ -1,5 +1,5 @@
 import WebSocket from 'ws'
-import { backoffDelayMs } from '../shared/backoff.js'
+import { backoffCapFor, backoffDelayMs, connectTimeoutFor } from '../shared/backoff.js'
 
 /**
  * The coordinator benchmarks' load generator: `clients` simulated clients
@@ -168,7 +168,7 @@ export class LoadClients {
                 if (ws.readyState === WebSocket.OPEN) this.#slowWelcomes[i]!++
                 ws.terminate()
               },
-              (reconnect.connectTimeoutMs ?? 10_000) * Math.min(2 ** this.#slowWelcomes[i]!, 8),
+              connectTimeoutFor(reconnect.connectTimeoutMs ?? 10_000, this.#slowWelcomes[i]!),
             )
       ws.once('error', (error: NodeJS.ErrnoException) => {
         refused = error.code === 'ECONNREFUSED'
@@ -180,9 +180,7 @@ export class LoadClients {
         if (reconnect === undefined || this.#closed) return
         const attempt = this.#attempts[i]!
         this.#attempts[i] = Math.min(attempt + 1, 60_000)
-        const capMs = refused
-          ? Math.min(reconnect.capMs, reconnect.refusedCapMs ?? 500)
-          : reconnect.capMs
+        const capMs = backoffCapFor(refused, reconnect.capMs, reconnect.refusedCapMs ?? 500)
         const delayMs = backoffDelayMs(attempt, reconnect.baseMs, capMs, Math.random)
         setTimeout(() => {
           if (!this.#closed) void this.#connect(i)

@@ -1,9 +1,11 @@
 import {
   SluiceError,
+  backoffCapFor,
   backoffDelayMs,
   bearerHeader,
   closeCodeOf,
   codeOfClose,
+  connectTimeoutFor,
   domainLimits,
   encodeMessage,
   errorCatalogue,
@@ -24,15 +26,6 @@ const troubleEveryMs = 30_000
  * growing, so such a loop slows to one attempt per `backoffCapMs`.
  */
 const stableConnectionMs = 10_000
-
-/**
- * An attempt the coordinator accepted but left silent for `connectTimeoutMs` (a coordinator
- * there, but behind: a restart under thousands of clients) makes the next attempt's connect
- * timeout twice as long, up to this many times `connectTimeoutMs`, until a welcome. Dropping
- * such an attempt and coming back with another hello only adds to what the coordinator is
- * behind on.
- */
-const slowWelcomeGrowthMax = 8
 
 /** Whether a connection attempt failed because nothing listens at the address (TCP refused). */
 function refusedOutright(error: Error | undefined): boolean {
@@ -226,8 +219,13 @@ export class Connection {
     const ws = options.socketFactory(url, headers, options.tls)
     this.#ws = ws
     // Until the welcome, the connect timeout is the bound: a handshake into a black hole ends.
-    const growth = Math.min(2 ** this.#slowWelcomes, slowWelcomeGrowthMax)
-    this.#watch(ws, options.connectTimeoutMs * growth, 'no welcome in time')
+    // Each attempt the coordinator accepted and left silent doubles the next one's (up to 8×):
+    // dropped and tried again, it only adds a hello to what the coordinator is behind on.
+    this.#watch(
+      ws,
+      connectTimeoutFor(options.connectTimeoutMs, this.#slowWelcomes),
+      'no welcome in time',
+    )
     ws.on('open', () => this.send(this.#host.hello()))
     ws.on('message', (data: Buffer | string) => {
       this.#heard()
@@ -297,13 +295,11 @@ export class Connection {
     if (this.#redirectUrl === undefined) this.#urlIndex++
     if (wasWelcomed && options.clock.now() - this.#welcomedAtMs >= stableConnectionMs)
       this.#attempt = 0
-    // Refused outright (nothing listens: a coordinator restarting), an attempt costs the
-    // coordinator nothing; the backoff then only spreads the clients' return, over a shorter cap.
     const refused = !wasWelcomed && refusedOutright(this.#lastSocketError)
     const delayMs = backoffDelayMs(
       this.#attempt,
       options.backoffBaseMs,
-      refused ? Math.min(options.backoffCapMs, options.backoffRefusedCapMs) : options.backoffCapMs,
+      backoffCapFor(refused, options.backoffCapMs, options.backoffRefusedCapMs),
       options.random,
     )
     this.#attempt++

@@ -1,6 +1,6 @@
 export { bearerHeader, bearerToken } from './bearer.js'
 export { seededRandom, zipf } from './random.js'
-export { backoffDelayMs } from './backoff.js'
+export { backoffCapFor, backoffDelayMs, connectTimeoutFor } from './backoff.js'
 export { durationOption, parseDuration } from './limiters/index.js'
 export type { Clock, Timer } from './clock.js'
 export { ManualClock, nextTurn, systemClock } from './clock.js'

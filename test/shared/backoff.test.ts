@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { backoffDelayMs } from '../../shared/backoff.js'
+import { backoffCapFor, backoffDelayMs, connectTimeoutFor } from '../../shared/backoff.js'
 
 describe('reconnect backoff', () => {
   it('doubles its ceiling per attempt up to the cap', () => {
@@ -17,5 +17,19 @@ describe('reconnect backoff', () => {
         expect(d).toBeCloseTo(u * Math.min(10_000, 100 * 2 ** Math.min(attempt, 30)), 6)
       }),
     )
+  })
+})
+
+describe('backoffCapFor and connectTimeoutFor', () => {
+  it('caps a refused attempt at the lower of the two caps, any other at the plain cap', () => {
+    expect(backoffCapFor(true, 10_000, 500)).toBe(500)
+    expect(backoffCapFor(true, 300, 500)).toBe(300)
+    expect(backoffCapFor(false, 10_000, 500)).toBe(10_000)
+  })
+
+  it('doubles the connect timeout per attempt accepted and left silent, up to 8 times', () => {
+    expect([0, 1, 2, 3, 4, 10].map((n) => connectTimeoutFor(1000, n))).toEqual([
+      1000, 2000, 4000, 8000, 8000, 8000,
+    ])
   })
 })
