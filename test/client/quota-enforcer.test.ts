@@ -1,3 +1,4 @@
+import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { DemandMeter } from '../../client/demand-meter.js'
 import { QuotaEnforcer } from '../../client/enforcer.js'
@@ -19,13 +20,19 @@ describe('QuotaEnforcer and a next window sent ahead', () => {
     for (let i = 0; i < 10; i++) expect(q.tryAcquire(1, 0)).toBe(true)
     let got = 0
     clock.advance(755)
-    expect(q.tryAcquire(1, 0), 'window 5 over, window 6 not open').toBe(false)
-    expect(q.remaining(), 'nothing left to admit, whatever window 5’s budget held').toBe(0)
-    expect(q.usedInWindow()).toEqual({ used: 10, window: 5 })
+    // Window 5 over here, window 6 not open: the coordinator may be in either, so a check is
+    // spent from both (2 left of 5's, 4 of 6's).
+    expect(q.remaining(), 'what both windows have room for').toBe(2)
+    expect(q.tryAcquire(1, 0), 'between the windows, from both').toBe(true)
+    expect(q.usedInWindow()).toEqual({ used: 11, window: 5 })
+    expect(q.tryAcquire(1, 0)).toBe(true)
+    expect(q.tryAcquire(1, 0), 'window 5’s budget spent: refused, whatever 6 holds').toBe(false)
+    expect(q.remaining()).toBe(0)
+    expect(q.msUntil(1), 'until window 6 opens').toBe(5)
     clock.advance(5)
     got = 0
     while (q.tryAcquire(1, 0)) got++
-    expect(got).toBe(4)
+    expect(got, 'window 6’s 4, less the 2 spent between the windows').toBe(2)
     expect(q.usedInWindow()).toEqual({ used: 4, window: 6 })
     expect(q.msUntilFull()).toBe(2_000 - 760)
     clock.advance(2_000 - 760)
@@ -68,7 +75,8 @@ describe('QuotaEnforcer on a coarse clock', () => {
     // The lease comes at 100 ms while the reading still says 0 (a busy event loop).
     t = 100
     q.window(5, 750, { index: 6, capacity: 4, startsInMs: 760, endsInMs: 2_000 })
-    q.apply(10)
+    // Window 5's budget spent: nothing between the windows (spent from both).
+    q.apply(0)
     // Window 6 opens 760 ms after the lease came: 860 ms, real time.
     t = 855
     coarse.tick()
@@ -77,5 +85,89 @@ describe('QuotaEnforcer on a coarse clock', () => {
     coarse.tick()
     expect(q.tryAcquire(1, 0)).toBe(true)
     expect(q.usedInWindow()).toEqual({ used: 1, window: 6 })
+  })
+})
+
+/**
+ * Checks between a window's end as placed here and the next one's start sent ahead (#41): the
+ * coordinator's edge may be anywhere between, so whichever window a check truly falls in must
+ * count it. For any budgets, placements and edge, the checks each window admitted (by the true
+ * edge) never exceed its budget; the next window's own lease, come early or late, changes that
+ * neither.
+ */
+describe('QuotaEnforcer between two windows', () => {
+  const host = { refused: () => undefined, slotsReleased: () => undefined }
+
+  it('never lets either window admit more than its budget, wherever the edge falls between', () => {
+    fc.assert(
+      fc.property(
+        fc.record({
+          budget: fc.integer({ min: 0, max: 12 }),
+          nextBudget: fc.integer({ min: 0, max: 12 }),
+          endMs: fc.integer({ min: 1, max: 50 }),
+          gapMs: fc.integer({ min: 0, max: 20 }),
+          edgeAt: fc.double({ min: 0, max: 1, noNaN: true }),
+          checks: fc.array(
+            fc.tuple(fc.integer({ min: 0, max: 90 }), fc.integer({ min: 1, max: 3 })),
+            {
+              maxLength: 60,
+            },
+          ),
+          ownLeaseMs: fc.option(fc.integer({ min: 0, max: 40 })),
+          resendMs: fc.option(fc.integer({ min: 0, max: 60 })),
+        }),
+        (c) => {
+          const clock = new ManualClock()
+          const q = new QuotaEnforcer(clock, new DemandMeter(clock.now()), host)
+          const nextStartMs = c.endMs + c.gapMs
+          const nextEndMs = nextStartMs + 100
+          // The coordinator's edge, somewhere from this window's end to the next one's start.
+          const edgeMs = Math.floor(c.endMs + c.edgeAt * c.gapMs)
+          const next = (atMs: number) => ({
+            index: 6,
+            capacity: c.nextBudget,
+            startsInMs: nextStartMs - atMs,
+            endsInMs: nextEndMs - atMs,
+          })
+          q.window(5, c.endMs, next(0))
+          q.apply(c.budget)
+          const events: { atMs: number; run: () => void }[] = []
+          const admitted = [0, 0]
+          for (const [atMs, cost] of c.checks)
+            events.push({
+              atMs,
+              run: () => {
+                if (q.tryAcquire(cost, 0)) admitted[atMs < edgeMs ? 0 : 1]! += cost
+              },
+            })
+          // This window's lease sent again before its end, carrying the same next window.
+          if (c.resendMs !== null && c.resendMs < c.endMs)
+            events.push({
+              atMs: c.resendMs,
+              run: () => {
+                q.window(5, c.endMs - c.resendMs!, next(c.resendMs!))
+                q.apply(c.budget)
+              },
+            })
+          // The next window's own lease, made at the coordinator's edge, come before or after
+          // it opened here.
+          if (c.ownLeaseMs !== null)
+            events.push({
+              atMs: edgeMs + c.ownLeaseMs,
+              run: () => {
+                q.window(6, nextEndMs - (edgeMs + c.ownLeaseMs!))
+                q.apply(c.nextBudget)
+              },
+            })
+          events.sort((a, b) => a.atMs - b.atMs)
+          for (const e of events) {
+            clock.advance(e.atMs - clock.now())
+            e.run()
+          }
+          expect(admitted[0]).toBeLessThanOrEqual(c.budget)
+          expect(admitted[1]).toBeLessThanOrEqual(c.nextBudget)
+        },
+      ),
+    )
   })
 })
