@@ -79,6 +79,8 @@ export type FaultAction =
     }
   /** A second process starts with the id of client `client`, through its own link. */
   | { readonly atMs: number; readonly type: 'duplicate'; readonly client: string }
+  /** The slow disk (`slowDisk`) is fast again: the coordinator's fdatasync calls no longer delayed. */
+  | { readonly atMs: number; readonly type: 'disk recovers' }
 
 /** How `damage` leaves the ledger file. */
 export type LedgerDamage = 'first-line' | 'half' | 'empty'
@@ -115,6 +117,13 @@ export interface FaultScenario {
   readonly minUtilisation?: number | undefined
   /** The first coordinator runs under `ulimit -f` of this many KiB (a disk that fills up). */
   readonly fileLimitKiB?: number | undefined
+  /**
+   * A slow disk under the first coordinator: each fdatasync of its ledger takes `fsyncMs` longer
+   * (strace-injected), with `server.ledgerMaxWriteMs` set to `ledgerMaxWriteMs`: lease batches
+   * go out later than their leases were counted from, until a `disk recovers` action (a
+   * restart's disk is fast too).
+   */
+  readonly slowDisk?: { readonly fsyncMs: number; readonly ledgerMaxWriteMs: number } | undefined
 }
 
 export interface FaultResult {
@@ -135,6 +144,8 @@ export interface FaultResult {
   readonly utilisation: number
   /** Leases the clients received, all of them together. */
   readonly leases: number
+  /** Lease batches the coordinator sent shortened, written later than `ledgerMaxWriteMs` (its log). */
+  readonly shortenedBatches: number
   readonly ok: boolean
 }
 
@@ -155,6 +166,43 @@ export async function freePort(): Promise<number> {
 
 /** Debian's libfaketime (package faketime), preloaded to step one process's wall clock. */
 export const libfaketime = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1'
+
+/**
+ * `argv` run with every fdatasync `delayMs` longer: a slow disk for that process alone. strace
+ * `-D` runs the tracer as a detached grandchild, so the process spawned is the traced one
+ * itself (a SIGKILL reaches it); `-I1` lets a SIGTERM detach it (the disk recovers). No
+ * seccomp filter: one would outlive the tracer and fail every fdatasync with ENOSYS after.
+ */
+export function withSlowFsync(argv: readonly string[], delayMs: number): string[] {
+  return [
+    'strace',
+    '-D',
+    '-I1',
+    '-f',
+    '-qq',
+    '-o',
+    '/dev/null',
+    '-e',
+    'trace=fdatasync',
+    '-e',
+    `inject=fdatasync:delay_exit=${Math.round(delayMs * 1000)}`,
+    ...argv,
+  ]
+}
+
+/** Lease batches a coordinator's log says went out shortened (write-ahead.ts, `shortened`). */
+export function shortenedInLog(log: string): number {
+  let n = 0
+  for (const line of log.split('\n')) {
+    if (!line.includes('"shortened"')) continue
+    try {
+      n += (JSON.parse(line) as { shortened?: number }).shortened ?? 0
+    } catch {
+      // Not a whole JSON line (a torn write at a SIGKILL).
+    }
+  }
+  return n
+}
 
 export const sleep = (ms: number): Promise<void> =>
   new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)))
@@ -187,9 +235,11 @@ export class CoordinatorProcess {
       /** A file holding the offset (`+30s`), read as it changes: a live step of the wall clock. */
       wallOffsetFile?: string | undefined
       fileLimitKiB?: number | undefined
+      /** Each fdatasync this much longer (`withSlowFsync`): a slow disk. */
+      fsyncDelayMs?: number | undefined
     } = {},
   ): Promise<void> {
-    const argv = [
+    const plain = [
       process.execPath,
       join(root, 'dist/server/cli/bin.js'),
       'serve',
@@ -200,6 +250,8 @@ export class CoordinatorProcess {
       '--data-dir',
       this.dataDir,
     ]
+    const argv =
+      options.fsyncDelayMs === undefined ? plain : withSlowFsync(plain, options.fsyncDelayMs)
     const env: NodeJS.ProcessEnv = {
       ...process.env,
       SLUICE_LOG_LEVEL: process.env.SLUICE_FAULTS_LOG_LEVEL ?? 'warn',
@@ -237,6 +289,26 @@ export class CoordinatorProcess {
     this.child?.kill(signal)
   }
 
+  /**
+   * A slow disk (`withSlowFsync`) recovers: its tracer, told to stop, detaches and the
+   * coordinator runs on untraced.
+   */
+  async fastDisk(): Promise<void> {
+    const pid = this.child?.pid
+    if (pid === undefined) return
+    const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '')
+    const tracer = Number(/^TracerPid:\s*(\d+)/m.exec(status)?.[1] ?? '0')
+    if (tracer === 0) return
+    process.kill(tracer, 'SIGTERM')
+    // It detaches once a delayed call in flight returns: within one delay.
+    for (let i = 0; i < 500; i++) {
+      const now = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '')
+      if (/^TracerPid:\s*0$/m.test(now)) return
+      await sleep(10)
+    }
+    throw new Error('the slow disk did not recover: its tracer is still attached')
+  }
+
   async stop(): Promise<void> {
     const child = this.child
     if (child === undefined || child.exitCode !== null || child.signalCode !== null) return
@@ -252,6 +324,9 @@ function configText(scenario: FaultScenario, capacities: ReadonlyMap<string, num
     server: {
       host: '127.0.0.1',
       limits: { heartbeatMs: scenario.heartbeatMs, roundDebounceMs: 20 },
+      ...(scenario.slowDisk === undefined
+        ? {}
+        : { ledgerMaxWriteMs: scenario.slowDisk.ledgerMaxWriteMs }),
       // A restarted coordinator restores what clients prove they hold.
       holdingsKey: { current: 'the fault suite signs its leases with this key' },
     },
@@ -297,9 +372,10 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
   const workers: Worker[] = []
   const steps = new Map<string, { fromMs: number; capacity: number }[]>()
   try {
-    await coordinator.start(
-      scenario.fileLimitKiB === undefined ? {} : { fileLimitKiB: scenario.fileLimitKiB },
-    )
+    await coordinator.start({
+      ...(scenario.fileLimitKiB === undefined ? {} : { fileLimitKiB: scenario.fileLimitKiB }),
+      fsyncDelayMs: scenario.slowDisk?.fsyncMs,
+    })
     const spawnWorker = async (
       id: string,
       group: FaultClientGroup,
@@ -370,6 +446,9 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
           coordinator.signal('SIGHUP')
           steps.get(action.resource)!.push({ fromMs: hostMs(), capacity: action.capacity })
           break
+        case 'disk recovers':
+          await coordinator.fastDisk()
+          break
         case 'duplicate': {
           const group = scenario.clients.find((g) => action.client.startsWith(`${g.prefix}-`))!
           workers.push(await spawnWorker(action.client, group, action.atMs))
@@ -382,7 +461,7 @@ export async function runFaultScenario(scenario: FaultScenario): Promise<FaultRe
       Promise.all(workers.map((w) => w.exited)),
       sleep(scenario.durationMs + 15_000),
     ])
-    return measure(scenario, workers, steps, t0)
+    return measure(scenario, workers, steps, t0, shortenedInLog(coordinator.log))
   } finally {
     for (const w of workers) {
       if (w.child.exitCode === null) w.child.kill('SIGKILL')
@@ -398,6 +477,7 @@ function measure(
   workers: readonly Worker[],
   steps: ReadonlyMap<string, { fromMs: number; capacity: number }[]>,
   t0: number,
+  shortenedBatches: number,
 ): FaultResult[] {
   const admissions = new Map<string, Admission[]>()
   const slots = new Map<string, SlotEvent[]>()
@@ -451,6 +531,7 @@ function measure(
         capacity: r.capacity,
         utilisation: utilisation(a, capacitySteps, learnedMs, t0 + scenario.durationMs),
         leases: leases.get(r.id) ?? 0,
+        shortenedBatches,
         ok: optimistic || excess <= 0,
       }
     }
@@ -468,6 +549,7 @@ function measure(
       capacity: r.capacity,
       utilisation: 1,
       leases: leases.get(r.id) ?? 0,
+      shortenedBatches,
       ok: optimistic || inFlight <= limit,
     }
   })

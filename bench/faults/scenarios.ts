@@ -154,7 +154,9 @@ export const faultScenarios: readonly (FaultScenario & { readonly ci?: boolean }
       `2 of 4 clients cut at 7.5 s; SIGKILL at 7.8 s; the ledger file ${how === 'empty' ? 'emptied' : `truncated to ${how === 'half' ? 'half' : 'its first line'}`}; restart at 8.3 s: corrupt, so it learns`,
       [{ atMs: 8000, type: 'damage', how }],
     ),
-    ci: how !== 'half',
+    // The first line's and the half's cases run in `npm run faults` only (CI time): the emptied
+    // file's is the one that went over before its rule (docs/operations.md).
+    ci: how === 'empty',
   })),
   {
     ...ledgerRestart(
@@ -197,6 +199,23 @@ export const faultScenarios: readonly (FaultScenario & { readonly ci?: boolean }
   partition('optimistic'),
   slotPartition('pessimistic'),
   slotPartition('optimistic'),
+  {
+    name: 'slow disk, then it recovers',
+    description:
+      'every fdatasync of the ledger 1.5 s longer (strace), server.ledgerMaxWriteMs 100: batches go out 1.4 s or more late, their leases shortened by as much; 2 of 4 clients cut at 7.5 s; the disk fast again at 8 s',
+    durationMs: 16_000,
+    heartbeatMs: 1000,
+    resources: [longApi],
+    clients: [rateClients(4)],
+    slowDisk: { fsyncMs: 1500, ledgerMaxWriteMs: 100 },
+    ci: true,
+    actions: [
+      { atMs: 7500, type: 'link', clients: 'c-0', mode: 'cut' },
+      { atMs: 7500, type: 'link', clients: 'c-1', mode: 'cut' },
+      { atMs: 8000, type: 'disk recovers' },
+      { atMs: 14_000, type: 'link', clients: 'c', mode: 'open' },
+    ],
+  },
   {
     name: 'stall, then capacity cut',
     description:

@@ -30,6 +30,9 @@ describe('fault suite (real processes)', () => {
             expect(r.inFlightMax, `${r.resource}: slots in flight`).toBeLessThanOrEqual(r.capacity)
             expect(r.inFlightMax, `${r.resource}: slots in flight`).toBeGreaterThan(r.capacity / 2)
           }
+          // A slow disk's scenario is about batches sent late: some were (the coordinator's log).
+          if (scenario.slowDisk !== undefined)
+            expect(r.shortenedBatches, 'lease batches sent shortened').toBeGreaterThan(0)
           if (scenario.maxLeases !== undefined)
             expect(r.leases, `${r.resource}: leases sent`).toBeLessThan(scenario.maxLeases)
         }
