@@ -6,6 +6,7 @@ import type { CoordinatorMetrics } from '../observe/index.js'
 import type { LeaseBatch, Pool } from '../pool/index.js'
 import { signBatches, type HoldingsKeys } from './proofs.js'
 import type { SessionTable } from './session-table.js'
+import { leaveAfter } from './leaving.js'
 import { WriteAhead, type WriteAheadHost } from './write-ahead.js'
 
 /** What the outbox reads of the coordinator, each time. */
@@ -84,7 +85,12 @@ export class Outbox {
    */
   writeThenDeliver(batches: readonly LeaseBatch[]): void {
     if (this.#host.closed) return
-    if (this.#writeAhead === undefined) return this.#deliver(batches)
+    if (this.#writeAhead === undefined) {
+      // No ledger: the pool counted the leases from their making, and they leave now.
+      const nowMs = this.#host.clock.now()
+      for (const b of batches) leaveAfter(b, nowMs - (b.madeMs ?? nowMs), 0)
+      return this.#deliver(batches)
+    }
     this.#writeAhead.enqueue(batches)
   }
 
@@ -97,7 +103,6 @@ export class Outbox {
     if (batches.length === 0) return
     const { keys, sessions, pool, clock } = this.#host
     const nowMs = clock.now()
-    for (const b of batches) if (b.aheadMadeMs !== undefined) sinceMade(b, nowMs)
     if (keys !== undefined)
       signBatches(
         keys,
@@ -124,24 +129,4 @@ export class Outbox {
       return self.#host.log
     },
   }))(this)
-}
-
-/**
- * A batch whose leases carry a next window sent ahead (server/pool/ahead.ts) leaves `nowMs`, some
- * time after it was made (its ledger write): that window opens, and ends, that much sooner after
- * it comes. Late by what the batch waited, a client's next window opened 10–15 ms after the
- * edge on a file ledger (docs/benchmarks.md). Taken off whole ms, as measured (the windows'
- * slew is on the time still to come only: lease-out.ts, `nextPart`).
- */
-function sinceMade(batch: LeaseBatch, nowMs: number): void {
-  const waitedMs = nowMs - batch.aheadMadeMs!
-  batch.aheadMadeMs = undefined
-  if (!(waitedMs >= 1)) return
-  for (const l of batch.leases) {
-    const next = l.window?.next
-    if (next === undefined) continue
-    // Its start placed no sooner, its end (from receipt) no later, than when made.
-    next.startsInMs = Math.max(0, next.startsInMs - Math.floor(waitedMs))
-    next.endsInMs = Math.max(0, next.endsInMs - Math.ceil(waitedMs))
-  }
 }

@@ -3,6 +3,7 @@ import type { Clock } from '../../shared/index.js'
 import type { Ledger, LedgerChange } from '../ledger/index.js'
 import type { CoordinatorMetrics } from '../observe/index.js'
 import type { LeaseBatch } from '../pool/index.js'
+import { leaveAfter } from './leaving.js'
 
 /** What the write-ahead queue needs of the coordinator around it. */
 export interface WriteAheadHost {
@@ -27,36 +28,13 @@ interface Item {
 }
 
 /**
- * A batch whose write came `lateMs` after the `ledgerMaxWriteMs` its leases
- * were counted from (what the pool holds of a lease ends at its making +
- * `ledgerMaxWriteMs` + `ttlMs` + `graceMs`): each lease's life, and the end
- * of its quota window from receipt, shortened by as much, so it ends where a
- * lease sent at the limit would. A start (a next window's `startsInMs`) and
- * an end placed from the client's own report (`edge`) need nothing: a later
- * start admits less, and a report's time is not the batch's; a next window's
- * end from receipt is shortened by all the batch waited when it is sent
- * (outbox.ts). False, and nothing changed, when some lease would have no
- * life left: the batch is not sent.
- */
-export function shortenLate(batch: LeaseBatch, lateMs: number): boolean {
-  const byMs = Math.ceil(lateMs)
-  for (const lease of batch.leases) if (lease.ttlMs > 0 && lease.ttlMs <= byMs) return false
-  for (const lease of batch.leases) {
-    if (lease.ttlMs > 0) lease.ttlMs -= byMs
-    const window = lease.window
-    if (window !== undefined) window.endsInMs = Math.max(0, window.endsInMs - byMs)
-  }
-  return true
-}
-
-/**
  * Write-ahead: lease batches go out only once the ledger holds the changes
  * that cover them. Writes run one at a time, in order; what comes while one
  * is in flight is written next, as one (group commit). A synchronous ledger
- * (memory) sends at once. A batch that waited longer than its leases were
- * counted for goes out shortened by as much (`shortenLate`), or, with no
- * life left, not at all: its leases lapse and the client is renewed at its
- * next report.
+ * (memory) sends at once. Each batch goes out with what it waited taken
+ * off (`leaveAfter`): one that waited longer than its leases were counted
+ * for goes out shortened by as much, or, with no life left, not at all: its
+ * leases lapse and the client is renewed at its next report.
  */
 export class WriteAhead {
   readonly #ledger: Ledger
@@ -129,16 +107,17 @@ export class WriteAhead {
     let unsent: LeaseBatch[] | undefined
     let shortened = 0
     for (const item of items) {
-      const lateMs = nowMs - item.atMs - limitMs
-      if (lateMs <= 0) {
-        this.#host.deliver(item.batches)
-        continue
-      }
       const sent: LeaseBatch[] = []
-      for (const batch of item.batches)
-        if (shortenLate(batch, lateMs)) sent.push(batch)
-        else (unsent ??= []).push(batch)
-      shortened += sent.length
+      for (const batch of item.batches) {
+        // From the making of its leases (the pool counted them from then), else the enqueueing.
+        const waitedMs = nowMs - (batch.madeMs ?? item.atMs)
+        const lateMs = waitedMs - limitMs
+        if (!leaveAfter(batch, waitedMs, lateMs)) (unsent ??= []).push(batch)
+        else {
+          sent.push(batch)
+          if (lateMs > 0) shortened++
+        }
+      }
       this.#host.deliver(sent)
     }
     if (shortened > 0 || unsent !== undefined)
@@ -149,7 +128,7 @@ export class WriteAhead {
   /**
    * The write went through, but later than `ledgerMaxWriteMs` after these
    * batches were made, and their leases were counted from then: those sent
-   * were shortened by how late they are (`shortenLate`); those with nothing
+   * were shortened by how late they are (`leaveAfter`); those with nothing
    * left were not sent: they stay counted and lapse, and each client's next
    * report renews at once. Not a failed write: a leader stays leader (an
    * overloaded event loop, a mass reconnect, makes writes late, and stepping

@@ -226,7 +226,7 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
       : undefined
   const handed =
     window === undefined && r.shape.familyShare ? pendingHanded(entry, batch.seq, nowMs) : undefined
-  if (window !== undefined && entry.ahead?.window === window.index + 1) batch.aheadMadeMs ??= nowMs
+  batch.madeMs ??= nowMs
   putLease(batch, {
     ...(handOn ? { handOn: true as const } : {}),
     ...(inherit === undefined ? {} : { inherit }),

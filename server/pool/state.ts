@@ -14,10 +14,11 @@ export interface LeaseBatch {
   readonly seq: number
   readonly leases: LeaseGrant[]
   /**
-   * When leases carrying a next window sent ahead were made (ahead.ts): their `startsInMs`
-   * count from then, and the outbox takes off what the batch waited for its ledger write.
+   * When its leases were made, on the pool's clock: their lives are counted from then (plus
+   * `ledgerMaxWriteMs`), and a quota window's times count from then. What the batch waited
+   * before it leaves is taken off as it leaves (coordinator/leaving.ts).
    */
-  aheadMadeMs?: number | undefined
+  madeMs?: number | undefined
 }
 
 /**

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import type { Ledger, LedgerChange, LedgerEntry } from '../../../server/ledger/index.js'
 import { createCoordinator, type RunningCoordinator } from '../../../server/index.js'
-import { shortenLate } from '../../../server/coordinator/write-ahead.js'
+import { leaveAfter } from '../../../server/coordinator/leaving.js'
 import type { LeaseBatch } from '../../../server/pool/index.js'
 import { ManualClock, type LeaseMessage } from '../../../shared/index.js'
 import { closedAfterEach, silentLogger, simpleConfig } from '../../helpers/coordinator.js'
@@ -54,11 +54,12 @@ const maxWriteMs = 50
 
 async function start(
   elected: boolean,
+  config = simpleConfig({}, { ledgerMaxWriteMs: maxWriteMs }),
+  clock = new ManualClock(),
 ): Promise<{ server: RunningCoordinator; clock: ManualClock; ledger: GatedLedger }> {
-  const clock = new ManualClock()
   let election: ManualElection | undefined
   const server = await createCoordinator({
-    config: simpleConfig({}, { ledgerMaxWriteMs: maxWriteMs }),
+    config,
     host: '127.0.0.1',
     port: 0,
     clock,
@@ -145,7 +146,7 @@ async function lateCount(server: RunningCoordinator): Promise<number> {
   return metric.values.find((v) => v.labels.code === 'SLUICE_ERR_LEDGER_WRITE')?.value ?? 0
 }
 
-describe('shortenLate', () => {
+describe('leaveAfter', () => {
   const quotaLease = (): LeaseBatch => ({
     clientKey: 'a',
     seq: 7,
@@ -182,27 +183,85 @@ describe('shortenLate', () => {
     ],
   })
 
-  it('shortens every end from receipt by the ms it is late, and leaves starts and report-placed ends', () => {
+  it('late: lives lose what is late; a window’s end and a next window’s times all it waited; report-placed ends nothing', () => {
     const batch = quotaLease()
-    expect(shortenLate(batch, 250.2)).toBe(true)
+    expect(leaveAfter(batch, 300.2, 250.2)).toBe(true)
     const [q, r] = batch.leases
     expect(q!.ttlMs).toBe(4000 - 251)
-    expect(q!.window!.endsInMs).toBe(4000 - 251)
+    expect(q!.window!.endsInMs).toBe(4000 - 301)
     expect(q!.window!.edge).toEqual([5, 4100])
-    // A next window's end from receipt is shortened when the batch leaves (outbox.ts), by all it waited.
+    // The start by whole ms only (never before it opens), the end rounded up.
     expect(q!.window!.next).toEqual({
       index: 4,
       capacity: 5,
-      startsInMs: 4200,
-      endsInMs: 60_000,
+      startsInMs: 4200 - 300,
+      endsInMs: 60_000 - 301,
       edge: [5, 64_000],
     })
     expect(r!.ttlMs).toBe(0)
   })
 
+  it('in time: lives as counted, but a window’s end from receipt loses the wait (it is not the grace’s)', () => {
+    const batch = quotaLease()
+    expect(leaveAfter(batch, 40.5, 40.5 - 500)).toBe(true)
+    const q = batch.leases[0]!
+    expect(q.ttlMs).toBe(4000)
+    expect(q.window!.endsInMs).toBe(4000 - 41)
+    expect(q.window!.next!.startsInMs).toBe(4200 - 40)
+    expect(q.window!.next!.endsInMs).toBe(60_000 - 41)
+  })
+
+  it('changes nothing for a wait under a ms', () => {
+    const batch = quotaLease()
+    expect(leaveAfter(batch, 0.6, -499.4)).toBe(true)
+    expect(batch).toEqual(quotaLease())
+  })
+
   it('refuses, changing nothing, a batch a lease of which would have no life left', () => {
     const batch = quotaLease()
-    expect(shortenLate(batch, 4000)).toBe(false)
+    expect(leaveAfter(batch, 4100, 4000)).toBe(false)
     expect(batch).toEqual(quotaLease())
+  })
+})
+
+/**
+ * A client that places no window end from its reports (one older than that rule) spends a quota
+ * until `window.endsInMs` after the lease comes, `windowGraceMs` (250 ms) early: the grace is
+ * for the one-way delay. A batch may wait for its ledger write up to `ledgerMaxWriteMs` (500 ms
+ * by default) and not be late; that wait came on top of the grace, and such a client spent past
+ * the window's end. The end now loses all the batch waited.
+ */
+describe('a quota lease that waited for its ledger write, in time', () => {
+  it('says the window ends that much sooner after it comes', async () => {
+    const clock = new ManualClock()
+    // Two minutes from the clock's zero to a window's end: the manual clock's wall time.
+    clock.advance(60_000 - (clock.wallNow() % 60_000))
+    const { server, ledger } = await start(
+      false,
+      simpleConfig(
+        { match: 'q', kind: 'quota', capacity: 600, window: '1m' },
+        { ledgerMaxWriteMs: 500 },
+      ),
+      clock,
+    )
+    const a = await TestClient.connect(server.wsUrl)
+    clients.push(a)
+    await a.hello('a')
+    clock.advance(10_000)
+    // A report without a number (an older client): its lease's end from receipt only.
+    ledger.hold = true
+    a.send({ type: 'demand', resources: [{ resource: 'q', wants: 10 }] })
+    await a.flush()
+    clock.advance(0)
+    await a.flush()
+    expect(ledger.held.length).toBe(1)
+    // The write takes 400 ms: in time (500), the lease's life as counted.
+    clock.advance(400)
+    ledger.hold = false
+    ledger.release()
+    const lease = (await a.nextLease('q')).leases[0]!
+    // Made 10 s into the minute: 50 s to its end, less `windowGraceMs`, less the 400 ms wait.
+    expect(lease.window!.endsInMs).toBe(50_000 - 250 - 400)
+    expect(lease.ttlMs, 'its life as counted: not late').toBe(50_000 - 250)
   })
 })
