@@ -338,7 +338,7 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
       // window: the rest of its block comes back.
       const used = new Map<string, { resource: string; window: number; used: number }>()
       for (const h of this.#holders.values()) {
-        const u = h instanceof Resource ? h.usedInWindow() : undefined
+        const u = h instanceof Resource ? h.usedAtClose() : undefined
         if (u !== undefined) used.set(h.holderId, { resource: h.holderId, ...u })
       }
       for (const family of this.#families)

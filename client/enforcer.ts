@@ -494,6 +494,20 @@ export class QuotaEnforcer implements Enforcer {
     return this.#index === undefined ? undefined : { used: this.#used, window: this.#index }
   }
 
+  /**
+   * What a clean close says it used (the coordinator gives the rest of the block back, and the
+   * block of the next window sent ahead with it, as none of it was spent). Between the windows,
+   * once some of the next window's block was spent here (`#straddle`), that window's count: the
+   * coordinator then keeps the block ahead counted, and gives back nothing of the window ending
+   * either, unless that one is over there too (server/pool/clients.ts; test/server/pool/ahead.test.ts).
+   */
+  usedAtClose(): { used: number; window: number } | undefined {
+    this.#advance()
+    if (this.#between() && this.#nextUsed > 0)
+      return { used: this.#nextUsed, window: this.#nextIndex }
+    return this.usedInWindow()
+  }
+
   /** Starts from what a released handle of the same id used in `index` (Resource.carryUsed). */
   carry(used: number, index: number): void {
     this.#index = index

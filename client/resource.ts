@@ -445,6 +445,12 @@ export class Resource extends EventEmitter<ResourceEvents> implements Holder {
     return this.#enforcer.usedInWindow()
   }
 
+  /** Quota: what a clean close says it used (QuotaEnforcer.usedAtClose). */
+  usedAtClose(): { readonly used: number; readonly window: number } | undefined {
+    const quota = this.#enforcers.quota
+    return this.#enforcer === quota ? quota.usedAtClose() : this.#enforcer.usedInWindow()
+  }
+
   /**
    * Quota: what an earlier handle of this id used in `window` before it was released. A lease
    * of the released one may still be on its way and would be put in force here: counted from

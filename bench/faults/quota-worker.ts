@@ -33,7 +33,9 @@ async function main(): Promise<void> {
     // coordinator its leases): read after each admission, since a tick may cross an edge with
     // the next window's block sent ahead (the lease in force follows it by a timer, so read
     // once after the tick it counted the next window's first units in the window before).
-    const byWindow = new Map<number | undefined, number>()
+    // A unit admitted between two windows is spent from both (client/enforcer.ts): `j`, the
+    // next window, counts it too (a close would say that window's count).
+    const byWindow = new Map<string, { i: number | undefined; j?: number; admitted: number }>()
     let refused = 0
     for (let u = 0; u < units; u++) {
       if (!resource.tryAcquire()) {
@@ -41,15 +43,22 @@ async function main(): Promise<void> {
         continue
       }
       const i = resource.usedInWindow()?.window ?? resource.lease?.window?.index
-      byWindow.set(i, (byWindow.get(i) ?? 0) + 1)
+      const atClose = resource.usedAtClose()?.window
+      const j = i !== undefined && atClose !== undefined && atClose > i ? atClose : undefined
+      const key = `${i}|${j}`
+      const entry = byWindow.get(key) ?? { i, ...(j === undefined ? {} : { j }), admitted: 0 }
+      entry.admitted++
+      byWindow.set(key, entry)
     }
     const t = hostMs()
     const w = Date.now()
-    if (byWindow.size === 0)
-      byWindow.set(resource.usedInWindow()?.window ?? resource.lease?.window?.index, 0)
+    if (byWindow.size === 0) {
+      const i = resource.usedInWindow()?.window ?? resource.lease?.window?.index
+      byWindow.set('', { i, admitted: 0 })
+    }
     let first = true
-    for (const [i, admitted] of byWindow) {
-      out.push(JSON.stringify({ t, w, i, admitted, refused: first ? refused : 0 }))
+    for (const e of byWindow.values()) {
+      out.push(JSON.stringify({ t, w, ...e, refused: first ? refused : 0 }))
       first = false
     }
   })

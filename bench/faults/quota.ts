@@ -56,8 +56,9 @@ export interface QuotaResult {
   readonly leaseWindows: readonly { readonly index: number; readonly used: number }[]
   /**
    * Units admitted with a window's budget after that window ended by the wall clock (a tick
-   * whose lease was of an earlier window than its time's): what crossed an edge. 0 when a
-   * client stops spending a window by its end, whatever the delays.
+   * whose lease was of an earlier window than its time's), and not spent from the next
+   * window's block too (between two windows, client/enforcer.ts): what crossed an edge. 0 when
+   * a client stops spending a window by its end, whatever the delays.
    */
   readonly spilled: number
 }
@@ -106,10 +107,19 @@ export function measureQuota(
   for (const output of outputs)
     for (const line of output.split('\n')) {
       if (line === '') continue
-      const r = JSON.parse(line) as { w?: number; i?: number; admitted?: number; refused?: number }
+      const r = JSON.parse(line) as {
+        w?: number
+        i?: number
+        j?: number
+        admitted?: number
+        refused?: number
+      }
       if (r.w === undefined || r.admitted === undefined) continue
       if (r.i !== undefined) byLease.set(r.i, (byLease.get(r.i) ?? 0) + r.admitted)
-      if (r.i !== undefined && r.i < Math.floor(r.w / s.windowMs)) spilled += r.admitted
+      // Spent of an ended window only: a unit spent from the next window's block too (`j`,
+      // admitted between the windows) counts in the window of its time.
+      const at = Math.floor(r.w / s.windowMs)
+      if (r.i !== undefined && r.i < at && !(r.j !== undefined && r.j >= at)) spilled += r.admitted
       const i = Math.floor(r.w / s.windowMs) - first
       // Admissions outside the scenario's windows (a tick before the first): counted nowhere.
       if (i < 0 || i >= s.windows) continue

@@ -88,6 +88,32 @@ describe('QuotaEnforcer on a coarse clock', () => {
   })
 })
 
+describe('QuotaEnforcer at a clean close between two windows', () => {
+  const host = { refused: () => undefined, slotsReleased: () => undefined }
+
+  it('says the next window’s count once some of its block ahead was spent, else the window’s', () => {
+    const clock = new ManualClock()
+    const q = new QuotaEnforcer(clock, new DemandMeter(clock.now()), host)
+    q.window(5, 750, { index: 6, capacity: 4, startsInMs: 760, endsInMs: 2_000 })
+    q.apply(12)
+    expect(q.tryAcquire(3, 0)).toBe(true)
+    expect(q.usedAtClose(), 'mid-window').toEqual({ used: 3, window: 5 })
+    clock.advance(755)
+    // Between the windows, nothing of the next spent yet: it may all come back.
+    expect(q.usedAtClose()).toEqual({ used: 3, window: 5 })
+    expect(q.tryAcquire(1, 0)).toBe(true)
+    // Spent of both: a close that said window 5's 4 would let the coordinator take the block
+    // of window 6 back as unspent, though 1 of it may be window 6's.
+    expect(q.usedAtClose()).toEqual({ used: 1, window: 6 })
+    expect(q.usedInWindow(), 'reports still count the window ending').toEqual({
+      used: 4,
+      window: 5,
+    })
+    clock.advance(5)
+    expect(q.usedAtClose(), 'window 6 open here').toEqual({ used: 1, window: 6 })
+  })
+})
+
 /**
  * Checks between a window's end as placed here and the next one's start sent ahead (#41): the
  * coordinator's edge may be anywhere between, so whichever window a check truly falls in must
