@@ -61,6 +61,8 @@ export interface QuotaResult {
    * a client stops spending a window by its end, whatever the delays.
    */
   readonly spilled: number
+  /** Lease batches the coordinator sent shortened, written late (runQuotaScenario only). */
+  readonly shortenedBatches?: number
 }
 
 /** Runs the quota scenario with real processes; counts what the client processes logged. */
@@ -89,7 +91,10 @@ export async function runQuotaScenario(s: QuotaScenario = quotaScenario): Promis
       ratePerSec: s.ratePerSec,
     }),
   )
-  return measureQuota(s, run.outputs, run.firstMs, run.faults)
+  return {
+    ...measureQuota(s, run.outputs, run.firstMs, run.faults),
+    shortenedBatches: run.shortenedBatches,
+  }
 }
 
 /** Units admitted and asked for in each whole window the scenario ran, from the workers' logs. */

@@ -1,7 +1,14 @@
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { CoordinatorProcess, damaged, freePort, sleep, type LedgerDamage } from './harness.js'
+import {
+  CoordinatorProcess,
+  damaged,
+  freePort,
+  shortenedInLog,
+  sleep,
+  type LedgerDamage,
+} from './harness.js'
 import { TcpProxy } from './proxy.js'
 import { startWorker, type WorkerProcess } from './workers.js'
 
@@ -20,6 +27,12 @@ export interface WindowedFaults {
    * a lease comes later than `windowGraceMs` covers.
    */
   readonly delayMs?: number | undefined
+  /**
+   * A slow disk under the coordinator, every start of it: each fdatasync `fsyncMs` longer
+   * (strace-injected, harness.ts `withSlowFsync`), `server.ledgerMaxWriteMs` set to
+   * `ledgerMaxWriteMs`: lease batches leave late, shortened (server/coordinator/leaving.ts).
+   */
+  readonly slowDisk?: { readonly fsyncMs: number; readonly ledgerMaxWriteMs: number } | undefined
   /** While the coordinator is down (`coordinatorKillMs`): its ledger file damaged this way. */
   readonly ledgerDamage?: LedgerDamage | undefined
   /** The restarted coordinator's wall clock, seconds off the host's (libfaketime, the coordinator only). */
@@ -58,6 +71,10 @@ export function windowedFaultText(s: WindowedFaults): string {
   if (s.resets !== undefined)
     parts.push(`${s.resets.keys.length} spent keys reset ${s.resets.atMs / 1000} s in`)
   if (s.delayMs !== undefined) parts.push(`every link delayed ${s.delayMs} ms each way`)
+  if (s.slowDisk !== undefined)
+    parts.push(
+      `every fdatasync ${s.slowDisk.fsyncMs} ms longer, ledgerMaxWriteMs ${s.slowDisk.ledgerMaxWriteMs}`,
+    )
   for (const step of s.liveSteps ?? [])
     parts.push(
       `the coordinator's wall clock stepped to ${stepped(step.offsetSec)} ${step.atMs / 1000} s in (no restart)`,
@@ -77,6 +94,8 @@ export interface WindowedRun {
     readonly atWallMs: number
     readonly status: number
   }[]
+  /** Lease batches the coordinator sent shortened, written late (its log). */
+  readonly shortenedBatches: number
 }
 
 /** A worker's spec, given its number, the coordinator's URL and the wall-clock times it asks in. */
@@ -110,6 +129,7 @@ export async function runWindowedFaults(
         host: '127.0.0.1',
         adminToken,
         limits: { heartbeatMs: 1000, roundDebounceMs: 20 },
+        ...(s.slowDisk === undefined ? {} : { ledgerMaxWriteMs: s.slowDisk.ledgerMaxWriteMs }),
       },
       resources: [template],
     }),
@@ -119,10 +139,11 @@ export async function runWindowedFaults(
   const proxies: TcpProxy[] = []
   const offsetFile = join(dir, 'wall-offset')
   try {
+    const fsyncDelayMs = s.slowDisk?.fsyncMs
     if (s.liveSteps !== undefined) {
       await writeFile(offsetFile, '+0s')
-      await coordinator.start({ wallOffsetFile: offsetFile })
-    } else await coordinator.start()
+      await coordinator.start({ wallOffsetFile: offsetFile, fsyncDelayMs })
+    } else await coordinator.start({ fsyncDelayMs })
     const firstMs = Math.ceil((Date.now() + 3000) / s.windowMs) * s.windowMs
     const untilMs = firstMs + s.windows * s.windowMs - 100
     const direct = `ws://127.0.0.1:${coordinator.port}/v1/connect`
@@ -155,7 +176,10 @@ export async function runWindowedFaults(
       const offset = s.restartWallOffsetSec
       events.push({
         atMs: s.coordinatorKillMs + s.restartAfterMs,
-        run: () => coordinator.start(offset === undefined ? {} : { wallOffsetSec: offset }),
+        run: () =>
+          coordinator.start(
+            offset === undefined ? { fsyncDelayMs } : { wallOffsetSec: offset, fsyncDelayMs },
+          ),
       })
     }
     if (s.clientKillMs !== undefined) {
@@ -214,6 +238,7 @@ export async function runWindowedFaults(
       firstMs,
       faults: [windowedFaultText(s)],
       resets,
+      shortenedBatches: shortenedInLog(coordinator.log),
     }
   } finally {
     for (const w of workers) if (w.child.exitCode === null) w.child.kill('SIGKILL')

@@ -66,4 +66,31 @@ describe('quota under faults (real processes)', () => {
       }
     },
   )
+
+  // A slow disk: every fdatasync 300 ms longer, ledgerMaxWriteMs 100. Every batch leaves 200 ms
+  // or more late: its leases' lives shortened by what is late, a window's end and a next
+  // window's start and end from receipt by all it waited (server/coordinator/leaving.ts). A
+  // window's budget left at its edge is still spent up to the edge and not after, and a check
+  // between two windows counts in both.
+  const slowDisk = {
+    ...delayed,
+    windows: 2,
+    delayMs: undefined,
+    slowDisk: { fsyncMs: 300, ledgerMaxWriteMs: 100 },
+  }
+  it(
+    'spends no unit of a window after its end when every ledger write is late (a slow disk)',
+    { timeout: (slowDisk.windows + 2) * slowDisk.windowMs + 60_000 },
+    async () => {
+      const r = await runQuotaScenario(slowDisk)
+      expect(r.windows).toHaveLength(slowDisk.windows)
+      expect(r.shortenedBatches, 'lease batches sent late, shortened').toBeGreaterThan(0)
+      expect(r.spilled, 'units admitted with a window’s budget after it ended').toBe(0)
+      for (const w of r.windows) {
+        const label = `window ${w.index}: ${w.used} used of ${r.capacity}, ${w.asked} asked`
+        expect(w.used, label).toBeLessThanOrEqual(r.capacity)
+        expect(w.used, label).toBeGreaterThan(0.5 * w.asked)
+      }
+    },
+  )
 })
