@@ -4,19 +4,33 @@ import { DemandMeter } from '../../client/demand-meter.js'
 import { QuotaEnforcer } from '../../client/enforcer.js'
 import { CoarseClock, ManualClock } from '../../shared/index.js'
 
+const host = { refused: () => undefined, slotsReleased: () => undefined }
+
+/** A quota enforcer on a manual clock. */
+function enforcer(): { clock: ManualClock; q: QuotaEnforcer } {
+  const clock = new ManualClock()
+  return { clock, q: new QuotaEnforcer(clock, new DemandMeter(clock.now()), host) }
+}
+
+/**
+ * Window 5 ends 750 ms from now with a budget of `budget`; window 6 (4 units) is sent ahead,
+ * opening 760 ms from now.
+ */
+function withNextWindow(budget: number): { clock: ManualClock; q: QuotaEnforcer } {
+  const e = enforcer()
+  e.q.window(5, 750, { index: 6, capacity: 4, startsInMs: 760, endsInMs: 2_000 })
+  e.q.apply(budget)
+  return e
+}
+
 /**
  * The quota enforcer alone on a manual clock, with no timer of the resource's to help it: a next
  * window's budget sent ahead is put in force by the first check after that window opens (#41:
  * the resource's timer may fire late, and the checks between must not wait for it).
  */
 describe('QuotaEnforcer and a next window sent ahead', () => {
-  const host = { refused: () => undefined, slotsReleased: () => undefined }
-
   it('puts the next window’s budget in force at the first check once it has opened, and not before', () => {
-    const clock = new ManualClock()
-    const q = new QuotaEnforcer(clock, new DemandMeter(clock.now()), host)
-    q.window(5, 750, { index: 6, capacity: 4, startsInMs: 760, endsInMs: 2_000 })
-    q.apply(12)
+    const { clock, q } = withNextWindow(12)
     for (let i = 0; i < 10; i++) expect(q.tryAcquire(1, 0)).toBe(true)
     let got = 0
     clock.advance(755)
@@ -40,10 +54,7 @@ describe('QuotaEnforcer and a next window sent ahead', () => {
   })
 
   it('lets a window’s own budget, while it lasts, rule over the next one’s; and forgets the next one when told to', () => {
-    const clock = new ManualClock()
-    const q = new QuotaEnforcer(clock, new DemandMeter(clock.now()), host)
-    q.window(5, 750, { index: 6, capacity: 4, startsInMs: 760, endsInMs: 2_000 })
-    q.apply(2)
+    const { clock, q } = withNextWindow(2)
     expect(q.tryAcquire(1, 0)).toBe(true)
     expect(q.tryAcquire(1, 0)).toBe(true)
     // Spent, window 5 still in force: refused, its budget is not topped up from the next.
@@ -68,10 +79,7 @@ describe('QuotaEnforcer on a coarse clock', () => {
       setInterval: () => never,
     }
     const coarse = new CoarseClock(source)
-    const q = new QuotaEnforcer(coarse, new DemandMeter(0), {
-      refused: () => undefined,
-      slotsReleased: () => undefined,
-    })
+    const q = new QuotaEnforcer(coarse, new DemandMeter(0), host)
     // The lease comes at 100 ms while the reading still says 0 (a busy event loop).
     t = 100
     q.window(5, 750, { index: 6, capacity: 4, startsInMs: 760, endsInMs: 2_000 })
@@ -89,13 +97,8 @@ describe('QuotaEnforcer on a coarse clock', () => {
 })
 
 describe('QuotaEnforcer at a clean close between two windows', () => {
-  const host = { refused: () => undefined, slotsReleased: () => undefined }
-
   it('says the next window’s count once some of its block ahead was spent, else the window’s', () => {
-    const clock = new ManualClock()
-    const q = new QuotaEnforcer(clock, new DemandMeter(clock.now()), host)
-    q.window(5, 750, { index: 6, capacity: 4, startsInMs: 760, endsInMs: 2_000 })
-    q.apply(12)
+    const { clock, q } = withNextWindow(12)
     expect(q.tryAcquire(3, 0)).toBe(true)
     expect(q.usedAtClose(), 'mid-window').toEqual({ used: 3, window: 5 })
     clock.advance(755)
@@ -122,8 +125,6 @@ describe('QuotaEnforcer at a clean close between two windows', () => {
  * neither.
  */
 describe('QuotaEnforcer between two windows', () => {
-  const host = { refused: () => undefined, slotsReleased: () => undefined }
-
   it('never lets either window admit more than its budget, wherever the edge falls between', () => {
     fc.assert(
       fc.property(
@@ -143,8 +144,7 @@ describe('QuotaEnforcer between two windows', () => {
           resendMs: fc.option(fc.integer({ min: 0, max: 60 })),
         }),
         (c) => {
-          const clock = new ManualClock()
-          const q = new QuotaEnforcer(clock, new DemandMeter(clock.now()), host)
+          const { clock, q } = enforcer()
           const nextStartMs = c.endMs + c.gapMs
           const nextEndMs = nextStartMs + 100
           // The coordinator's edge, somewhere from this window's end to the next one's start.

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest'
-import { quotaScenario, runQuotaScenario } from '../../bench/faults/quota.js'
+import { quotaScenario, runQuotaScenario, type QuotaResult } from '../../bench/faults/quota.js'
 import { assertBuilt } from '../helpers/replica.js'
 
 // A quota with real processes: 3 client processes asking 300/s in all against 3,000 a 20 s
@@ -8,6 +8,23 @@ import { assertBuilt } from '../helpers/replica.js'
 // Real time, about a minute (it waits for a window to open).
 
 beforeAll(() => assertBuilt())
+
+/**
+ * Checks that a run covered `windows` windows, spent no unit of a window after it ended, and
+ * never more than the budget in one; returns each window with a label for further checks.
+ */
+function spentWithin(
+  r: QuotaResult,
+  windows: number,
+): { w: QuotaResult['windows'][number]; label: string }[] {
+  expect(r.windows).toHaveLength(windows)
+  expect(r.spilled, 'units admitted with a window’s budget after it ended').toBe(0)
+  return r.windows.map((w) => {
+    const label = `window ${w.index}: ${w.used} used of ${r.capacity}, ${w.asked} asked`
+    expect(w.used, label).toBeLessThanOrEqual(r.capacity)
+    return { w, label }
+  })
+}
 
 describe('quota under faults (real processes)', () => {
   it(
@@ -52,11 +69,7 @@ describe('quota under faults (real processes)', () => {
     { timeout: (delayed.windows + 2) * delayed.windowMs + 60_000 },
     async () => {
       const r = await runQuotaScenario(delayed)
-      expect(r.windows).toHaveLength(delayed.windows)
-      expect(r.spilled, 'units admitted with a window’s budget after it ended').toBe(0)
-      for (const [i, w] of r.windows.entries()) {
-        const label = `window ${w.index}: ${w.used} used of ${r.capacity}, ${w.asked} asked`
-        expect(w.used, label).toBeLessThanOrEqual(r.capacity)
+      for (const [i, { w, label }] of spentWithin(r, delayed.windows).entries()) {
         // What a 0.8 s round trip costs: the last report's delay before each edge, the first
         // lease's after it (16% of a 5 s window). Measured 67-68% in the first window, from
         // the start; 74-80% after (38-42% before blocks lasted the round trip). Under the whole
@@ -83,14 +96,9 @@ describe('quota under faults (real processes)', () => {
     { timeout: (slowDisk.windows + 2) * slowDisk.windowMs + 60_000 },
     async () => {
       const r = await runQuotaScenario(slowDisk)
-      expect(r.windows).toHaveLength(slowDisk.windows)
       expect(r.shortenedBatches, 'lease batches sent late, shortened').toBeGreaterThan(0)
-      expect(r.spilled, 'units admitted with a window’s budget after it ended').toBe(0)
-      for (const w of r.windows) {
-        const label = `window ${w.index}: ${w.used} used of ${r.capacity}, ${w.asked} asked`
-        expect(w.used, label).toBeLessThanOrEqual(r.capacity)
+      for (const { w, label } of spentWithin(r, slowDisk.windows))
         expect(w.used, label).toBeGreaterThan(0.5 * w.asked)
-      }
     },
   )
 })
