@@ -298,8 +298,11 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
 
   /** Whether the family's quota window is over here by time, the next one's lease not come. */
   #atEdge(): boolean {
+    const nowMs = this.#hotClock.now()
+    // The next window's share sent ahead is in force from its start (its keys see it lazily).
+    this.#shares.advance(nowMs)
     const endAtMs = this.#shares.windowEndAtMs
-    return endAtMs > 0 && this.#hotClock.now() >= endAtMs
+    return endAtMs > 0 && nowMs >= endAtMs
   }
 
   /**
@@ -1181,9 +1184,12 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
    */
   spentInWindow(): { resource: string; window: number; keys: [string, number][] } | undefined {
     const shares = this.#shares
+    shares.advance(this.#hotClock.now())
     const window = shares.windowIndex
     if (shares.kind !== 'quota' || Number.isNaN(window)) return undefined
-    if (shares.lease?.window?.index !== window) return undefined
+    // The share in force: its lease's, or sent ahead with it (the coordinator holds it as a
+    // lease of its window once that window is in force there: server/pool/clients.ts, release).
+    if (shares.lease?.window?.index !== window && !shares.aheadInForce) return undefined
     const keys: [string, number][] = []
     const seen = new Set<string>()
     for (const state of this.#keys.values()) {

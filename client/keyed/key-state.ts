@@ -39,6 +39,12 @@ export class KeyState {
   /** Quota: units spent in window `usedWindow` (the default share's and the key lease's alike). */
   used = 0
   usedWindow = Number.NaN
+  /**
+   * Quota: units spent of the next window's default share sent ahead (`nextUsedWindow`),
+   * checks made between this window's end and that one's start (quota-keys.ts, `take`).
+   */
+  nextUsed = 0
+  nextUsedWindow = Number.NaN
   /** Quota: the window of the budget in force (`slots`), and when spending it ends (hot clock). */
   window = Number.NaN
   endAtMs = 0

@@ -34,11 +34,24 @@ function quotaNow(
     }
   if (shares.share <= 0 || Number.isNaN(shares.windowIndex))
     return { capacity: 0, window: Number.NaN, endAtMs: 0 }
+  // Leased on its own in an earlier window, the share in force sent ahead: none of the share
+  // (the coordinator leases the key of this window on its own: its lease comes with the
+  // share's first lease of the window).
+  if (state !== undefined && awaitsKeyLease(shares, state))
+    return { capacity: 0, window: shares.windowIndex, endAtMs: shares.windowEndAtMs }
   return {
     capacity: shareOfKey(shares.kind, shares.share, shares.keyLimits(key).capacity),
     window: shares.windowIndex,
     endAtMs: shares.windowEndAtMs,
   }
+}
+
+/**
+ * Whether the key, leased on its own in an earlier window, waits for its lease of the window
+ * whose default share came ahead and is in force here (`quotaNow`): a window's edge for it.
+ */
+function awaitsKeyLease(shares: FamilyShares, state: KeyState): boolean {
+  return shares.aheadInForce && state.lease?.window !== undefined && !keyLeaseRules(shares, state)
 }
 
 /**
@@ -50,22 +63,61 @@ function pastWindow(shares: FamilyShares, state: KeyState, nowMs: number): boole
   return nowMs >= state.endAtMs && shares.windowEndAtMs > 0 && nowMs >= shares.windowEndAtMs
 }
 
-/** Sets the key's budget to what it may spend now; a newer window starts its count at 0. */
+/**
+ * Sets the key's budget to what it may spend now (the next window's share sent ahead comes in
+ * force at its start here); a newer window starts its count at what was spent of it ahead.
+ */
 function refresh(shares: FamilyShares, state: KeyState): void {
+  const nowMs = shares.hotClock.now()
+  shares.advance(nowMs)
   const q = quotaNow(shares, state.key, state)
   state.slots = q.capacity
   if (q.window > state.usedWindow || Number.isNaN(state.usedWindow)) {
     if (!Number.isNaN(q.window)) {
-      // What another process spent of a share handed on here counts as spent (shares.ts).
-      state.used = shares.chargeOf(state.key, q.window)
+      // What another process spent of a share handed on here counts as spent (shares.ts), and
+      // what was spent of this window ahead, between the last one's end and its start (`take`).
+      state.used =
+        shares.chargeOf(state.key, q.window) +
+        (state.nextUsedWindow === q.window ? state.nextUsed : 0)
       state.usedWindow = q.window
     }
   }
+  if (!(state.nextUsedWindow > state.usedWindow)) {
+    state.nextUsed = 0
+    state.nextUsedWindow = Number.NaN
+  }
   state.window = q.window
   state.endAtMs = q.endAtMs
-  // Once spent to its end, nothing changes by time alone until a new lease comes.
-  state.changeAtMs = shares.hotClock.now() < q.endAtMs ? q.endAtMs : Infinity
+  // Once spent to its end, nothing changes by time alone until a new lease comes, or the next
+  // window's share sent ahead comes in force.
+  state.changeAtMs =
+    nowMs < q.endAtMs ? q.endAtMs : shares.nextIndex > q.window ? shares.nextStartAtMs : Infinity
   state.epoch = shares.epoch
+}
+
+/**
+ * A check between the family window's end here and the start of the next window's share sent
+ * ahead (a few ms at each edge, as each is placed for the clocks' drift): the coordinator's edge
+ * lies somewhere in it, so it is admitted only if both windows' shares of the key have room, and
+ * spent of both (#41: as a named quota's, client/enforcer.ts). Only a key on the default share.
+ */
+function straddle(shares: FamilyShares, state: KeyState, cost: number, nowMs: number): boolean {
+  if (
+    state.lease !== undefined ||
+    !(shares.nextIndex === state.window + 1) ||
+    state.window !== shares.windowIndex ||
+    state.usedWindow !== state.window ||
+    nowMs >= shares.nextStartAtMs ||
+    state.used + cost > state.slots
+  )
+    return false
+  const spentNext = state.nextUsedWindow === shares.nextIndex ? state.nextUsed : 0
+  const next = shareOfKey(shares.kind, shares.nextShare, shares.keyLimits(state.key).capacity)
+  if (spentNext + cost > next) return false
+  state.used += cost
+  state.nextUsed = spentNext + cost
+  state.nextUsedWindow = shares.nextIndex
+  return true
 }
 
 /**
@@ -100,7 +152,9 @@ export const quotaKeys: KeyKind = Object.freeze<KeyKind>({
   refresh,
   take(shares, state, cost) {
     // Spent from the window's budget in force; nothing refills it before the next window.
-    if (state.used + cost > state.slots || shares.hotClock.now() >= state.endAtMs) return false
+    const nowMs = shares.hotClock.now()
+    if (state.used + cost > state.slots || nowMs >= state.endAtMs)
+      return nowMs >= state.endAtMs && straddle(shares, state, cost, nowMs)
     state.used += cost
     return true
   },
@@ -110,14 +164,16 @@ export const quotaKeys: KeyKind = Object.freeze<KeyKind>({
   // every key refused in that gap was leased on its own from the next window, in blocks of two
   // refresh periods' asking, and ran dry at the end of every window after (measured:
   // docs/benchmarks.md); asked of the coordinator, its part (ended as well) refused too.
-  lapsed: (shares, state) => pastWindow(shares, state, shares.hotClock.now()),
+  lapsed: (shares, state) =>
+    pastWindow(shares, state, shares.hotClock.now()) || awaitsKeyLease(shares, state),
   msUntil(shares, state, cost) {
     const nowMs = shares.hotClock.now()
     const leftMs = state.endAtMs - nowMs
     if (state.used + cost <= state.slots && leftMs > 0) return 0
     // Refused at the window's edge: the next window's lease is a round away, not a window
     // (Retry-After: never the window's length when the next window is about to start).
-    if (pastWindow(shares, state, nowMs)) return quotaHorizonMs(shares.refreshMs)
+    if (pastWindow(shares, state, nowMs) || awaitsKeyLease(shares, state))
+      return quotaHorizonMs(shares.refreshMs)
     // This process's default share of the key is spent: the key is leased on its own within a
     // report or two, from what the other processes leave of its budget.
     if (!keyLeaseRules(shares, state) && shares.windowEndAtMs > nowMs)
@@ -141,7 +197,8 @@ export const quotaKeys: KeyKind = Object.freeze<KeyKind>({
     const source =
       q.capacity === 0 && q.endAtMs === 0
         ? 'none'
-        : state?.lease !== undefined && q.window === state.lease.window?.index
+        : state?.lease !== undefined &&
+            (q.window === state.lease.window?.index || awaitsKeyLease(shares, state))
           ? 'key'
           : 'default'
     return Number.isNaN(q.window)
@@ -184,7 +241,8 @@ export const quotaKeys: KeyKind = Object.freeze<KeyKind>({
     if (state.epoch !== shares.epoch || shares.hotClock.now() >= state.changeAtMs)
       refresh(shares, state)
     // At a window's edge nothing is known of the next window's asking yet (lapsed, above).
-    if (pastWindow(shares, state, shares.hotClock.now())) return false
+    if (pastWindow(shares, state, shares.hotClock.now()) || awaitsKeyLease(shares, state))
+      return false
     const left = state.slots - state.used
     return refused > 0 || (wants > 0 && wants * (quotaHorizonMs(shares.refreshMs) / 1000) >= left)
   },

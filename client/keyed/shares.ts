@@ -64,6 +64,22 @@ export class FamilyShares {
   windowIndex = Number.NaN
   windowEndAtMs = 0
   windowLengthMs = 0
+  /**
+   * Quota: the default share of the next window, sent ahead with the lease of this one
+   * (server/pool/ahead.ts): its window (NaN: none), the share, and when spending it starts and
+   * ends (hot clock). In force from its start (`advance`); between this window's end and that
+   * start a key's check is spent of both (client/keyed/quota-keys.ts, `take`).
+   */
+  nextIndex = Number.NaN
+  nextShare = 0
+  nextStartAtMs = 0
+  nextEndAtMs = 0
+  /**
+   * Quota: the share in force came ahead, and no lease of its window has come yet: a key
+   * leased on its own in an earlier window waits for its lease of this one (it comes with the
+   * share's first lease of the window), and spends none of the share meanwhile.
+   */
+  aheadInForce = false
   refreshMs = 1000
   /**
    * Quota: units of keys that other processes spent of a share handed on to this one
@@ -125,6 +141,12 @@ export class FamilyShares {
    */
   applyLease(grant: LeaseGrant, family: NonNullable<LeaseGrant['family']>): boolean {
     this.setKind(family.kind)
+    // A lease of a window that ended here (its next one came ahead and is in force) says
+    // nothing of the share in force: what it gave of that window is already here.
+    if (grant.window !== undefined && grant.window.index < this.windowIndex) {
+      this.refreshMs = grant.refreshMs
+      return false
+    }
     if (
       this.defaultLimits.capacity !== family.capacity ||
       this.defaultLimits.burst !== family.burst
@@ -175,10 +197,40 @@ export class FamilyShares {
       this.windowIndex = grant.window.index
       this.windowEndAtMs = this.hotClock.now() + grant.window.endsInMs
       this.windowLengthMs = grant.window.lengthMs
+      this.aheadInForce = false
+      const next = grant.window.next
+      if (next !== undefined && next.index > grant.window.index) {
+        this.nextIndex = next.index
+        this.nextShare = next.capacity
+        this.nextStartAtMs = nowMs + next.startsInMs
+        this.nextEndAtMs = nowMs + next.endsInMs
+      } else if (!(this.nextIndex > grant.window.index)) this.nextIndex = Number.NaN
     }
     this.epoch++
     if (changed) this.#moved(nowMs)
     return changed
+  }
+
+  /**
+   * Quota: the next window's share sent ahead comes in force once its start is reached here
+   * (`nowMs`, hot clock): the window, its share and its end are that one's, its charges none
+   * yet. True when it did.
+   */
+  advance(nowMs: number): boolean {
+    if (!(this.nextIndex > this.windowIndex) || nowMs < this.nextStartAtMs) return false
+    this.#charges.clear()
+    this.#chargedIds.clear()
+    this.#chargesWindow = Number.NaN
+    this.windowIndex = this.nextIndex
+    this.windowEndAtMs = this.nextEndAtMs
+    this.nextIndex = Number.NaN
+    this.aheadInForce = true
+    const changed = this.share !== this.nextShare
+    this.share = this.nextShare
+    this.baseShare = Math.min(this.baseShare, this.share)
+    this.epoch++
+    if (changed) this.#moved(nowMs)
+    return true
   }
 
   /**

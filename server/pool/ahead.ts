@@ -1,10 +1,9 @@
 import { windowOfIndex } from '../config/index.js'
 import type { Entry, ResourceState } from './entry.js'
-import { quotaBlocks } from './shapes/index.js'
 import type { PoolState } from './state.js'
 
 /**
- * A named quota's next window sent ahead (#41: at each edge the leases of the window ending
+ * A quota's next window sent ahead (#41: at each edge the leases of the window ending
  * stopped a few ms early, and those of the next came with its first round, 5–15 ms after the
  * edge and once 74; checks of budgets nobody came close to spending were refused between).
  *
@@ -17,6 +16,14 @@ import type { PoolState } from './state.js'
  * ending window's budget); the ledger keeps it with the entry, so a coordinator restarted before
  * the edge counts it too. Once the next window is in force, the block is the entry's newest lease
  * (`Entry.promoteAhead`), and its rounds go on from there.
+ *
+ * A keyed quota's default share goes ahead the same way (#41: keys nobody came close to
+ * spending were refused in the 250 ms either side of each edge, 0.18% of the checks within 5 s
+ * of one): each holder's share of the next window is its share of this one
+ * (shapes/keyed-quota-share.ts), spent of every key not leased on its own. A hot key's holders
+ * spend none of it: they wait for the key's lease of that window, which comes with the first
+ * round there (the share's lease sent again: rounds.ts, lease-out.ts `send`); a key that goes
+ * hot while a share is ahead counts it in its own entry (hot-keys.ts, `seedKey`).
  */
 
 /**
@@ -32,7 +39,8 @@ export function planAhead(
   nowMs: number,
 ): boolean {
   const spec = r.settings.quotaWindow
-  if (!r.shape.sendsAhead || spec === undefined || entries.length === 0) return false
+  const nextBlocks = r.shape.nextBlocks
+  if (nextBlocks === undefined || spec === undefined || entries.length === 0) return false
   // Placed from the window in force, not asked of the windows' clock at a time to come (it takes
   // a window asked for as one it has reached: every lease after would be of the next window).
   // It opens when the windows' clock says, and ends a window's length after this one ends: when
@@ -50,7 +58,7 @@ export function planAhead(
   for (const e of entries) if (e.ahead?.window !== next.index) fresh.push(e)
   const left = Math.max(0, r.settings.capacity - sent)
   if (fresh.length === 0 || left <= 0) return false
-  const blocks = quotaBlocks(r, fresh, next, left, next.startMs, false)
+  const blocks = nextBlocks(r, fresh, next, left)
   let any = false
   for (let i = 0; i < fresh.length; i++) {
     const capacity = blocks[i]!

@@ -427,6 +427,9 @@ export function release(
     const entry = client.entries.get(id)
     if (entry === undefined) continue
     if (entry.resource.settings.quotaWindow !== undefined) {
+      // Its part of this window sent ahead and due is its lease of it (ahead.ts): what the
+      // release says it spent is of that window.
+      promoteDue(pool, entry, nowMs)
       ;(aside ??= []).push(entry)
       continue
     }

@@ -2,6 +2,7 @@ import { keyOfId, shareOfKey } from '../../shared/index.js'
 import type { ResourceSettings } from '../config/index.js'
 import { batchOf, putLease } from './batches.js'
 import type { ClientState, Entry, ResourceState } from './entry.js'
+import { promoteDue } from './ahead.js'
 import { inheritedCharge } from './handover.js'
 import { forget, subscribe, unsubscribe } from './registry.js'
 import type { PoolState } from './state.js'
@@ -118,14 +119,17 @@ export function seedKey(pool: PoolState, r: ResourceState, nowMs: number, send: 
   // Every holder is seeded before any is sent its lease: a keyed quota's lease says what the
   // key has left at the others (`elsewhere`), which counts their seeds.
   const seeded = []
+  const window = pool.windowOf(holders, nowMs)
   for (const fe of holders.entries.values()) {
+    // A share of this window sent ahead and due is the holder's lease of it (ahead.ts).
+    promoteDue(pool, fe, nowMs)
     if (fe.leases.length === 0) continue
     const entry = subscribe(pool, fe.client, r.settings.id, r.settings)
     // A holder handed a share it may not have heard of yet (handover.ts) counts the leaver's
     // units of this key as spent once it has: what it may spend of the key is its newest
     // share less those units (never less than its share before: the leaver spent at most its
     // own), so each lease is seeded less them.
-    const charge = key === undefined ? 0 : inheritedCharge(fe, key, pool.windowOf(holders, nowMs))
+    const charge = key === undefined ? 0 : inheritedCharge(fe, key, window)
     entry.restore(
       fe.leases.map((l) => ({
         ...l,
@@ -136,6 +140,14 @@ export function seedKey(pool: PoolState, r: ResourceState, nowMs: number, send: 
       })),
       nowMs,
     )
+    // Its share of the next window sent ahead (a keyed quota's, ahead.ts): the holder may spend
+    // it of this key from that window's start, before it hears the key is hot; the key's own
+    // entry counts it in that window as the family's did (and it becomes the key's lease there).
+    const a = fe.ahead
+    if (a !== undefined && window !== undefined && a.window > window.index) {
+      entry.ahead = { ...a, capacity: shareOfKey(kind, a.capacity, capacity) }
+      entry.refresh(nowMs)
+    }
     entry.seededMs = Math.floor(nowMs)
     pool.touch(entry)
     seeded.push(entry)

@@ -57,8 +57,13 @@ export function send(pool: PoolState, entry: Entry, capacity: number, nowMs: num
   if (!r.shape.familyShare) return sendOne(pool, entry, capacity, nowMs)
   // A keyed quota's holder starts anew each window: its first family lease of a window is a first.
   const window = pool.windowOf(r, nowMs)
+  // Its share of the window sent ahead and in force (ahead.ts) was never sent as a lease of the
+  // window: the first sent is the first (it carries the hot keys' leases of the window).
   const first =
-    window === undefined ? entry.leases.length === 0 : entry.leaseWindow !== window.index
+    window === undefined
+      ? entry.leases.length === 0
+      : entry.leaseWindow !== window.index ||
+        (entry.promoted !== undefined && entry.leases.at(-1) === entry.promoted)
   // On a new connection the holder may know none of its key leases (a batch that carried them
   // was lost with the old one, or a restored pool took them for acknowledged): they go again.
   const again = entry.resendDue
@@ -291,7 +296,7 @@ export function windowEdge(
 }
 
 /**
- * A named quota's block of the next window sent ahead (ahead.ts), on every lease of the window
+ * A quota's part of the next window sent ahead (ahead.ts), on every lease of the window
  * before it: spent from `startsInMs` after the lease comes, the time until the window opens
  * stretched by the windows' slew and the clocks' drift and a ms more (the lease comes after it
  * was made, so never before the window opens), until its end as `windowEdge` places it.
@@ -303,7 +308,14 @@ export function nextPart(
   nowMs: number,
 ): { next?: NonNullable<NonNullable<LeaseGrant['window']>['next']> } {
   const a = entry.ahead
-  if (a === undefined || a.window !== windowIndex + 1) return {}
+  // A hot key's entry counts its family's share sent ahead (hot-keys.ts, `seedKey`), but its
+  // client spends that window of the key by the family's lease: nothing to say with the key's.
+  if (
+    a === undefined ||
+    a.window !== windowIndex + 1 ||
+    entry.resource.shape.nextBlocks === undefined
+  )
+    return {}
   const { edge } = windowEdge(entry.client.edgeReport, a.endMs, nowMs)
   return {
     next: {

@@ -1,7 +1,7 @@
 import { promoteDue } from './ahead.js'
 import type { Entry, ResourceState } from './entry.js'
 import { idleKey, keyIsCold, retireKey } from './hot-keys.js'
-import { sendOne } from './lease-out.js'
+import { send } from './lease-out.js'
 import { forget, unsubscribe } from './registry.js'
 import { offerSpent } from './spent-decrease.js'
 import type { PoolState } from './state.js'
@@ -52,11 +52,12 @@ export function round(pool: PoolState, resourceId: string, nowMs: number): void 
   r.shape.round(pool, r, sharing, reserved, nowMs)
   // A block sent ahead, now this window's lease: sent again if the round sent nothing newer, so
   // that a client whose copy came late (its window then opens late) has it at once.
+  // A keyed quota's share goes with its hot keys' leases of the window (lease-out.ts, `send`).
   for (const e of sharing) {
     const record = e.promoted
     if (record === undefined) continue
+    if (e.leases.at(-1) === record) send(pool, e, e.newest, nowMs)
     e.promoted = undefined
-    if (e.leases.at(-1) === record) sendOne(pool, e, e.newest, nowMs)
   }
 }
 

@@ -357,9 +357,10 @@ export const leaseGrant = z.strictObject({
        */
       edge: z.tuple([z.number().int().min(1), z.number().int().min(0)]).optional(),
       /**
-       * A named quota's next window, sent ahead of this one's end (server/pool/ahead.ts): its
-       * budget for this client (`capacity`, whole units), spent from `startsInMs` after this
-       * lease came (no sooner: the window opens by then on any clock the protocol allows) until
+       * A quota's next window, sent ahead of this one's end (server/pool/ahead.ts): its
+       * budget for this client (`capacity`: a named quota's whole units; a keyed quota family's
+       * default share of every key, a fraction, spent of every key not leased on its own:
+       * client/keyed/quota-keys.ts), spent from `startsInMs` after this lease came (no sooner: the window opens by then on any clock the protocol allows) until
        * `endsInMs` after it came, or `edge[1]` after report `edge[0]` was sent, as `edge` above.
        * The coordinator counts it against that window from the moment it is sent.
        */

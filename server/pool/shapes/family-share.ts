@@ -13,7 +13,7 @@ export const familyShareShape: Shape = Object.freeze<Shape>({
   name: 'family share',
   familyShare: true,
   hotKey: false,
-  sendsAhead: false,
+  nextBlocks: undefined,
   round(pool, r, sharing, reserved, nowMs) {
     const wants = defaultHolders(r, sharing)
     handOverHeld(pool, r, sharing, wants, nowMs)

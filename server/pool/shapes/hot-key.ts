@@ -17,7 +17,7 @@ export const hotKeyShape: Shape = Object.freeze<Shape>({
   name: 'hot key',
   familyShare: false,
   hotKey: true,
-  sendsAhead: false,
+  nextBlocks: undefined,
   round(pool, r, sharing, reserved, nowMs) {
     const wants: number[] = []
     let asked = false

@@ -35,7 +35,21 @@ export const keyedQuotaShareShape: Shape = Object.freeze<Shape>({
   name: 'keyed quota share',
   familyShare: true,
   hotKey: false,
-  sendsAhead: false,
+  // Its default share of the next window, sent ahead with the leases renewed before the edge:
+  // the share each holds of this one (never more than what the shares sent ahead leave). A
+  // share is never taken back within its window, so the next window starts with the split this
+  // one ended with, and its rounds grow it from there; a holder without a share of this window
+  // (none was free) gets its first at the next window's first round, as before. The entries
+  // are those whose lease of this window is renewed (edge-renewal.ts).
+  nextBlocks(r, entries, _next, left) {
+    const parts = new Float64Array(entries.length)
+    let free = left
+    for (let i = 0; i < entries.length && free > r.epsilon; i++) {
+      parts[i] = Math.min(entries[i]!.newest, free)
+      free -= parts[i]!
+    }
+    return parts
+  },
   round(pool, r, sharing, _reserved, nowMs) {
     const windowIndex = pool.windowOf(r, nowMs)!.index
     handOver(pool, r, sharing, windowIndex, nowMs)

@@ -179,7 +179,8 @@ export const namedQuotaShape: Shape = Object.freeze<Shape>({
   name: 'quota',
   familyShare: false,
   hotKey: false,
-  sendsAhead: true,
+  // Sized as the next window's first round would size them, every unit of it left.
+  nextBlocks: (r, entries, next, left) => quotaBlocks(r, entries, next, left, next.startMs, false),
   round(pool, r, sharing, reserved, nowMs) {
     const s = r.settings
     const window = pool.windowOf(r, nowMs)!

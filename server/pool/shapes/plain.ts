@@ -9,7 +9,7 @@ export const plainShape: Shape = Object.freeze<Shape>({
   name: 'plain',
   familyShare: false,
   hotKey: false,
-  sendsAhead: false,
+  nextBlocks: undefined,
   round(pool, r, sharing, reserved, nowMs) {
     const wants = sharing.map((e) => e.history.estimate())
     maxMinTargets(r, sharing, wants, reserved, { wholeTokens: false })

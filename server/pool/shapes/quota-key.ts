@@ -10,6 +10,7 @@ export const quotaKeyShape: Shape = Object.freeze<Shape>({
   ...namedQuotaShape,
   name: 'quota key',
   hotKey: true,
-  // Its leases go to a keyed family's shares, which spend no next window sent ahead.
-  sendsAhead: false,
+  // A key's next window is its family's default share sent ahead (keyed-quota-share.ts): a
+  // key leased on its own waits for its lease of that window (client/keyed/quota-keys.ts).
+  nextBlocks: undefined,
 })

@@ -19,10 +19,19 @@ export interface Shape {
   /** One key of a keyed family: seeded when it goes hot, sent back to the default when cold. */
   readonly hotKey: boolean
   /**
-   * A named quota: its leases sent again before the window's end carry each client's block of
-   * the next window (ahead.ts), spent from the window's start without waiting for its round.
+   * A quota whose leases sent again before the window's end carry each client's part of the
+   * next window (ahead.ts), spent from the window's start without waiting for its round: the
+   * parts of `entries` (clients whose leases are about to be sent again) out of `left` (what
+   * the parts already sent ahead leave). Undefined for a shape that sends nothing ahead.
    */
-  readonly sendsAhead: boolean
+  readonly nextBlocks:
+    | ((
+        r: ResourceState,
+        entries: readonly Entry[],
+        next: { readonly startMs: number; readonly endMs: number },
+        left: number,
+      ) => ArrayLike<number>)
+    | undefined
   /**
    * One round, once the pool has swept, checked learning and set apart what
    * silent clients hold (`reserved`): the targets of `sharing` (the connected

@@ -136,7 +136,11 @@ class World {
     if (next === undefined || !p.connected) return
     if (this.nowMs - next.sentMs > 100) return // later than graceMs: lost
     const ready: string[] = []
-    for (const grant of next.batch.leases) {
+    for (const sent of next.batch.leases) {
+      // As client.ts places it: with a next window sent ahead, the lease lasts to that one's end.
+      const ahead = sent.window?.next
+      const grant =
+        ahead === undefined ? sent : { ...sent, ttlMs: Math.max(sent.ttlMs, ahead.endsInMs) }
       const inForce =
         grant.resource === FAMILY
           ? p.family.applyFamilyLease(grant)
@@ -182,6 +186,11 @@ class World {
     }
   }
 
+  /** The leases sent again just before a window's end, with the next window's shares ahead. */
+  renewEdges(): void {
+    this.enqueue(this.pool.renewEdges(this.pool.familyIds(FAMILY), this.nowMs))
+  }
+
   reset(key: Key): void {
     this.enqueue(this.pool.resetKey('k', key, this.nowMs).batches)
   }
@@ -216,7 +225,7 @@ type Step =
   | { op: 'join' | 'report' | 'disconnect' | 'crash' | 'release'; p: Id }
   | { op: 'deliver'; p: Id; ackLost: boolean }
   | { op: 'spend'; p: Id; key: Key; n: number; ghost: boolean }
-  | { op: 'round' | 'restart' }
+  | { op: 'round' | 'restart' | 'edge' }
   | { op: 'reset'; key: Key }
   | { op: 'advance'; ms: number }
   /** A refresh period of everyone: time, reports, a round, spending, deliveries. */
@@ -245,6 +254,8 @@ const step: fc.Arbitrary<Step> = fc.oneof(
     }),
   },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('round') }) },
+  // The renewal before a window's end (edge-renewal.ts): the next window's shares sent ahead.
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('edge') }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('reset'), key }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('restart') }) },
   {
@@ -313,6 +324,9 @@ function run(steps: readonly Step[]): World {
       case 'restart':
         w.restartCoordinator()
         break
+      case 'edge':
+        w.renewEdges()
+        break
       case 'reset':
         w.reset(s.key)
         break
@@ -376,6 +390,39 @@ describe('keyed quotas in the pool (model, against the client)', () => {
     for (let i = 0; i < 40; i++) steps.push(tick([['a', 5]]))
     const w = run(steps)
     expect(w.admitted.get('a@0')).toBeGreaterThanOrEqual(budget - 3)
+    expect(w.admitted.get('a@1')).toBeGreaterThanOrEqual(budget - 3)
+  })
+
+  it('sends the next window’s shares ahead: spent from its start, but never of a key leased on its own before its lease of that window comes (#41)', () => {
+    const spend = (p: Id, key: Key, n: number): Step => ({ op: 'spend', p, key, n, ghost: false })
+    const steps: Step[] = [{ op: 'join', p: 'p' }, { op: 'join', p: 'q' }, tick([])]
+    // p spends a until a is leased on its own.
+    for (let i = 0; i < 15; i++) steps.push(spend('p', 'a', 3), tick([]))
+    // To 100 ms before window 0 ends (16 ticks of 200 ms so far), every lease acknowledged; then
+    // the leases sent again, with the next window's shares (a third of every key each).
+    steps.push({ op: 'advance', ms: windowMs - 300 - 16 * 200 }, tick([]), { op: 'edge' })
+    for (const p of ['p', 'q'] as const) steps.push({ op: 'deliver', p, ackLost: false })
+    // Past the edge, no round yet: p spends key c of the share sent ahead, and none of a.
+    steps.push({ op: 'advance', ms: 150 }, spend('p', 'c', 12), spend('p', 'a', 12))
+    const before = run(steps)
+    expect(before.processes.get('p')!.family.leaseOf('a').source).toBe('key')
+    expect(before.admitted.get('c@1')).toBe(10)
+    expect(before.admitted.get('a@1') ?? 0).toBe(0)
+    // Then the round at the edge, and q and p spend a as far as they are let: within its budget.
+    const w = run([
+      ...steps,
+      { op: 'round' },
+      ...Array.from({ length: 10 }, (): Step => ({
+        op: 'tick',
+        ms: 200,
+        spend: [
+          ['q', 'a', 10],
+          ['p', 'a', 10],
+        ],
+        lost: false,
+      })),
+    ])
+    expect(w.admitted.get('a@1')).toBeLessThanOrEqual(budget)
     expect(w.admitted.get('a@1')).toBeGreaterThanOrEqual(budget - 3)
   })
 
