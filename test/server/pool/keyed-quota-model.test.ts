@@ -426,6 +426,29 @@ describe('keyed quotas in the pool (model, against the client)', () => {
     expect(w.admitted.get('a@1')).toBeGreaterThanOrEqual(budget - 3)
   })
 
+  it('counts the share sent ahead in a key that goes hot after it was sent: what a holder spends of it before hearing is the key’s (#41)', () => {
+    const spend = (p: Id, key: Key, n: number): Step => ({ op: 'spend', p, key, n, ghost: false })
+    const steps: Step[] = [{ op: 'join', p: 'p' }, { op: 'join', p: 'q' }, tick([])]
+    // 500 ms before window 0 ends, every lease acknowledged: the leases sent again, with the
+    // next window's shares (a third of every key each).
+    steps.push({ op: 'advance', ms: windowMs - 700 - 200 }, tick([]), { op: 'edge' })
+    for (const p of ['p', 'q'] as const) steps.push({ op: 'deliver', p, ackLost: false })
+    // q spends its share of a, is refused, and says so: a goes hot; p's lease of it is on the
+    // way, not delivered.
+    steps.push(spend('q', 'a', 12), { op: 'report', p: 'q' })
+    // Past the edge, no round yet: p spends a of the share sent ahead (a key of the default
+    // share, as far as it knows).
+    steps.push({ op: 'advance', ms: 550 }, spend('p', 'a', 12))
+    const w = run(steps)
+    expect(w.admitted.get('a@1')).toBe(10)
+    // The key's entry of p counts p's share of window 1 (its seed of the share sent ahead, as the
+    // ledger keeps it), though p said nothing of a: the key's rounds there leave it to p.
+    const entry = w.ledger.entries().find((e) => e.clientKey === 'p' && e.resource === 'k/a')
+    expect(entry?.ahead).toMatchObject({ window: 1, capacity: 10 })
+    const holders = w.pool.keyLookup('k', 'a', w.nowMs)!.holders
+    expect(holders.find((h) => h.client === 'p')?.committed).toBeGreaterThanOrEqual(10)
+  })
+
   it('never takes a share back within its window: a holder alone holds half of every key, and the holders that join share what is left', () => {
     // p spends key c slowly, never fast enough to report it: the coordinator never hears of c.
     const slowly: Step[] = Array.from({ length: 12 }, (): Step[] => [
