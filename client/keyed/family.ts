@@ -24,7 +24,7 @@ import type { KeyKind } from './key-kind.js'
 import type { KeyState } from './key-state.js'
 import { KeyView } from './key-view.js'
 import { closedKeys, keyKinds } from './kinds.js'
-import { keyLeaseRules } from './quota-keys.js'
+import { chargedOf, keyLeaseRules } from './quota-keys.js'
 import { FamilyShares } from './shares.js'
 import type { KeyLease, KeyReport, KeyedEvents, KeyedOwner } from './types.js'
 
@@ -1218,7 +1218,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
       if (window === undefined || !keyLeaseRules(this.#shares, state)) continue
       const used = state.usedWindow === window ? state.used : 0
       // Of it, what a share handed here brought (a key reset gives back only the rest).
-      const charged = Math.min(used, this.#shares.chargeOf(state.key, window))
+      const charged = Math.min(used, chargedOf(this.#shares, state, window))
       out.push({
         resource: keyIdOf(this.prefix, state.key),
         window,

@@ -45,6 +45,12 @@ export class KeyState {
    */
   nextUsed = 0
   nextUsedWindow = Number.NaN
+  /**
+   * Quota: of `used`, the units spent ahead (`nextUsed`, carried in): the coordinator's clock may
+   * have put them in the window before, so a key reset does not give them back (reported as
+   * `charged`, as a share's handed-on units are).
+   */
+  carried = 0
   /** Quota: the window of the budget in force (`slots`), and when spending it ends (hot clock). */
   window = Number.NaN
   endAtMs = 0

@@ -76,9 +76,8 @@ function refresh(shares: FamilyShares, state: KeyState): void {
     if (!Number.isNaN(q.window)) {
       // What another process spent of a share handed on here counts as spent (shares.ts), and
       // what was spent of this window ahead, between the last one's end and its start (`take`).
-      state.used =
-        shares.chargeOf(state.key, q.window) +
-        (state.nextUsedWindow === q.window ? state.nextUsed : 0)
+      state.carried = state.nextUsedWindow === q.window ? state.nextUsed : 0
+      state.used = shares.chargeOf(state.key, q.window) + state.carried
       state.usedWindow = q.window
     }
   }
@@ -121,6 +120,14 @@ function straddle(shares: FamilyShares, state: KeyState, cost: number, nowMs: nu
 }
 
 /**
+ * Of what the key used of `window`, what a key reset may not give back: what another process
+ * spent of a share handed on here, and what was spent ahead of the window's start (`straddle`).
+ */
+export function chargedOf(shares: FamilyShares, state: KeyState, window: number): number {
+  return shares.chargeOf(state.key, window) + (state.usedWindow === window ? state.carried : 0)
+}
+
+/**
  * A key's report with what it used of `window` (0 in another), and of that what was handed on
  * with a share (`charged`: spent by another process, counted here; a key reset gives back only
  * the rest).
@@ -133,7 +140,7 @@ function usedEntry(
   window: number,
 ): KeyReport {
   const used = state.usedWindow === window ? state.used : 0
-  const charged = Math.min(used, shares.chargeOf(state.key, window))
+  const charged = Math.min(used, chargedOf(shares, state, window))
   return charged > 0
     ? { resource: id, wants, used, charged, window }
     : { resource: id, wants, used, window }

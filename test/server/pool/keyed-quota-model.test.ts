@@ -449,6 +449,26 @@ describe('keyed quotas in the pool (model, against the client)', () => {
     expect(holders.find((h) => h.client === 'p')?.committed).toBeGreaterThanOrEqual(10)
   })
 
+  it('gives back on a key reset nothing spent between two windows (found by the model: 1 given back of 0)', () => {
+    // q spends a unit of a between the windows (of both, the coordinator's clock in window 0),
+    // then a is reset in window 1: that unit is not window 1's to give back.
+    run([
+      { op: 'join', p: 'q' },
+      tick([]),
+      { op: 'advance', ms: 9_000 },
+      tick([]),
+      { op: 'advance', ms: 300 },
+      { op: 'edge' },
+      { op: 'tick', ms: 100, spend: [], lost: false },
+      { op: 'tick', ms: 100, spend: [['q', 'a', 1]], lost: false },
+      { op: 'tick', ms: 100, spend: [], lost: false },
+      { op: 'reset', key: 'a' },
+      { op: 'tick', ms: 100, spend: [], lost: false },
+      { op: 'tick', ms: 100, spend: [], lost: false },
+      { op: 'round' },
+    ])
+  })
+
   it('never takes a share back within its window: a holder alone holds half of every key, and the holders that join share what is left', () => {
     // p spends key c slowly, never fast enough to report it: the coordinator never hears of c.
     const slowly: Step[] = Array.from({ length: 12 }, (): Step[] => [
