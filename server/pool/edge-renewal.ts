@@ -16,7 +16,7 @@ export const edgeRenewalMs = 100
  * Sends again, unchanged, the quota leases of `resourceId` in force for the window that ends
  * soon, so that each says the window's end anew (its `edge`): each entry's newest lease goes
  * again with the same capacity, to a client that is connected and acknowledged it, unless it
- * reported that lease spent. A named quota's carry each client's block of the next window
+ * reported that lease spent. A quota's carry each client's part of the next window
  * (ahead.ts: the one allocation here), and go to a client whose lease is spent too (the block
  * is of the next window). It costs one batch per client per window, with every such lease it
  * holds (a keyed family's hot keys too: about what the round at the edge sends). An entry whose
@@ -42,7 +42,8 @@ export function renewEdges(pool: PoolState, resourceId: string, nowMs: number): 
     )
       renewing.push(e)
   }
-  // A named quota's: each with its block of the next window (ahead.ts), spent or not.
+  // A quota's (named, or a keyed family's share): each with its part of the next window
+  // (ahead.ts), spent or not.
   const ahead = planAhead(pool, r, window, renewing, nowMs)
   for (const e of renewing) {
     const last = e.leases.at(-1)!

@@ -31,9 +31,10 @@ export interface LeaseRecord {
 }
 
 /**
- * A named quota's block of its next window, sent ahead of the current one's end with the leases
- * of it (ahead.ts): counted from the moment it is sent until `holdUntilMs` (the next window's
- * end and the send delay), and a lease of that window once it opens (`Entry.promoteAhead`).
+ * A quota's block (a keyed family's: its share) of its next window, sent ahead of the current
+ * one's end with the leases of it (ahead.ts): counted from the moment it is sent until
+ * `holdUntilMs` (the next window's end and the send delay), and a lease of that window once it
+ * opens (`Entry.promoteAhead`).
  */
 export interface AheadRecord {
   readonly window: number
@@ -337,7 +338,7 @@ export class Entry {
   charged = 0
   /** Quota: the window of the newest lease sent (`noWindow` before any, and for one a ledger restored). */
   leaseWindow = noWindow
-  /** A named quota: its block of the next window, sent ahead (ahead.ts); counted in `committed`. */
+  /** A quota: its block (a family's share) of the next window, sent ahead (ahead.ts); in `committed`. */
   ahead: AheadRecord | undefined = undefined
   /** That block, once it became the newest lease, until a round has sent it again or a newer one. */
   promoted: LeaseRecord | undefined = undefined
