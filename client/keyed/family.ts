@@ -1214,8 +1214,10 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     const out: { resource: string; window: number; used: number; charged?: number }[] = []
     if (this.#shares.kind !== 'quota') return out
     for (const state of this.#keys.values()) {
-      const window = state.lease?.window?.index
-      if (window === undefined || !keyLeaseRules(this.#shares, state)) continue
+      if (state.lease?.window === undefined || !keyLeaseRules(this.#shares, state)) continue
+      // The window of the budget in force: the lease's, or its next one's sent ahead.
+      this.#refreshIfStale(state)
+      const window = state.window
       const used = state.usedWindow === window ? state.used : 0
       // Of it, what a share handed here brought (a key reset gives back only the rest).
       const charged = Math.min(used, chargedOf(this.#shares, state, window))

@@ -58,7 +58,7 @@ export function planAhead(
   for (const e of entries) if (e.ahead?.window !== next.index) fresh.push(e)
   const left = Math.max(0, r.settings.capacity - sent)
   if (fresh.length === 0 || left <= 0) return false
-  const blocks = nextBlocks(r, fresh, next, left)
+  const blocks = nextBlocks(r, fresh, next, left, nowMs)
   let any = false
   for (let i = 0; i < fresh.length; i++) {
     const capacity = blocks[i]!

@@ -308,14 +308,7 @@ export function nextPart(
   nowMs: number,
 ): { next?: NonNullable<NonNullable<LeaseGrant['window']>['next']> } {
   const a = entry.ahead
-  // A hot key's entry counts its family's share sent ahead (hot-keys.ts, `seedKey`), but its
-  // client spends that window of the key by the family's lease: nothing to say with the key's.
-  if (
-    a === undefined ||
-    a.window !== windowIndex + 1 ||
-    entry.resource.shape.nextBlocks === undefined
-  )
-    return {}
+  if (a === undefined || a.window !== windowIndex + 1) return {}
   const { edge } = windowEdge(entry.client.edgeReport, a.endMs, nowMs)
   return {
     next: {

@@ -1,4 +1,5 @@
-import { namedQuotaShape } from './named-quota.js'
+import { demandOf } from '../hot-keys.js'
+import { namedQuotaShape, quotaBlocks } from './named-quota.js'
 import type { Shape } from './shape.js'
 
 /**
@@ -10,7 +11,16 @@ export const quotaKeyShape: Shape = Object.freeze<Shape>({
   ...namedQuotaShape,
   name: 'quota key',
   hotKey: true,
-  // A key's next window is its family's default share sent ahead (keyed-quota-share.ts): a
-  // key leased on its own waits for its lease of that window (client/keyed/quota-keys.ts).
-  nextBlocks: undefined,
+  // Its holders' blocks of the next window go ahead as a named quota's do (#41: a hot key's
+  // next lease came with the round at the edge, and its checks between were refused), to those
+  // that ask for it: a key nobody asks for gets none, and goes back to the default split.
+  nextBlocks(r, entries, next, left, nowMs) {
+    const asking = entries.filter((e) => demandOf(e, nowMs) > 0)
+    const blocks = new Float64Array(entries.length)
+    if (asking.length === 0) return blocks
+    const sized = quotaBlocks(r, asking, next, left, next.startMs, false)
+    for (let i = 0, j = 0; i < entries.length; i++)
+      if (asking[j] === entries[i]) blocks[i] = sized[j++]!
+    return blocks
+  },
 })

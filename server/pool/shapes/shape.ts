@@ -30,6 +30,7 @@ export interface Shape {
         entries: readonly Entry[],
         next: { readonly startMs: number; readonly endMs: number },
         left: number,
+        nowMs: number,
       ) => ArrayLike<number>)
     | undefined
   /**

@@ -178,6 +178,35 @@ describe('a keyed quota’s next window sent ahead', () => {
     expect(p.take()).toBe(false)
   })
 
+  it('spends a key leased on its own by its block of the next window sent ahead, and a check between the windows of both blocks', () => {
+    const clock = new ManualClock(0)
+    const p = new Process(clock)
+    p.lease(grant(7, 0.05, 1_000, { share: 0.05, startsInMs: 1_010, endsInMs: 6_000 }))
+    expect(p.take()).toBe(true)
+    const state = p.state!
+    // The key's lease of window 7 (40 in all), with its block of window 8 (3) ahead; the
+    // lease lasts to that window's end (client.ts places it so).
+    state.lease = {
+      ...grant(7, 40, 1_000, { share: 3, startsInMs: 1_010, endsInMs: 6_000 }),
+      resource: 'k/a',
+      family: undefined,
+      ttlMs: 6_000,
+    }
+    state.leaseUntilMs = clock.now() + 6_000
+    state.epoch = -1
+    expect(p.take(37)).toBe(true)
+    expect(p.take(3)).toBe(false)
+    clock.advance(1_000)
+    // Between the windows: 2 of window 7's 40 left, 3 of the block ahead: 2 more, of both.
+    expect(p.take(2)).toBe(true)
+    expect(p.take()).toBe(false)
+    clock.advance(10)
+    // Window 8: the block ahead, 2 of it spent already; not the family's share (5 of 100).
+    expect(p.take()).toBe(true)
+    expect(p.take()).toBe(false)
+    expect(quotaKeys.leaseOf(p.shares, 'a', state)).toMatchObject({ source: 'key', window: 8 })
+  })
+
   it('holds a key leased on its own in the window before at 0 of the share sent ahead, as at an edge, until its own lease of the window comes', () => {
     const clock = new ManualClock(0)
     const p = new Process(clock)

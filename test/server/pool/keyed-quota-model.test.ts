@@ -393,21 +393,29 @@ describe('keyed quotas in the pool (model, against the client)', () => {
     expect(w.admitted.get('a@1')).toBeGreaterThanOrEqual(budget - 3)
   })
 
-  it('sends the next window’s shares ahead: spent from its start, but never of a key leased on its own before its lease of that window comes (#41)', () => {
+  it('sends the next window’s parts ahead: spent from its start; a key leased on its own, by its block ahead, and never of the share (#41)', () => {
     const spend = (p: Id, key: Key, n: number): Step => ({ op: 'spend', p, key, n, ghost: false })
     const steps: Step[] = [{ op: 'join', p: 'p' }, { op: 'join', p: 'q' }, tick([])]
-    // p spends a until a is leased on its own.
-    for (let i = 0; i < 15; i++) steps.push(spend('p', 'a', 3), tick([]))
-    // To 100 ms before window 0 ends (16 ticks of 200 ms so far), every lease acknowledged; then
-    // the leases sent again, with the next window's shares (a third of every key each).
-    steps.push({ op: 'advance', ms: windowMs - 300 - 16 * 200 }, tick([]), { op: 'edge' })
+    // q spends a until a is leased on its own (to p too: a lease of nothing, as p asks none).
+    for (let i = 0; i < 15; i++) steps.push(spend('q', 'a', 3), tick([]))
+    // To 100 ms before window 0 ends (16 ticks of 200 ms so far), q still asking, every lease
+    // acknowledged; then the leases sent again, with the next window's shares (a third of every
+    // key each) and q's block of a.
+    steps.push(
+      { op: 'advance', ms: windowMs - 500 - 16 * 200 },
+      { op: 'tick', ms: 200, spend: [['q', 'a', 1]], lost: false },
+      tick([]),
+    )
+    steps.push({ op: 'edge' })
     for (const p of ['p', 'q'] as const) steps.push({ op: 'deliver', p, ackLost: false })
-    // Past the edge, no round yet: p spends key c of the share sent ahead, and none of a.
+    // Past the edge, no round yet: p spends key c of the share sent ahead, and none of a (its
+    // lease of a has no block ahead); q spends a of its block ahead.
     steps.push({ op: 'advance', ms: 150 }, spend('p', 'c', 12), spend('p', 'a', 12))
+    steps.push(spend('q', 'a', 1))
     const before = run(steps)
     expect(before.processes.get('p')!.family.leaseOf('a').source).toBe('key')
     expect(before.admitted.get('c@1')).toBe(10)
-    expect(before.admitted.get('a@1') ?? 0).toBe(0)
+    expect(before.admitted.get('a@1')).toBe(1)
     // Then the round at the edge, and q and p spend a as far as they are let: within its budget.
     const w = run([
       ...steps,
@@ -466,6 +474,34 @@ describe('keyed quotas in the pool (model, against the client)', () => {
       { op: 'tick', ms: 100, spend: [], lost: false },
       { op: 'tick', ms: 100, spend: [], lost: false },
       { op: 'round' },
+    ])
+  })
+
+  it('keeps a key leased on its own, waiting for its lease of the window whose share came ahead, when keys are evicted (found by the model: 13 of 12)', () => {
+    // q, cut off from the coordinator, goes into window 1 on its share sent ahead; b is leased
+    // on its own (r spends it) and q tracks two keys at most: b, waiting for its lease of
+    // window 1, must not be forgotten for c, or q would spend b of its share there.
+    run([
+      { op: 'join', p: 'q' },
+      tick([]),
+      { op: 'reset', key: 'b' },
+      { op: 'advance', ms: 2000 },
+      { op: 'reset', key: 'a' },
+      { op: 'edge' },
+      { op: 'tick', ms: 100, spend: [], lost: false },
+      { op: 'restart' },
+      { op: 'join', p: 'r' },
+      { op: 'tick', ms: 100, spend: [], lost: false },
+      { op: 'tick', ms: 100, spend: [['r', 'b', 1]], lost: false },
+      { op: 'tick', ms: 100, spend: [], lost: false },
+      { op: 'advance', ms: 7300 },
+      { op: 'tick', ms: 100, spend: [], lost: false },
+      { op: 'tick', ms: 100, spend: [['r', 'b', 2]], lost: false },
+      { op: 'spend', p: 'q', key: 'a', n: 1, ghost: false },
+      { op: 'tick', ms: 100, spend: [], lost: false },
+      { op: 'spend', p: 'r', key: 'b', n: 7, ghost: false },
+      { op: 'spend', p: 'q', key: 'c', n: 1, ghost: false },
+      { op: 'spend', p: 'q', key: 'b', n: 4, ghost: false },
     ])
   })
 
