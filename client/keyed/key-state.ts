@@ -40,11 +40,12 @@ export class KeyState {
   used = 0
   usedWindow = Number.NaN
   /**
-   * Quota: units spent of the next window's default share sent ahead (`nextUsedWindow`),
-   * checks made between this window's end and that one's start (quota-keys.ts, `take`).
+   * Quota: units spent of the next window's part sent ahead (window `nextUsedWindow`; -1, a
+   * small integer rather than a boxed NaN: none), checks made between this window's end and
+   * that one's start (quota-keys.ts, `straddle`).
    */
   nextUsed = 0
-  nextUsedWindow = Number.NaN
+  nextUsedWindow = -1
   /**
    * Quota: of `used`, the units spent ahead (`nextUsed`, carried in): the coordinator's clock may
    * have put them in the window before, so a key reset does not give them back (reported as

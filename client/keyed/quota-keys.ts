@@ -110,7 +110,7 @@ function refresh(shares: FamilyShares, state: KeyState): void {
   }
   if (!(state.nextUsedWindow > state.usedWindow)) {
     state.nextUsed = 0
-    state.nextUsedWindow = Number.NaN
+    state.nextUsedWindow = -1
   }
   state.window = q.window
   state.endAtMs = q.endAtMs
