@@ -466,8 +466,16 @@ export function release(
       if (said === undefined) continue
       // A keyed quota's share whose release said what it spent of each key in its window may
       // be handed on (handover.ts).
-      if (e.resource.shape.familyShare && said.keys !== undefined)
+      if (e.resource.shape.familyShare && said.keys !== undefined) {
         e.vacancy = { window: said.window, keys: said.keys, sinceMs: nowMs, id: randomUUID() }
+        // Its share of the next window sent ahead comes back too: it says what it spent of this
+        // one, so it spent none of the next (a client that had says nothing: its share stays
+        // spent, client/keyed/family.ts `spentInWindow`).
+        if (e.ahead !== undefined && e.ahead.window > said.window) {
+          e.ahead = undefined
+          e.refresh(nowMs)
+        }
+      }
       // A named quota's block is spent only as far as it was used: the rest comes back.
       else if (!e.resource.shape.familyShare && said.used !== undefined) {
         const charged = e.usedWindow === said.window ? e.charged : 0

@@ -505,6 +505,30 @@ describe('keyed quotas in the pool (model, against the client)', () => {
     ])
   })
 
+  it('gives back a share of the next window sent ahead when its holder closes before that window, having spent none of it (#41)', () => {
+    // p and q hold a third of every key each, and the same of window 1 sent ahead; q closes
+    // cleanly before the edge, saying what it spent of window 0: its share of window 1 is free
+    // there, and p grows to half (one holder, and room for one more).
+    const w = run([
+      { op: 'join', p: 'p' },
+      { op: 'join', p: 'q' },
+      tick([]),
+      { op: 'advance', ms: windowMs - 700 - 200 },
+      tick([['c', 2]]),
+      { op: 'edge' },
+      { op: 'deliver', p: 'p', ackLost: false },
+      { op: 'deliver', p: 'q', ackLost: false },
+      { op: 'release', p: 'q' },
+      { op: 'advance', ms: 600 },
+      tick([]),
+      tick([]),
+      tick([]),
+    ])
+    const p = w.processes.get('p')!.family
+    expect(p.leaseOf('c')).toMatchObject({ source: 'default', window: 1 })
+    expect(p.leaseOf('c').capacity).toBe(15)
+  })
+
   it('never takes a share back within its window: a holder alone holds half of every key, and the holders that join share what is left', () => {
     // p spends key c slowly, never fast enough to report it: the coordinator never hears of c.
     const slowly: Step[] = Array.from({ length: 12 }, (): Step[] => [
