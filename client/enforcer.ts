@@ -1,4 +1,4 @@
-import { CoarseClock, wholeSlots, type Clock, type ResourceKind } from '../shared/index.js'
+import { preciseNow, wholeSlots, type Clock, type ResourceKind } from '../shared/index.js'
 import type { DemandMeter } from './demand-meter.js'
 import { TokenBucket } from '../shared/limiters/index.js'
 
@@ -312,11 +312,6 @@ export class SlotEnforcer implements Enforcer {
   usedInWindow(): undefined {
     return undefined
   }
-}
-
-/** The real time now: a coarse clock's source, not its lagging reading. */
-function preciseNow(clock: Clock): number {
-  return clock instanceof CoarseClock ? clock.preciseNow() : clock.now()
 }
 
 /** `QuotaEnforcer`'s next window while none is sent ahead. */

@@ -142,3 +142,12 @@ export function sharedCoarseClock(source: Clock): CoarseClock {
   shared ??= new CoarseClock(source)
   return shared
 }
+
+/**
+ * The real time now on `clock`: a coarse clock's source, not its lagging reading. What must not
+ * happen early (a window's start) is placed from this; what must not happen late (an end), from
+ * the reading.
+ */
+export function preciseNow(clock: Clock): number {
+  return clock instanceof CoarseClock ? clock.preciseNow() : clock.now()
+}

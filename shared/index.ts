@@ -4,7 +4,7 @@ export { backoffCapFor, backoffDelayMs, connectTimeoutFor } from './backoff.js'
 export { durationOption, parseDuration } from './limiters/index.js'
 export type { Clock, Timer } from './clock.js'
 export { ManualClock, nextTurn, systemClock } from './clock.js'
-export { CoarseClock, sharedCoarseClock } from './coarse-clock.js'
+export { CoarseClock, preciseNow, sharedCoarseClock } from './coarse-clock.js'
 export type { ErrorCode, ErrorSpec } from './errors.js'
 export {
   SluiceError,

@@ -7,6 +7,7 @@ import {
   keyIdOf,
   keyOfId,
   keyProblem,
+  preciseNow,
   quotaHorizonMs,
   type Clock,
   type LeaseGrant,
@@ -603,7 +604,17 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
       this.#earlyReportWish = true
       this.#owner.requestEarlyReport()
     }
-    state.lease = grant
+    // Its block of the next window starts no sooner than placed from the real time (the hot
+    // clock's reading lags it): its times are counted from the reading (quota-keys.ts).
+    const next = grant.window?.next
+    const lagMs = next === undefined ? 0 : Math.ceil(preciseNow(this.#hotClock) - nowMs)
+    state.lease =
+      lagMs > 0
+        ? {
+            ...grant,
+            window: { ...grant.window!, next: { ...next!, startsInMs: next!.startsInMs + lagMs } },
+          }
+        : grant
     state.leaseProof = grant.proof
     state.leaseUntilMs = nowMs + grant.ttlMs
     state.fallbackUntilMs = state.leaseUntilMs + grant.safeHoldMs

@@ -2,6 +2,7 @@ import {
   fastestRefillMs,
   keyLimits,
   kindTraits,
+  preciseNow,
   safeFallback,
   slowestRefillMs,
   type Clock,
@@ -202,7 +203,10 @@ export class FamilyShares {
       if (next !== undefined && next.index > grant.window.index) {
         this.nextIndex = next.index
         this.nextShare = next.capacity
-        this.nextStartAtMs = nowMs + next.startsInMs
+        // A start must not come early: placed from the real time, not the hot clock's reading,
+        // which lags it (by a tick, more when the event loop is late: a fault run saw processes
+        // open the next window 6-26 ms before its edge). An end is placed from the reading.
+        this.nextStartAtMs = preciseNow(this.hotClock) + next.startsInMs
         this.nextEndAtMs = nowMs + next.endsInMs
       } else if (!(this.nextIndex > grant.window.index)) this.nextIndex = Number.NaN
     }

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest'
 import type { KeyState } from '../../../client/keyed/key-state.js'
 import { quotaKeys } from '../../../client/keyed/quota-keys.js'
 import { FamilyShares } from '../../../client/keyed/shares.js'
-import { ManualClock, shareOfKey, type LeaseGrant } from '../../../shared/index.js'
+import { CoarseClock, ManualClock, shareOfKey, type LeaseGrant } from '../../../shared/index.js'
 
 // A keyed quota's default share of the next window, sent ahead of the edge (server/pool/ahead.ts):
 // in force from its start as this process places it, and between this window's end and that
@@ -162,6 +162,27 @@ describe('a keyed quota’s next window sent ahead', () => {
     clock.advance(5)
     for (let i = 0; i < 10; i++) expect(p.take()).toBe(true)
     expect(p.take()).toBe(false)
+  })
+
+  it('never opens the next window early on a coarse hot clock that lags the real time (found in a fault run: 6-26 ms early)', () => {
+    const source = new ManualClock(0)
+    // Ticks every 50 ms: its reading lags the real time by up to 50 ms.
+    const hot = new CoarseClock(source, 50)
+    const shares = new FamilyShares(hot)
+    source.advance(40)
+    expect(hot.now()).toBe(0)
+    // Sent ahead: the next window opens 100 ms from now (real time 140).
+    const g = grant(7, 0.05, 60, { share: 0.05, startsInMs: 100, endsInMs: 5_000 })
+    shares.applyLease(g, g.family!)
+    source.advance(80)
+    // Real time 120, the reading 100: not open yet.
+    expect(hot.now()).toBe(100)
+    expect(shares.advance(hot.now())).toBe(false)
+    expect(shares.windowIndex).toBe(7)
+    source.advance(30)
+    expect(shares.advance(hot.now())).toBe(true)
+    expect(shares.windowIndex).toBe(8)
+    hot.close()
   })
 
   it('takes no share from a late lease of the window that ended here', () => {
