@@ -58,12 +58,38 @@ class Process {
   lease(g: LeaseGrant): void {
     this.shares.applyLease(g, g.family!)
   }
+  /** The key's own lease comes (it went hot): in force from now, for its `ttlMs`. */
+  keyLease(g: LeaseGrant): KeyState {
+    const state = this.state!
+    state.lease = g
+    state.leaseUntilMs = this.clock.now() + g.ttlMs
+    state.epoch = -1
+    return state
+  }
   take(cost = 1): boolean {
     if (this.state === undefined) this.state = quotaKeys.newState(this.shares, 'a')
     else if (this.state.epoch !== this.shares.epoch || this.clock.now() >= this.state.changeAtMs)
       quotaKeys.refresh(this.shares, this.state)
     return quotaKeys.take(this.shares, this.state, cost)
   }
+}
+
+/** A key's own lease of `window` (a quota's), and its block of the next window ahead if given. */
+function keyLease(
+  window: number,
+  capacity: number,
+  endsInMs: number,
+  next?: { share: number; startsInMs: number; endsInMs: number },
+): LeaseGrant {
+  return { ...grant(window, capacity, endsInMs, next), resource: 'k/a', family: undefined }
+}
+
+/** A process holding a twentieth of every key of window 7, the same of window 8 ahead, one unit of key a spent. */
+function holdingKeyA(clock: ManualClock): Process {
+  const p = new Process(clock)
+  p.lease(grant(7, 0.05, 1_000, { share: 0.05, startsInMs: 1_010, endsInMs: 6_000 }))
+  expect(p.take()).toBe(true)
+  return p
 }
 
 describe('a keyed quota’s next window sent ahead', () => {
@@ -201,20 +227,12 @@ describe('a keyed quota’s next window sent ahead', () => {
 
   it('spends a key leased on its own by its block of the next window sent ahead, and a check between the windows of both blocks', () => {
     const clock = new ManualClock(0)
-    const p = new Process(clock)
-    p.lease(grant(7, 0.05, 1_000, { share: 0.05, startsInMs: 1_010, endsInMs: 6_000 }))
-    expect(p.take()).toBe(true)
-    const state = p.state!
+    const p = holdingKeyA(clock)
     // The key's lease of window 7 (40 in all), with its block of window 8 (3) ahead; the
     // lease lasts to that window's end (client.ts places it so).
-    state.lease = {
-      ...grant(7, 40, 1_000, { share: 3, startsInMs: 1_010, endsInMs: 6_000 }),
-      resource: 'k/a',
-      family: undefined,
-      ttlMs: 6_000,
-    }
-    state.leaseUntilMs = clock.now() + 6_000
-    state.epoch = -1
+    const state = p.keyLease(
+      keyLease(7, 40, 1_000, { share: 3, startsInMs: 1_010, endsInMs: 6_000 }),
+    )
     expect(p.take(37)).toBe(true)
     expect(p.take(3)).toBe(false)
     clock.advance(1_000)
@@ -230,18 +248,8 @@ describe('a keyed quota’s next window sent ahead', () => {
 
   it('holds a key leased on its own in the window before at 0 of the share sent ahead, as at an edge, until its own lease of the window comes', () => {
     const clock = new ManualClock(0)
-    const p = new Process(clock)
-    p.lease(grant(7, 0.05, 1_000, { share: 0.05, startsInMs: 1_010, endsInMs: 6_000 }))
-    expect(p.take()).toBe(true)
-    const state = p.state!
-    const keyLease = (window: number, capacity: number, endsInMs: number): LeaseGrant => ({
-      ...grant(window, capacity, endsInMs),
-      resource: 'k/a',
-      family: undefined,
-    })
-    state.lease = keyLease(7, 40, 1_000)
-    state.leaseUntilMs = clock.now() + 1_000
-    quotaKeys.refresh(p.shares, state)
+    const p = holdingKeyA(clock)
+    const state = p.keyLease(keyLease(7, 40, 1_000))
     expect(p.take(10)).toBe(true)
     clock.advance(1_010)
     // The share of window 8 in force here, the key's lease of it not come: none of the share.
@@ -250,9 +258,7 @@ describe('a keyed quota’s next window sent ahead', () => {
     expect(quotaKeys.wantsOwnLease(p.shares, state, 'a', 100, 1)).toBe(false)
     expect(quotaKeys.msUntil(p.shares, state, 1)).toBe(2_000)
     // Its lease of window 8 comes (with the share's first lease there).
-    state.lease = keyLease(8, 30, 5_000)
-    state.leaseUntilMs = clock.now() + 5_000
-    state.epoch = -1
+    p.keyLease(keyLease(8, 30, 5_000))
     expect(p.take(30)).toBe(true)
     expect(p.take()).toBe(false)
   })
