@@ -82,12 +82,13 @@ if (only === undefined || 'key-reset'.includes(only)) {
   console.log(
     [
       '',
-      `| key reset: ${r.windows[0]?.fault ?? ''} | admitted before the reset | after it | answer |`,
-      '| --- | --- | --- | --- |',
+      `| key reset: ${r.windows[0]?.fault ?? ''} | admitted before the reset | after it | stranded by the kill | answer |`,
+      '| --- | --- | --- | --- | --- |',
       ...r.resets.map(
-        (k) => `| ${k.key} | ${k.before} of ${r.capacity} | ${k.after} | ${k.status} |`,
+        (k) =>
+          `| ${k.key} | ${k.before} of ${r.capacity} | ${k.after} (${k.admittedByLog.join('/')}) | ${k.strandedByKill} | ${k.status} |`,
       ),
-      `| keys not reset over their budget | ${r.othersOver} | | |`,
+      `| keys not reset over their budget | ${r.othersOver} | | | |`,
     ].join('\n'),
   )
 }

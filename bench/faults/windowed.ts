@@ -93,6 +93,12 @@ export interface WindowedRun {
     readonly key: string
     readonly atWallMs: number
     readonly status: number
+    /**
+     * What the coordinator counted the SIGKILLed client as holding of the key and not yet
+     * reported used, just after the kill (GET /v1/key): stranded until the window's end, a lease
+     * sent but not yet in force at the kill included. Absent if no client was killed after it.
+     */
+    readonly strandedByKill?: number
   }[]
   /** Lease batches the coordinator sent shortened, written late (its log). */
   readonly shortenedBatches: number
@@ -189,11 +195,27 @@ export async function runWindowedFaults(
           const victim = workers[1]!
           victim.child.kill('SIGKILL')
           await victim.exited
+          // What the coordinator counts it (client id `<name>-1`) holding of each key reset, left
+          // unreported.
+          for (const [i, r] of resets.entries()) {
+            if (s.resets === undefined) break
+            const res = await fetch(
+              `http://127.0.0.1:${coordinator.port}/v1/key?family=${s.resets.prefix}&key=${r.key}`,
+              { headers: { authorization: `Bearer ${adminToken}` } },
+            )
+            const view = (await res.json()) as {
+              holders?: { client: string; committed: number; used?: number }[]
+            }
+            let stranded = 0
+            for (const h of view.holders ?? [])
+              if (h.client === `${name}-1`) stranded += Math.max(0, h.committed - (h.used ?? 0))
+            resets[i] = { ...r, strandedByKill: stranded }
+          }
         },
       })
       events.push({ atMs: s.clientKillMs + s.restartAfterMs, run: async () => spawnWorker(1, 0) })
     }
-    const resets: { key: string; atWallMs: number; status: number }[] = []
+    const resets: WindowedRun['resets'][number][] = []
     const reset = s.resets
     if (reset !== undefined)
       events.push({

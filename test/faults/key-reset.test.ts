@@ -29,18 +29,22 @@ describe('key reset under faults (real processes)', () => {
         expect(k.before, label).toBeLessThanOrEqual(capacity)
         // After it: the budget again, at most one budget (and what was left, had any been).
         expect(k.after, label).toBeLessThanOrEqual(capacity + (capacity - k.before))
-        // At least the budget less what the SIGKILLed process stranded (it is killed 0.3 s
-        // after the reset, holding its block of each hot key: a block is its demand over two
-        // refresh periods and its link's round trip, up to 8 periods of it). Measured on an idle
-        // machine (k0, k1, k2): 100/100/100 three runs of four; 70/100/100 and 67/78/96 with
-        // this split logged, k0's replacement admitting 0 (the other blocks held the rest);
-        // under load (a build beside it, round trips longer, blocks larger) k1 50 once. A reset
-        // that did nothing leaves 0.
-        expect(k.after, `${label}; by process ${k.admittedByLog.join('/')}`).toBeGreaterThanOrEqual(
-          0.4 * capacity,
-        )
-        // Asked for, after the reset and before the restart (which forgets it): 108 to 393 measured.
-        expect(k.askedUntilKill, label).toBeGreaterThan(0.5 * capacity)
+        // At least the budget less what the SIGKILLed process stranded: it is killed 0.3 s
+        // after the reset, holding its block of each hot key (its demand over two refresh
+        // periods and its link's round trip, up to 8 periods of it: larger on a loaded
+        // machine), which nobody may spend until the window's end. What the coordinator counted
+        // it holding unreported just after the kill (GET /v1/key) is that block. Measured, two
+        // CPU hogs beside it: admitted + stranded 100 or 101 (the killed process's admissions
+        // since its last report count in both), stranded 0 to 40; a CI run once admitted 33
+        // after the reset, which a fixed floor of 40 took for a failure. A reset that did nothing
+        // leaves 0.
+        expect(
+          k.after + k.strandedByKill,
+          `${label}, ${k.strandedByKill} stranded by the kill; by process ${k.admittedByLog.join('/')}`,
+        ).toBeGreaterThanOrEqual(0.9 * capacity)
+        // Asked for, after the reset and before the restart (which forgets it), so that the budget
+        // given again is spent in the run: 212 (k2) to 836 (k0) measured.
+        expect(k.askedUntilKill, label).toBeGreaterThan(1.5 * capacity)
       }
       expect(r.othersOver, 'keys not reset over their budget').toBe(0)
       expect(r.windows[0]!.keys).toBeGreaterThan(1500)
