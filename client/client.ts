@@ -379,7 +379,11 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
         this.#earlyTimer = undefined
         let throttled = false
         for (const h of this.#holders.values())
-          if (h instanceof Resource ? h.throttled() : h.takeEarlyReportWish?.() === true)
+          if (
+            h instanceof Resource
+              ? h.throttled(this.#reportPeriodMs)
+              : h.takeEarlyReportWish?.() === true
+          )
             throttled = true
         if (throttled && this.#earlyBudget > 0) {
           this.#earlyBudget--

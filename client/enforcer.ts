@@ -19,6 +19,11 @@ export interface NextWindow {
 export interface EnforcerHost {
   /** A rate check was refused: demand may be well above the lease. */
   refused(): void
+  /**
+   * A quota's block is half spent (once a lease): if it is going faster than the block was
+   * sized for, an early report gets the next one before it runs dry (`throttled`).
+   */
+  lowOnBudget(): void
   /** Slots came back (concurrency): waiters may be served, a held-back ack may go. */
   slotsReleased(cost: number): void
 }
@@ -65,8 +70,11 @@ export interface Enforcer {
   readonly fits: boolean
   /** Demand over the window just ended. */
   takeDemand(nowMs: number, waitingCost: number): number
-  /** Whether demand so far is well above the capacity in force (an early report may help). */
-  throttled(nowMs: number, capacity: number, waiting: number): boolean
+  /**
+   * Whether demand so far is well above the capacity in force (an early report may help);
+   * `periodMs`: the time between two reports, so about until the next lease.
+   */
+  throttled(nowMs: number, capacity: number, waiting: number, periodMs: number): boolean
   /**
    * Quota: the window a lease's budget belongs to, and how long it may be spent from now; and
    * the next window's budget sent ahead, spent from its start (`next`, times from now).
@@ -333,6 +341,9 @@ const noNext = -Infinity
  * for the few ms of the margins (#41: 0.12–0.17% of the checks within 5 s of
  * an edge were refused there, in 10 ms ticks of a gateway's traffic).
  */
+/** A quota's block half spent within this part of a report period of its lease: its pace rose (`throttled`). */
+const paceRisen = 0.75
+
 export class QuotaEnforcer implements Enforcer {
   readonly kind = 'quota'
   readonly inFlight = 0
@@ -345,6 +356,12 @@ export class QuotaEnforcer implements Enforcer {
   /** The next window sent ahead (`noNext`: none): its budget, spent from its start to its end. */
   #nextIndex = noNext
   #nextBudget = 0
+  /** The count of used at which the block leased last is half spent (`lowOnBudget`, once). */
+  #lowWaterUsed = Infinity
+  /** When the budget in force came (a lease, or the next window's opening), on the hot clock. */
+  #armedAtMs = 0
+  /** How long after it came half of it was spent (Infinity: not yet). */
+  #halfSpentInMs = Infinity
   /** Spent from the next window's budget before it opened here: checks between the windows. */
   #nextUsed = 0
   #nextStartAtMs = 0
@@ -388,6 +405,11 @@ export class QuotaEnforcer implements Enforcer {
       if (this.#used + cost > this.#budget) return false
     }
     this.#used += cost
+    if (this.#used >= this.#lowWaterUsed) {
+      this.#lowWaterUsed = Infinity
+      this.#halfSpentInMs = this.#clock.now() - this.#armedAtMs
+      this.#host.lowOnBudget()
+    }
     return true
   }
 
@@ -423,6 +445,7 @@ export class QuotaEnforcer implements Enforcer {
     this.#used = this.#nextUsed
     this.#budget = this.#nextBudget
     this.#endAtMs = this.#nextEndAtMs
+    this.#armLowWater()
     this.#nextIndex = noNext
     return now < this.#endAtMs
   }
@@ -439,7 +462,15 @@ export class QuotaEnforcer implements Enforcer {
 
   apply(capacity: number): number {
     this.#budget = wholeSlots(capacity)
+    this.#armLowWater()
     return 0
+  }
+
+  /** Half of what the budget in force leaves, spent: the moment to see whether it lasts. */
+  #armLowWater(): void {
+    this.#lowWaterUsed = this.#used + Math.max(1, Math.ceil((this.#budget - this.#used) / 2))
+    this.#armedAtMs = this.#clock.now()
+    this.#halfSpentInMs = Infinity
   }
 
   fill(): void {}
@@ -541,9 +572,19 @@ export class QuotaEnforcer implements Enforcer {
     return this.#meter.take(nowMs, true, waitingCost)
   }
 
-  /** Asked for faster than the block lasts, or most of it spent: a report now sizes the next block. */
-  throttled(nowMs: number): boolean {
-    return this.#meter.rateSoFar(nowMs) > 0 && this.remaining() < 0.25 * this.#budget + 1
+  /**
+   * Asked for faster than the block lasts, or most of it spent: a report now sizes the next
+   * block. Faster than it lasts: half of what the lease in force left was spent within
+   * `paceRisen` of a report period of its coming. A block is sized for two periods of the
+   * demand last reported (and the round trip): spent at that pace, half of it goes about when
+   * the next lease comes, and it is not reported early; spent half in three quarters of a
+   * period or less, the pace rose by a third or more, and what is left would run dry before
+   * the next lease (a block sized on a demand measured before the pace rose ran dry once
+   * before it grew: docs/benchmarks.md, "Checks between two windows spent from both").
+   */
+  throttled(nowMs: number, _capacity: number, _waiting: number, periodMs: number): boolean {
+    if (!(this.#meter.rateSoFar(nowMs) > 0)) return false
+    return this.remaining() < 0.25 * this.#budget + 1 || this.#halfSpentInMs < paceRisen * periodMs
   }
 }
 

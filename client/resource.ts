@@ -152,6 +152,7 @@ export class Resource extends EventEmitter<ResourceEvents> implements Holder {
     this.#fallbackBurst = this.#fallbackCapacity
     this.#enforcers = createEnforcers(hotClock, meter, {
       refused: () => owner.requestEarlyReport(),
+      lowOnBudget: () => owner.requestEarlyReport(),
       slotsReleased: (cost) => this.releaseSlots(cost),
     })
     this.#enforcer = this.#enforcers[options.kind]
@@ -470,8 +471,13 @@ export class Resource extends EventEmitter<ResourceEvents> implements Holder {
   }
 
   /** Whether demand so far in this window is well above the capacity in force. */
-  throttled(): boolean {
-    return this.#enforcer.throttled(this.#clock.now(), this.capacity, this.#waiters.length)
+  throttled(periodMs: number): boolean {
+    return this.#enforcer.throttled(
+      this.#clock.now(),
+      this.capacity,
+      this.#waiters.length,
+      periodMs,
+    )
   }
 
   /** Applies a lease from the coordinator. Returns false when the ack must wait for in-flight work to drain. */

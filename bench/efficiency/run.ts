@@ -179,6 +179,10 @@ export async function runEfficiency(s: EfficiencyScenario): Promise<EfficiencyRe
     if (keep !== undefined) {
       for (const [i, w] of workers.entries()) await writeFile(join(keep, `gw-${i}.log`), w.output)
       await writeFile(join(keep, 'coordinator.log'), coordinator.log)
+      // Its counters as the run left them (rounds, lease messages, acks), where it can be read.
+      const res = await fetch(`http://127.0.0.1:${coordinator.port}/metrics`).catch(() => undefined)
+      if (res !== undefined)
+        await writeFile(join(keep, 'coordinator-metrics.txt'), await res.text())
     }
     return measure(
       s,

@@ -67,4 +67,87 @@ describe('early demand reports', () => {
     expect(server.clients.size).toBe(1)
     expect(socket?.readyState).toBe(socket?.OPEN)
   })
+
+  // A quota's block sized on a demand measured before the pace rose ran dry once before it grew
+  // (an early report came only after a refusal): half spent much faster than it was sized for,
+  // it reports early, before any check is refused; half spent at the pace it was sized for, not.
+  async function quotaClient(): Promise<{
+    q: ReturnType<SluiceClient['resource']>
+    clock: ManualClock
+    reports: DemandMessage[]
+  }> {
+    const clock = new ManualClock()
+    const reports: DemandMessage[] = []
+    const scripted = await scriptedCoordinator((ws, msg) => {
+      if (msg.type === 'hello')
+        ws.send(
+          JSON.stringify({
+            type: 'lease',
+            seq: 1,
+            leases: [
+              {
+                resource: 'q',
+                kind: 'quota',
+                // A block of 100 in a window of a minute: 50 a second over two 1 s periods.
+                capacity: 100,
+                burst: 100,
+                ttlMs: 60_000,
+                refreshMs: 1000,
+                safeCapacity: 0,
+                safeHoldMs: 0,
+                window: { index: 7, endsInMs: 60_000, quota: 1000, lengthMs: 60_000 },
+              },
+            ],
+          }),
+        )
+      if (msg.type === 'demand') reports.push(msg as DemandMessage)
+    })
+    server = scripted.server
+    client = createClient({
+      url: `ws://127.0.0.1:${scripted.port}/v1/connect`,
+      clientId: 'x',
+      clock,
+      maxEarlyReportsPerRefresh: 2,
+    })
+    const q = client.resource('q', { kind: 'quota' })
+    await new Promise((resolve) => q.once('lease', resolve))
+    await client.roundTrip()
+    return { q, clock, reports }
+  }
+
+  it('reports a quota early once half its block went much faster than it was sized for, before anything is refused', async () => {
+    const { q, clock, reports } = await quotaClient()
+    const before = reports.length
+    // 5 every 10 ms (500 a second, ten times the block's pace): half of it in 100 ms.
+    let admitted = 0
+    for (let t = 0; t < 100; t += 10) {
+      for (let i = 0; i < 5; i++) if (q.tryAcquire()) admitted++
+      clock.advance(10)
+      await client!.roundTrip()
+    }
+    expect(admitted).toBe(50)
+    // The early report's timer: a period over (maxEarlyReportsPerRefresh + 1).
+    clock.advance(400)
+    await client!.roundTrip()
+    const early = reports.slice(before).filter((r) => r.early === true)
+    expect(early.length).toBe(1)
+    expect(early[0]!.resources[0]).toMatchObject({ resource: 'q', used: 50, window: 7 })
+  })
+
+  it('sends no early report when the block is half spent at the pace it was sized for', async () => {
+    const { q, clock, reports } = await quotaClient()
+    const before = reports.length
+    // 10 every 200 ms: 50 a second, the block's pace, reported as such each period; half of it
+    // spent at 1 s, and less than a period's worth left from 1.2 s on.
+    let admitted = 0
+    for (let t = 0; t < 1800; t += 200) {
+      for (let i = 0; i < 10; i++) if (q.tryAcquire()) admitted++
+      clock.advance(200)
+      await client!.roundTrip()
+    }
+    expect(admitted).toBe(90)
+    const sent = reports.slice(before)
+    expect(sent.length, 'the regular reports went').toBeGreaterThanOrEqual(1)
+    expect(sent.filter((r) => r.early === true)).toEqual([])
+  })
 })

@@ -4,7 +4,11 @@ import { DemandMeter } from '../../client/demand-meter.js'
 import { QuotaEnforcer } from '../../client/enforcer.js'
 import { CoarseClock, ManualClock } from '../../shared/index.js'
 
-const host = { refused: () => undefined, slotsReleased: () => undefined }
+const host = {
+  refused: () => undefined,
+  lowOnBudget: () => undefined,
+  slotsReleased: () => undefined,
+}
 
 /** A quota enforcer on a manual clock. */
 function enforcer(): { clock: ManualClock; q: QuotaEnforcer } {
