@@ -27,6 +27,13 @@ export interface EfficiencyResult extends Comparison {
   readonly firstAdmitted: number
   readonly youngChecks: number
   readonly youngAdmitted: number
+  /**
+   * The same judged against the central limiter: of the first checks it would admit too (a
+   * refusal whose key the central limiter refused as well at that tick does not count), the
+   * share Sluice admitted.
+   */
+  readonly firstFair: { readonly checks: number; readonly admitted: number }
+  readonly youngFair: { readonly checks: number; readonly admitted: number }
   /** The customer's probe (a new key asked `asked` times), when the scenario has one. */
   readonly probe: { readonly asked: number; readonly admitted: number } | undefined
   /**
@@ -203,6 +210,8 @@ interface TickLine {
   q?: Record<string, number>
   f?: [number, number]
   y?: [number, number]
+  yr?: string[]
+  fr?: string[]
   probe?: string
   asked?: number
   admitted?: number
@@ -222,6 +231,9 @@ export function measure(s: EfficiencyScenario, outputs: readonly string[]): Effi
   const latencies: [number, number, number][] = []
   /** The process (its slot in `outputs`) each event of the trace came from. */
   const processOf: number[] = []
+  /** The trace event of each first check refused, at a young gateway or not. */
+  const youngRefused: number[] = []
+  const firstRefused: number[] = []
   for (const [p, output] of outputs.entries())
     for (const text of output.split('\n')) {
       if (text === '') continue
@@ -238,7 +250,9 @@ export function measure(s: EfficiencyScenario, outputs: readonly string[]): Effi
       }
       if (line.a === undefined) continue
       const keys = new Set([...Object.keys(line.a), ...Object.keys(line.r ?? {})])
+      const eventOf = new Map<string, number>()
       for (const key of keys) {
+        eventOf.set(key, trace.length)
         const admitted = line.a[key] ?? 0
         trace.push({ t: line.t, w: line.w, key, asked: admitted + (line.r?.[key] ?? 0), admitted })
         processOf.push(p)
@@ -250,6 +264,8 @@ export function measure(s: EfficiencyScenario, outputs: readonly string[]): Effi
       }
       for (const [id, n] of Object.entries(line.q ?? {}))
         byWindow.set(id, (byWindow.get(id) ?? 0) + n)
+      for (const key of line.yr ?? []) youngRefused.push(eventOf.get(key)!)
+      for (const key of line.fr ?? []) firstRefused.push(eventOf.get(key)!)
       firstChecks += line.f?.[0] ?? 0
       firstAdmitted += line.f?.[1] ?? 0
       youngChecks += line.y?.[0] ?? 0
@@ -291,6 +307,12 @@ export function measure(s: EfficiencyScenario, outputs: readonly string[]): Effi
     keysOver = over.size
   }
   const central = replayCentral(trace, limit)
+  // A refused first check counts against Sluice only if the central limiter admitted every check
+  // of that key in that tick (else it would have refused one too: which one, the tick does not say).
+  const judged = (checks: number, admitted: number, refused: readonly number[]) => {
+    const both = refused.filter((i) => central[i]! < trace[i]!.asked).length
+    return { checks: checks - both, admitted }
+  }
   return {
     name: s.name,
     ...compare(trace, limit, central),
@@ -310,6 +332,8 @@ export function measure(s: EfficiencyScenario, outputs: readonly string[]): Effi
     firstAdmitted: firstChecks > 0 ? firstAdmitted / firstChecks : 1,
     youngChecks,
     youngAdmitted: youngChecks > 0 ? youngAdmitted / youngChecks : 1,
+    firstFair: judged(firstChecks, firstAdmitted, firstRefused),
+    youngFair: judged(youngChecks, youngAdmitted, youngRefused),
     probe,
     remote,
   }
@@ -351,14 +375,19 @@ export function splitLines(r: EfficiencyResult): string[] {
 /** One scenario's row of the table `npm run bench -- efficiency` prints. */
 export function efficiencyRow(r: EfficiencyResult): string {
   const pct = (x: number): string => `${(100 * x).toFixed(1)}%`
+  // Of those the central limiter admitted too, when it refused some of them.
+  const fair = (f: EfficiencyResult['firstFair'], all: number): string =>
+    f.checks < all ? ` (${pct(f.admitted / Math.max(1, f.checks))} of ${f.checks} it admits)` : ''
   return [
     '',
     r.name,
     pct(r.ratio),
     `${r.centralOnly} of ${r.central} (${pct(r.centralOnly / Math.max(1, r.central))})`,
     String(r.keysOver),
-    `${pct(r.firstAdmitted)} of ${r.firstChecks}`,
-    r.youngChecks > 0 ? `${pct(r.youngAdmitted)} of ${r.youngChecks}` : '—',
+    `${pct(r.firstAdmitted)} of ${r.firstChecks}${fair(r.firstFair, r.firstChecks)}`,
+    r.youngChecks > 0
+      ? `${pct(r.youngAdmitted)} of ${r.youngChecks}${fair(r.youngFair, r.youngChecks)}`
+      : '—',
     r.probe === undefined ? '—' : `${r.probe.admitted} of ${r.probe.asked}`,
     r.remote === undefined
       ? '—'

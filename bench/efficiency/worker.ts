@@ -135,6 +135,9 @@ async function main(): Promise<void> {
     q: {} as Record<string, number>,
     f: [0, 0] as [number, number],
     y: [0, 0] as [number, number],
+    /** The keys of first checks refused, at a gateway young or not (`yr`, `fr`): judged against the central limiter. */
+    yr: undefined as string[] | undefined,
+    fr: undefined as string[] | undefined,
   }
   let owed = 0
   let last = systemClock.now()
@@ -149,8 +152,8 @@ async function main(): Promise<void> {
     last = now
     const units = Math.floor(owed)
     owed -= units
-    const { a, r, q, f, y } = late
-    late = { a: {}, r: {}, q: {}, f: [0, 0], y: [0, 0] }
+    const { a, r, q, f, y, yr, fr } = late
+    late = { a: {}, r: {}, q: {}, f: [0, 0], y: [0, 0], yr: undefined, fr: undefined }
     const young = t - readyAt < spec.youngMs
     const count = (
       into: typeof late,
@@ -178,9 +181,11 @@ async function main(): Promise<void> {
         const firsts = young ? into.y : into.f
         firsts[0]++
         if (ok) firsts[1]++
+        else if (young) (into.yr ??= []).push(key)
+        else (into.fr ??= []).push(key)
       }
     }
-    const here = { a, r, q, f, y }
+    const here = { a, r, q, f, y, yr, fr }
     const ask = (key: string, k: number): void => {
       const g = Math.floor(random() * clients.length)
       const family = families[g]
@@ -214,7 +219,19 @@ async function main(): Promise<void> {
       // Said at the end: a remote answer may still be on its way.
       if (probeAsked >= p.count) probed = true
     }
-    out.push(JSON.stringify({ t, w, a, r, q, f, y }))
+    out.push(
+      JSON.stringify({
+        t,
+        w,
+        a,
+        r,
+        q,
+        f,
+        y,
+        ...(here.yr === undefined ? {} : { yr: here.yr }),
+        ...(here.fr === undefined ? {} : { fr: here.fr }),
+      }),
+    )
     if (debugKeys.length > 0 && t - debugAt >= 1000) {
       debugAt = t
       const dbg: Record<string, unknown> = {}

@@ -1,6 +1,8 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { compare, replayCentral, type TraceEvent } from '../../bench/efficiency/central.js'
+import { efficiencyRow, measure } from '../../bench/efficiency/run.js'
+import type { EfficiencyScenario } from '../../bench/efficiency/scenarios.js'
 import { rankBand, splitLosses } from '../../bench/efficiency/split.js'
 import { excessOverBound } from '../../bench/faults/measure.js'
 
@@ -96,5 +98,43 @@ describe('where the efficiency bench finds Sluice short (BENCH_SPLIT=1)', () => 
       'keys: rank 100-299',
       'keys: other',
     ])
+  })
+})
+
+describe("the efficiency bench's first checks at a young gateway", () => {
+  // A quota of 2 per key per window. Process 0 spends key a (2 of 2); then process 1, just
+  // joined, checks a for the first time (refused: the central counter refuses it too) and b for
+  // the first time (refused: the central counter would admit it, a loss of Sluice's).
+  const scenario: EfficiencyScenario = {
+    name: 'test',
+    kind: 'quota',
+    capacity: 2,
+    windowMs: 60_000,
+    processes: 2,
+    gatewaysPerProcess: 1,
+    keys: 2,
+    ratePerSec: 1,
+    durationMs: 1000,
+  }
+  const line = (t: number, o: Record<string, unknown>) => JSON.stringify({ t, w: t, ...o })
+  const outputs = [
+    [
+      line(10, { a: { a: 2 }, r: {}, q: { 'a@0': 2 }, f: [1, 1], y: [0, 0] }),
+      line(20, { a: { b: 1 }, r: {}, q: { 'b@0': 1 }, f: [1, 1], y: [0, 0] }),
+    ].join('\n'),
+    [
+      line(30, { a: {}, r: { a: 1, b: 1 }, q: {}, f: [0, 0], y: [2, 0], yr: ['a', 'b'] }),
+      line(40, { a: { b: 1 }, r: {}, q: { 'b@0': 1 }, f: [0, 0], y: [0, 0] }),
+    ].join('\n'),
+  ]
+
+  it('counts a refusal the central limiter makes too apart, and the rest against Sluice', () => {
+    const r = measure(scenario, outputs)
+    expect(r.youngChecks).toBe(2)
+    expect(r.youngAdmitted).toBe(0)
+    // Of the two, only b would the central counter admit: 0 of 1.
+    expect(r.youngFair).toEqual({ checks: 1, admitted: 0 })
+    expect(r.firstFair).toEqual({ checks: 2, admitted: 2 })
+    expect(efficiencyRow(r)).toContain('0.0% of 2 (0.0% of 1 it admits)')
   })
 })
