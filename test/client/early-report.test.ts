@@ -115,17 +115,28 @@ describe('early demand reports', () => {
     return { q, clock, reports }
   }
 
+  /** Checks `perTick` at once every `tickMs` for `forMs`, on the manual clock; what was admitted. */
+  async function spend(
+    q: ReturnType<SluiceClient['resource']>,
+    clock: ManualClock,
+    perTick: number,
+    tickMs: number,
+    forMs: number,
+  ): Promise<number> {
+    let admitted = 0
+    for (let t = 0; t < forMs; t += tickMs) {
+      for (let i = 0; i < perTick; i++) if (q.tryAcquire()) admitted++
+      clock.advance(tickMs)
+      await client!.roundTrip()
+    }
+    return admitted
+  }
+
   it('reports a quota early once half its block went much faster than it was sized for, before anything is refused', async () => {
     const { q, clock, reports } = await quotaClient()
     const before = reports.length
     // 5 every 10 ms (500 a second, ten times the block's pace): half of it in 100 ms.
-    let admitted = 0
-    for (let t = 0; t < 100; t += 10) {
-      for (let i = 0; i < 5; i++) if (q.tryAcquire()) admitted++
-      clock.advance(10)
-      await client!.roundTrip()
-    }
-    expect(admitted).toBe(50)
+    expect(await spend(q, clock, 5, 10, 100)).toBe(50)
     // The early report's timer: a period over (maxEarlyReportsPerRefresh + 1).
     clock.advance(400)
     await client!.roundTrip()
@@ -139,13 +150,7 @@ describe('early demand reports', () => {
     const before = reports.length
     // 10 every 200 ms: 50 a second, the block's pace, reported as such each period; half of it
     // spent at 1 s, and less than a period's worth left from 1.2 s on.
-    let admitted = 0
-    for (let t = 0; t < 1800; t += 200) {
-      for (let i = 0; i < 10; i++) if (q.tryAcquire()) admitted++
-      clock.advance(200)
-      await client!.roundTrip()
-    }
-    expect(admitted).toBe(90)
+    expect(await spend(q, clock, 10, 200, 1800)).toBe(90)
     const sent = reports.slice(before)
     expect(sent.length, 'the regular reports went').toBeGreaterThanOrEqual(1)
     expect(sent.filter((r) => r.early === true)).toEqual([])
