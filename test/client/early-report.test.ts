@@ -12,45 +12,50 @@ afterEach(async () => {
   await new Promise((resolve) => server?.close(resolve))
 })
 
+/**
+ * A client of a scripted coordinator that welcomes it with `lease` and records every demand
+ * message; the client reports on a manual clock, at most two early reports a period.
+ */
+async function leasing(lease: Record<string, unknown>): Promise<{
+  c: SluiceClient
+  clock: ManualClock
+  reports: DemandMessage[]
+  seen: { socket?: WebSocket }
+}> {
+  const clock = new ManualClock()
+  const reports: DemandMessage[] = []
+  const seen: { socket?: WebSocket } = {}
+  const scripted = await scriptedCoordinator((ws, msg) => {
+    seen.socket = ws
+    if (msg.type === 'hello') ws.send(JSON.stringify({ type: 'lease', seq: 1, leases: [lease] }))
+    if (msg.type === 'demand') reports.push(msg as DemandMessage)
+  })
+  server = scripted.server
+  const c = createClient({
+    url: `ws://127.0.0.1:${scripted.port}/v1/connect`,
+    clientId: 'x',
+    clock,
+    maxEarlyReportsPerRefresh: 2,
+  })
+  client = c
+  return { c, clock, reports, seen }
+}
+
 describe('early demand reports', () => {
   it('reports early when throttled well below demand, at most maxEarlyReportsPerRefresh times a period', async () => {
-    const clock = new ManualClock()
-    const reports: DemandMessage[] = []
-    let socket: WebSocket | undefined
-    const scripted = await scriptedCoordinator((ws, msg) => {
-      socket = ws
-      if (msg.type === 'hello')
-        ws.send(
-          JSON.stringify({
-            type: 'lease',
-            seq: 1,
-            leases: [
-              {
-                resource: 'api',
-                kind: 'rate',
-                capacity: 10,
-                burst: 10,
-                ttlMs: 60000,
-                refreshMs: 1000,
-                safeCapacity: 0,
-                safeHoldMs: 0,
-              },
-            ],
-          }),
-        )
-      if (msg.type === 'demand') reports.push(msg as DemandMessage)
+    const { c, clock, reports, seen } = await leasing({
+      resource: 'api',
+      kind: 'rate',
+      capacity: 10,
+      burst: 10,
+      ttlMs: 60000,
+      refreshMs: 1000,
+      safeCapacity: 0,
+      safeHoldMs: 0,
     })
-    server = scripted.server
-    const { port } = scripted
-    client = createClient({
-      url: `ws://127.0.0.1:${port}/v1/connect`,
-      clientId: 'x',
-      clock,
-      maxEarlyReportsPerRefresh: 2,
-    })
-    const api = client.resource('api')
+    const api = c.resource('api')
     await new Promise((resolve) => api.once('lease', resolve))
-    await client.roundTrip()
+    await c.roundTrip()
     const regular = reports.length
 
     // Ask for 1000/s against a lease of 10/s for one period. Early reports are spaced period / (max + 1)
@@ -58,14 +63,14 @@ describe('early demand reports', () => {
     for (let t = 0; t < 1000; t += 10) {
       for (let i = 0; i < 10; i++) api.tryAcquire()
       clock.advance(10)
-      await client.roundTrip()
+      await c.roundTrip()
     }
     const early = reports.slice(regular).filter((r) => r.early === true)
     expect(early.length).toBe(2)
     expect(early[0]!.resources[0]!.wants).toBeGreaterThan(500)
     // All on the one connection the client opened: being throttled never costs a reconnect.
-    expect(server.clients.size).toBe(1)
-    expect(socket?.readyState).toBe(socket?.OPEN)
+    expect(server!.clients.size).toBe(1)
+    expect(seen.socket?.readyState).toBe(seen.socket?.OPEN)
   })
 
   // A quota's block sized on a demand measured before the pace rose ran dry once before it grew
@@ -76,42 +81,21 @@ describe('early demand reports', () => {
     clock: ManualClock
     reports: DemandMessage[]
   }> {
-    const clock = new ManualClock()
-    const reports: DemandMessage[] = []
-    const scripted = await scriptedCoordinator((ws, msg) => {
-      if (msg.type === 'hello')
-        ws.send(
-          JSON.stringify({
-            type: 'lease',
-            seq: 1,
-            leases: [
-              {
-                resource: 'q',
-                kind: 'quota',
-                // A block of 100 in a window of a minute: 50 a second over two 1 s periods.
-                capacity: 100,
-                burst: 100,
-                ttlMs: 60_000,
-                refreshMs: 1000,
-                safeCapacity: 0,
-                safeHoldMs: 0,
-                window: { index: 7, endsInMs: 60_000, quota: 1000, lengthMs: 60_000 },
-              },
-            ],
-          }),
-        )
-      if (msg.type === 'demand') reports.push(msg as DemandMessage)
+    const { c, clock, reports } = await leasing({
+      resource: 'q',
+      kind: 'quota',
+      // A block of 100 in a window of a minute: 50 a second over two 1 s periods.
+      capacity: 100,
+      burst: 100,
+      ttlMs: 60_000,
+      refreshMs: 1000,
+      safeCapacity: 0,
+      safeHoldMs: 0,
+      window: { index: 7, endsInMs: 60_000, quota: 1000, lengthMs: 60_000 },
     })
-    server = scripted.server
-    client = createClient({
-      url: `ws://127.0.0.1:${scripted.port}/v1/connect`,
-      clientId: 'x',
-      clock,
-      maxEarlyReportsPerRefresh: 2,
-    })
-    const q = client.resource('q', { kind: 'quota' })
+    const q = c.resource('q', { kind: 'quota' })
     await new Promise((resolve) => q.once('lease', resolve))
-    await client.roundTrip()
+    await c.roundTrip()
     return { q, clock, reports }
   }
 
