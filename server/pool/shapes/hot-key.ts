@@ -1,5 +1,8 @@
-import type { Entry } from '../entry.js'
+import type { Entry, ResourceState } from '../entry.js'
+import { subscribe } from '../registry.js'
+import type { PoolState } from '../state.js'
 import { demandOf } from '../hot-keys.js'
+import { centralClientId } from './default-holders.js'
 import { maxMinTargets } from './max-min.js'
 import { settle, type Shape } from './shape.js'
 
@@ -27,13 +30,36 @@ export const hotKeyShape: Shape = Object.freeze<Shape>({
     // scan nothing more.
     const familyId = r.settings.family!.familyId
     let sharers: readonly Entry[] = sharing
-    if (pool.resources.get(familyId)?.crowded === true) {
+    // What the processes it decides for asked of the key, as they last reported it (by
+    // tenant: each tenant has a part of its own): the coordinator's part asks that much at least.
+    let standsFor: Map<string | undefined, number> | undefined
+    const family = pool.resources.get(familyId)
+    if (family?.crowded === true) {
       sharers = sharing.filter((e) => e.client.entries.get(familyId)?.decidedCentrally !== true)
-      if (sharers.length < sharing.length) for (const e of sharing as Entry[]) e.target = 0
-      else sharers = sharing
+      if (sharers.length < sharing.length) {
+        for (const e of sharing as Entry[]) {
+          e.target = 0
+          if (e.client.entries.get(familyId)?.decidedCentrally !== true) continue
+          const d = demandOf(e, nowMs)
+          if (d > 0)
+            (standsFor ??= new Map()).set(
+              e.client.tenant,
+              (standsFor.get(e.client.tenant) ?? 0) + d,
+            )
+        }
+        if (standsFor !== undefined)
+          sharers = withCentral(pool, r, family, sharing as Entry[], sharers, standsFor)
+      } else sharers = sharing
     }
     for (const e of sharers) {
-      const d = demandOf(e, nowMs)
+      let d = demandOf(e, nowMs)
+      // A key hot by the reports of processes the coordinator's part now decides for (they
+      // checked it on a default share, or a share of the key, before the family was crowded):
+      // that part asks what they asked until its own report says more. Asked by nobody else,
+      // the key would be held by nobody until that part's next report (#41: 30 gateways
+      // starting together left keys of rank 1-9 unheld for 0.8 s).
+      if (standsFor !== undefined && e.client.clientId === centralClientId)
+        d = Math.max(d, standsFor.get(e.client.tenant) ?? 0)
       if (d > 0) asked = true
       wants.push(d)
     }
@@ -54,3 +80,29 @@ export const hotKeyShape: Shape = Object.freeze<Shape>({
     settle(pool, r, sharing, nowMs)
   },
 })
+
+/**
+ * `sharers` with the coordinator's part of each tenant in `standsFor` that holds the family (a
+ * crowded family's processes it decides for asked for the key), subscribed to the key if it
+ * was not (the key went hot before it held the family, or its entry went idle): added to
+ * `sharing` too, so the round settles it. An entry holds nothing until it is granted some out
+ * of what is free.
+ */
+function withCentral(
+  pool: PoolState,
+  r: ResourceState,
+  family: ResourceState,
+  sharing: Entry[],
+  sharers: readonly Entry[],
+  standsFor: ReadonlyMap<string | undefined, number>,
+): readonly Entry[] {
+  let added: Entry[] | undefined
+  for (const fe of family.entries.values()) {
+    if (fe.client.clientId !== centralClientId || !fe.client.connected) continue
+    if (!standsFor.has(fe.client.tenant) || fe.client.entries.has(r.settings.id)) continue
+    const entry = subscribe(pool, fe.client, r.settings.id, r.settings)
+    sharing.push(entry)
+    ;(added ??= []).push(entry)
+  }
+  return added === undefined ? sharers : [...sharers, ...added]
+}

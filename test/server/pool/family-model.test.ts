@@ -399,6 +399,14 @@ function crowdedRun(checking: readonly Id[]): World {
   ])
 }
 
+/** One refresh period of 100 ms: reports, rounds of the family and its keys, every lease delivered, checked. */
+function tickAll(w: World): void {
+  settleRounds(w, 1)
+  for (const k of keys) w.round(k)
+  for (const q of w.processes.values()) for (let n = 0; n < 3; n++) w.deliver(q, false)
+  w.check()
+}
+
 const tickWithout = (p: Id): Step => ({
   op: 'tick',
   ms: 100,
@@ -509,6 +517,37 @@ describe('keyed families in the pool (model)', () => {
     for (const id of ['s', 't', 'u'] as const)
       expect(w.processes.get(id)!.enforces('k/b'), id).toBeCloseTo(capacity / 6, 9)
     expect(w.processes.get('c')!.enforces('k/b')).toBeCloseTo(capacity / 2, 9)
+  })
+
+  it("gives the coordinator's part a key hot by the processes it now decides for: held, not dropped until its next report", () => {
+    // p uses k/a heavily and holds it whole (three processes: not crowded, its share decides).
+    // Then four more join, the coordinator's part among them: crowded, p (deciding) holds
+    // nothing, and k/a is asked by nobody else that holds it; the coordinator's part must
+    // hold it, as p asked for it, or nobody would until that part's own report (#41).
+    const w = run([
+      { op: 'join', p: 'p' },
+      { op: 'join', p: 'q' },
+      { op: 'join', p: 'r' },
+      tick,
+      tick,
+      { op: 'want', p: 'p', key: 0, wants: 40 },
+      ...Array.from({ length: 8 }, () => tick),
+      { op: 'join', p: 's' },
+      { op: 'join', p: 't' },
+      { op: 'join', p: 'u' },
+      { op: 'join', p: 'c' },
+    ])
+    expect(w.processes.get('p')!.enforces('k/a')).toBeCloseTo(capacity, 9)
+    const held: number[] = []
+    for (let i = 0; i < 3; i++) {
+      tickAll(w)
+      held.push(w.processes.get(central)!.enforces('k/a'))
+    }
+    expect(w.pool.hasResource('k/a')).toBe(true)
+    for (const id of ['p', 'q', 'r', 's', 't', 'u'] as const)
+      expect(w.processes.get(id)!.enforces('k/a'), id).toBe(0)
+    // Within a refresh period of the family turning crowded, and kept.
+    expect(held).toEqual([capacity, capacity, capacity])
   })
 
   // Random steps rarely drain a key on the default split and then bring a new process within a
