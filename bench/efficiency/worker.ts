@@ -128,6 +128,7 @@ async function main(): Promise<void> {
   let remoteAsked = 0
   const debugKeys = (process.env.SLUICE_BENCH_DEBUG_KEYS ?? '').split(',').filter((k) => k !== '')
   let debugAt = 0
+  const debugEveryMs = Number(process.env.SLUICE_BENCH_DEBUG_EVERY_MS ?? 1000)
   // What remote answers brought in since the last tick's line: logged with the next.
   let late = {
     a: {} as Record<string, number>,
@@ -232,7 +233,7 @@ async function main(): Promise<void> {
         ...(here.fr === undefined ? {} : { fr: here.fr }),
       }),
     )
-    if (debugKeys.length > 0 && t - debugAt >= 1000) {
+    if (debugKeys.length > 0 && t - debugAt >= debugEveryMs) {
       debugAt = t
       const dbg: Record<string, unknown> = {}
       for (const key of debugKeys)
