@@ -139,7 +139,8 @@ if (only === 'quota') {
 }
 
 // Not in the default set: real processes, a few minutes. BENCH_SCENARIO=<text> runs the
-// scenarios whose name holds it.
+// scenarios whose name holds it; <text>$ those whose name ends with it (a scenario without its
+// "— remote decisions" twin).
 if (only === 'efficiency') {
   const pick = process.env.BENCH_SCENARIO
   console.log(
@@ -147,7 +148,10 @@ if (only === 'efficiency') {
   )
   for (const line of efficiencyHeader) console.log(line)
   for (const s of efficiencyScenarios)
-    if (pick === undefined || s.name.includes(pick)) {
+    if (
+      pick === undefined ||
+      (pick.endsWith('$') ? s.name.endsWith(pick.slice(0, -1)) : s.name.includes(pick))
+    ) {
       const r = await runEfficiency(s)
       console.log(efficiencyRow(r))
       for (const line of splitLines(r)) console.log(line)
