@@ -1,4 +1,4 @@
-import { keyOfId, shareOfKey } from '../../shared/index.js'
+import { keyOfId, kindTraits, shareOfKey } from '../../shared/index.js'
 import type { ResourceSettings } from '../config/index.js'
 import { batchOf, putLease } from './batches.js'
 import type { ClientState, Entry, ResourceState } from './entry.js'
@@ -20,15 +20,36 @@ export type SendLease = (entry: Entry, capacity: number, nowMs: number) => void
 
 /**
  * What a client asks of a key now, for its round: its estimated demand,
- * but none once it has not reported the key for three refresh periods (a
- * client reports a key only while it asks for it, so an estimate that
- * decays toward 0 would otherwise never reach it), and none below the
- * resource's epsilon.
+ * but none once it has not reported the key for `quietMsOf` (a client
+ * reports a key only while it asks for it, so an estimate that decays
+ * toward 0 would otherwise never reach it), and none below the resource's
+ * epsilon.
  */
 export function demandOf(e: Entry, nowMs: number): number {
-  if (nowMs - e.reportedMs > 3 * e.resource.settings.refreshMs) return 0
+  if (nowMs - e.reportedMs > quietMsOf(e.resource)) return 0
   const d = e.history.estimate()
   return d > e.resource.epsilon ? d : 0
+}
+
+/**
+ * How long a holder of a key may go without reporting it before it counts as asking nothing:
+ * three refresh periods, and for a rate key, as long as a holder asking at a fair part of its
+ * rate (capacity ÷ holders) may go without asking it at all by chance: three of its tokens, up
+ * to the burst's refill time. A holder of a slow key (100 a minute over six gateways: a part of
+ * 0.28 a second) asks it at random instants, often not once in three refresh periods, though
+ * it spends its part: counted as asking nothing, it was cut to 0 and given a part again when
+ * it next reported, and each move cost the tokens the part held (a moved share brings no
+ * burst). #41, "100 per minute" with a 6th gateway joining: keys of rank 17-23 swung between
+ * holders every few seconds. (A holder seeded with a key it has not reported at all still
+ * keeps it one refresh period only, shapes/hot-key.ts: where one gateway asks a key and the
+ * others never do, the key goes to it as soon as before.)
+ */
+export function quietMsOf(r: ResourceState): number {
+  const s = r.settings
+  const periodsMs = 3 * s.refreshMs
+  if (!kindTraits[s.kind].refills || !(s.capacity > 0)) return periodsMs
+  const tokensMs = (3000 * Math.max(1, r.entries.size)) / s.capacity
+  return Math.max(periodsMs, Math.min(tokensMs, (s.burst / s.capacity) * 1000))
 }
 
 /**

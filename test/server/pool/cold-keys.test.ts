@@ -253,3 +253,28 @@ describe('a hot key asked for a little past its share at each holder', () => {
       for (const l of leasesOf(c).slice(before[i])) expect(l.capacity).toBeCloseTo(10 / 3, 6)
   })
 })
+
+describe('a slow key asked at random instants at each holder', () => {
+  it('keeps a holder’s part while it goes quiet for no longer than three of its tokens take: "100 per minute" over six holders', () => {
+    // 100 a minute (burst 100) over six holders: a fair part is 0.28 a second, and a holder
+    // asking about 0.6 a second at random instants often asks nothing in four seconds. Each
+    // holder reports the key once in five periods (in turn); counted as asking nothing after
+    // three periods, it was cut to 0 and given a part again when it next reported, and each
+    // move cost what the part held (a moved share brings no burst: #41, a 6th gateway joining).
+    const { sent, period, clients } = family(6, { capacity: 100 / 60, burst: 100 })
+    for (let i = 0; i < 2; i++) period(() => ({ a: 0.6 }))
+    const leasesOf = (c: string) => sent.get(c)!.filter((l) => l.resource === 'key/a')
+    for (const c of clients) expect(leasesOf(c).at(-1)!.capacity).toBeCloseTo(100 / 60 / 6, 6)
+    for (let n = 0; n < 15; n++) {
+      period((c) => (clients.indexOf(c) % 5 === n % 5 ? { a: 0.6 } : {}))
+      for (const c of clients)
+        expect(leasesOf(c).at(-1)!.capacity, `${c}, period ${n}`).toBeGreaterThan(0)
+    }
+    // Quiet past that (about 11 s here: 3 tokens at 0.28 a second), a holder asks nothing:
+    // its part goes to those that ask.
+    for (let n = 0; n < 14; n++) period((c) => (c === 'p0' ? {} : { a: 0.6 }))
+    expect(leasesOf('p0').at(-1)!.capacity).toBe(0)
+    for (const c of clients.slice(1))
+      expect(leasesOf(c).at(-1)!.capacity).toBeCloseTo(100 / 60 / 5, 6)
+  })
+})
