@@ -5,8 +5,10 @@ import type {
   DecideMessage,
   DecidedMessage,
   DemandMessage,
+  LeaseMessage,
   ServerMessage,
 } from './messages.js'
+import { resourceKinds } from '../domain.js'
 
 /**
  * A check of the messages sent all the time without zod, which allocates a
@@ -31,10 +33,18 @@ export function acceptHotMessage(json: unknown): ClientMessage | undefined {
   return undefined
 }
 
-/** The same filter for what a coordinator sends per request: the answers to a `decide`. */
+/**
+ * The same filter for what a coordinator sends all the time: the answers to a `decide` (per
+ * request), and lease batches (every round, to every holder; the coordinator's own part takes
+ * one for every key it decides, each second). A lease of the common shape passes: a rate,
+ * concurrency or key lease, a family's share without a plan, with or without its proof; a
+ * quota's window, a handover (`handed`, `inherit`) or a plan is zod's to check.
+ */
 export function acceptHotServerMessage(json: unknown): ServerMessage | undefined {
   if (!isRecord(json)) return undefined
-  return json.type === 'decided' && isDecided(json) ? (json as DecidedMessage) : undefined
+  if (json.type === 'decided') return isDecided(json) ? (json as DecidedMessage) : undefined
+  if (json.type === 'lease') return isLeaseBatch(json) ? (json as LeaseMessage) : undefined
+  return undefined
 }
 
 type Fields = Record<string, unknown>
@@ -59,6 +69,38 @@ const usageKeys: ReadonlySet<string> = new Set([
 const ackKeys: ReadonlySet<string> = new Set(['type', 'seq', 'resources'])
 const decideKeys: ReadonlySet<string> = new Set(['type', 'asks'])
 const decidedKeys: ReadonlySet<string> = new Set(['type', 'answers'])
+const leaseBatchKeys: ReadonlySet<string> = new Set(['type', 'seq', 'leases', 'at'])
+// A grant's keys of the common shape: `window`, `handed`, `inherit` and the like go to zod.
+const grantKeys: ReadonlySet<string> = new Set([
+  'resource',
+  'kind',
+  'capacity',
+  'burst',
+  'ttlMs',
+  'refreshMs',
+  'safeCapacity',
+  'safeHoldMs',
+  'proof',
+  'limit',
+  'full',
+  'fill',
+  'handOn',
+  'toDefault',
+  'family',
+])
+const proofKeys: ReadonlySet<string> = new Set([
+  'capacity',
+  'fallback',
+  'untilMs',
+  'fallbackUntilMs',
+  'issuedMs',
+  'gen',
+  'mac',
+])
+const limitKeys: ReadonlySet<string> = new Set(['capacity', 'burst'])
+// A family's share without a plan (a plan's keys are any strings: zod's).
+const familyKeys: ReadonlySet<string> = new Set(['kind', 'capacity', 'burst'])
+const kinds: ReadonlySet<unknown> = new Set(resourceKinds)
 
 /** Whether every own key of `o` (a JSON.parse result: all keys are own) is in `allowed`. */
 function hasOnlyKeys(o: Fields, allowed: ReadonlySet<string>): boolean {
@@ -177,4 +219,55 @@ function isDecided(m: Fields): boolean {
       return false
   }
   return true
+}
+
+function isLeaseBatch(m: Fields): boolean {
+  if (!hasOnlyKeys(m, leaseBatchKeys)) return false
+  if (!isIntIn(m.seq, 1, Number.MAX_SAFE_INTEGER)) return false
+  if (m.at !== undefined && !isIntIn(m.at, 0, Number.MAX_SAFE_INTEGER)) return false
+  const leases = m.leases
+  if (!Array.isArray(leases)) return false
+  for (let i = 0; i < leases.length; i++) if (!isGrant(leases[i])) return false
+  return true
+}
+
+function isGrant(g: unknown): boolean {
+  if (!isRecord(g) || !hasOnlyKeys(g, grantKeys)) return false
+  return (
+    isResourceId(g.resource) &&
+    kinds.has(g.kind) &&
+    isQuantity(g.capacity) &&
+    isQuantity(g.burst) &&
+    isIntIn(g.ttlMs, 0, Number.MAX_SAFE_INTEGER) &&
+    isIntIn(g.refreshMs, 1, Number.MAX_SAFE_INTEGER) &&
+    isQuantity(g.safeCapacity) &&
+    isIntIn(g.safeHoldMs, 0, Number.MAX_SAFE_INTEGER) &&
+    (g.proof === undefined || isProof(g.proof)) &&
+    (g.limit === undefined || isLimits(g.limit, limitKeys)) &&
+    (g.full === undefined || g.full === true) &&
+    (g.fill === undefined || isQuantity(g.fill)) &&
+    (g.handOn === undefined || g.handOn === true) &&
+    (g.toDefault === undefined || g.toDefault === true) &&
+    (g.family === undefined || (isLimits(g.family, familyKeys) && kinds.has(g.family.kind)))
+  )
+}
+
+/** `{ capacity, burst }` (and whatever else `allowed` lets `o` have, checked by the caller). */
+function isLimits(o: unknown, allowed: ReadonlySet<string>): o is Fields {
+  return isRecord(o) && hasOnlyKeys(o, allowed) && isQuantity(o.capacity) && isQuantity(o.burst)
+}
+
+function isProof(p: unknown): boolean {
+  if (!isRecord(p) || !hasOnlyKeys(p, proofKeys)) return false
+  return (
+    isQuantity(p.capacity) &&
+    isQuantity(p.fallback) &&
+    isIntIn(p.untilMs, 0, Number.MAX_SAFE_INTEGER) &&
+    isIntIn(p.fallbackUntilMs, 0, Number.MAX_SAFE_INTEGER) &&
+    isIntIn(p.issuedMs, 0, Number.MAX_SAFE_INTEGER) &&
+    isIntIn(p.gen, 0, Number.MAX_SAFE_INTEGER) &&
+    typeof p.mac === 'string' &&
+    p.mac.length >= 1 &&
+    p.mac.length <= 128
+  )
 }

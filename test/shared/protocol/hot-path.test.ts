@@ -54,6 +54,9 @@ const edgeStrings = [
   'x\u00a0',
   'r'.repeat(L.maxIdLength),
   'r'.repeat(L.maxIdLength + 1),
+  // A lease proof's mac: at most 128 characters.
+  'm'.repeat(128),
+  'm'.repeat(129),
 ]
 const anyString = fc.oneof(fc.constantFrom(...edgeStrings), fc.string({ maxLength: 8 }))
 const junk = fc.oneof(
@@ -254,6 +257,171 @@ const sentDecided = fc.record({
   ),
 })
 
+const edgeValue = fc.oneof(
+  { weight: 4, arbitrary: fc.constantFrom(...edgeNumbers) },
+  { weight: 2, arbitrary: fc.constantFrom(...edgeStrings) },
+  { weight: 1, arbitrary: junk },
+)
+
+// Lease batches: the common shape (the hot path's), and now and then a shape that is zod's
+// (a quota's window, a handover, a plan), in hostile and in sent forms.
+const limits = fc.record({ capacity: amount, burst: amount })
+const proofWith = (mac: fc.Arbitrary<string>) =>
+  fc.record({
+    capacity: amount,
+    fallback: amount,
+    untilMs: fc.nat(2 ** 45),
+    fallbackUntilMs: fc.nat(2 ** 45),
+    issuedMs: fc.nat(2 ** 45),
+    gen: fc.nat(1000),
+    mac,
+  })
+const proof = proofWith(
+  fc.oneof(fc.string({ minLength: 1, maxLength: 64 }), fc.constant('m'.repeat(128))),
+)
+// A mac past its bound, or empty: zod's to refuse.
+const badProof = proofWith(fc.constantFrom('m'.repeat(129), ''))
+const grantOf = (
+  value: <T>(a: fc.Arbitrary<T>) => fc.Arbitrary<unknown>,
+  proofs: fc.Arbitrary<unknown> = proof,
+) =>
+  fc.record(
+    {
+      resource: value(fc.constantFrom('r0', 'api/users', 'key/é', 'key/*')),
+      kind: value(fc.constantFrom('rate', 'concurrency', 'quota')),
+      capacity: value(amount),
+      burst: value(amount),
+      ttlMs: value(fc.nat(60_000)),
+      refreshMs: value(fc.integer({ min: 1, max: 60_000 })),
+      safeCapacity: value(amount),
+      safeHoldMs: value(fc.nat(60_000)),
+      proof: value(proofs),
+      limit: value(limits),
+      full: value(fc.constant(true)),
+      fill: value(amount),
+      handOn: value(fc.constant(true)),
+      toDefault: value(fc.constant(true)),
+      family: value(
+        fc.oneof(
+          {
+            weight: 4,
+            arbitrary: fc.record({
+              kind: fc.constantFrom('rate', 'quota'),
+              capacity: amount,
+              burst: amount,
+            }),
+          },
+          {
+            weight: 1,
+            arbitrary: fc.record({
+              kind: fc.constant('rate'),
+              capacity: amount,
+              burst: amount,
+              plan: fc.constant({ vip: { capacity: 5, burst: 5 } }),
+            }),
+          },
+        ),
+      ),
+      window: value(
+        fc.record({
+          index: fc.nat(100),
+          endsInMs: fc.nat(60_000),
+          quota: amount,
+          lengthMs: fc.integer({ min: 1, max: 60_000 }),
+        }),
+      ),
+      handed: value(
+        fc.record({
+          level: fc.double({ min: 0, max: 1, noNaN: true }),
+          keys: fc.constant([['k1', 2]]),
+          id: fc.constant('h1'),
+        }),
+      ),
+    },
+    {
+      requiredKeys: [
+        'resource',
+        'kind',
+        'capacity',
+        'burst',
+        'ttlMs',
+        'refreshMs',
+        'safeCapacity',
+        'safeHoldMs',
+      ],
+    },
+  )
+const leaseOf = (grant: fc.Arbitrary<unknown>) =>
+  fc.record(
+    {
+      type: fc.constant('lease'),
+      seq: fc.integer({ min: 1, max: 2 ** 40 }),
+      leases: fc.array(grant, { maxLength: 4 }),
+      at: fc.nat(2 ** 45),
+    },
+    { requiredKeys: ['type', 'seq', 'leases'] },
+  )
+/** A grant of the hot path's shape with every field it takes present: one change to it is one bound. */
+const fullHotGrant = fc.record({
+  resource: fc.constantFrom('r0', 'key/é', 'key/*'),
+  kind: fc.constantFrom('rate', 'concurrency', 'quota'),
+  capacity: amount,
+  burst: amount,
+  ttlMs: fc.nat(60_000),
+  refreshMs: fc.integer({ min: 1, max: 60_000 }),
+  safeCapacity: amount,
+  safeHoldMs: fc.nat(60_000),
+  proof,
+  limit: limits,
+  full: fc.constant(true),
+  fill: amount,
+  handOn: fc.constant(true),
+  toDefault: fc.constant(true),
+  family: fc.record({ kind: fc.constantFrom('rate', 'quota'), capacity: amount, burst: amount }),
+})
+const fullHotLease = fc.record({
+  type: fc.constant('lease'),
+  seq: fc.integer({ min: 1, max: 2 ** 40 }),
+  leases: fc.tuple(fullHotGrant),
+  at: fc.nat(2 ** 45),
+})
+const sentLease = leaseOf(grantOf((a) => a))
+/** As sent, but now and then a field at or across a bound, or a proof's mac past its bound or empty. */
+const leaseNear = leaseOf(
+  grantOf(
+    (a) => fc.oneof({ weight: 10, arbitrary: a }, { weight: 1, arbitrary: edgeValue }),
+    fc.oneof(proof, badProof),
+  ),
+)
+const lease = withExtra(
+  fc.record(
+    {
+      type: fc.constantFrom('lease', 'lease', 'decided', 'welcome'),
+      seq: maybe(fc.integer({ min: -1, max: 2 ** 40 })),
+      leases: maybe(
+        fc.array(
+          withExtra(
+            grantOf(maybe, fc.oneof(proof, badProof)) as fc.Arbitrary<Record<string, unknown>>,
+          ),
+          { minLength: 1, maxLength: 3 },
+        ),
+      ),
+      at: maybe(fc.oneof(fc.nat(2 ** 45), fc.double())),
+    },
+    { requiredKeys: ['type', 'seq', 'leases'] },
+  ),
+)
+/** Whether zod's decoded message is a lease batch of the shape the hot path takes. */
+const commonLease = (m: { type: string }): boolean =>
+  m.type === 'lease' &&
+  (m as unknown as { leases: Record<string, unknown>[] }).leases.every(
+    (g) =>
+      g.window === undefined &&
+      g.handed === undefined &&
+      g.inherit === undefined &&
+      (g.family === undefined || (g.family as Record<string, unknown>).plan === undefined),
+  )
+
 /** Every place in a JSON value: the path to it and its parent. */
 function places(value: unknown, path: (string | number)[] = []): (string | number)[][] {
   const out: (string | number)[][] = path.length === 0 ? [] : [path]
@@ -262,12 +430,6 @@ function places(value: unknown, path: (string | number)[] = []): (string | numbe
       out.push(...places(v, [...path, Array.isArray(value) ? Number(k) : k]))
   return out
 }
-
-const edgeValue = fc.oneof(
-  { weight: 4, arbitrary: fc.constantFrom(...edgeNumbers) },
-  { weight: 2, arbitrary: fc.constantFrom(...edgeStrings) },
-  { weight: 1, arbitrary: junk },
-)
 
 /**
  * A valid message with one change: a value replaced by one at or across a
@@ -298,7 +460,27 @@ const frame = fc
   .oneof(demand, ack, decide, junk, sentDemand, sentAck, sentDecide, nearlyValid, nearlyValid)
   .map((v) => JSON.parse(JSON.stringify(v)) as unknown)
 const serverFrame = fc
-  .oneof(decided, junk, sentDecided, nearlyValidOf(sentDecided), nearlyValidOf(sentDecided))
+  .oneof(
+    decided,
+    junk,
+    sentDecided,
+    nearlyValidOf(sentDecided),
+    nearlyValidOf(sentDecided),
+    lease,
+    sentLease,
+    nearlyValidOf(sentLease),
+  )
+  .map((v) => JSON.parse(JSON.stringify(v)) as unknown)
+const leaseFrame = fc
+  .oneof(
+    lease,
+    sentLease,
+    leaseNear,
+    nearlyValidOf(sentLease),
+    nearlyValidOf(fullHotLease),
+    nearlyValidOf(fullHotLease),
+    nearlyValidOf(fullHotLease),
+  )
   .map((v) => JSON.parse(JSON.stringify(v)) as unknown)
 
 describe('the hot-path check of demand, ack and decide frames', () => {
@@ -356,23 +538,70 @@ describe('the hot-path check of demand, ack and decide frames', () => {
   })
 })
 
-describe('the hot-path check of decided frames', () => {
-  it('accepts only what zod accepts, as zod decodes it, and every decided zod accepts', () => {
+describe('the hot-path check of decided and lease frames', () => {
+  it('accepts only what zod accepts, as zod decodes it, and every decided and common lease zod accepts', () => {
     let accepted = 0
+    let leases = 0
     let refused = 0
     fc.assert(
       fc.property(serverFrame, (json) => {
         const hot = acceptHotServerMessage(json)
         const parsed = serverMessage.safeParse(json)
-        expect(hot !== undefined).toBe(parsed.success && parsed.data.type === 'decided')
+        expect(hot !== undefined).toBe(
+          parsed.success && (parsed.data.type === 'decided' || commonLease(parsed.data)),
+        )
+        if (hot === undefined) return void refused++
+        accepted++
+        if (hot.type === 'lease') leases++
+        expect(hot).toStrictEqual(parsed.data)
+      }),
+      { numRuns: 30_000 },
+    )
+    expect(accepted).toBeGreaterThan(2000)
+    expect(leases).toBeGreaterThan(500)
+    expect(refused).toBeGreaterThan(2000)
+  })
+
+  it('accepts a lease batch only as zod decodes it, every field at and across its bounds', () => {
+    let accepted = 0
+    let refused = 0
+    fc.assert(
+      fc.property(leaseFrame, (json) => {
+        const hot = acceptHotServerMessage(json)
+        const parsed = serverMessage.safeParse(json)
+        expect(hot !== undefined).toBe(parsed.success && commonLease(parsed.data))
         if (hot === undefined) return void refused++
         accepted++
         expect(hot).toStrictEqual(parsed.data)
       }),
-      { numRuns: 20_000 },
+      { numRuns: 30_000 },
     )
-    expect(accepted).toBeGreaterThan(2000)
-    expect(refused).toBeGreaterThan(2000)
+    expect(accepted).toBeGreaterThan(3000)
+    expect(refused).toBeGreaterThan(3000)
+  })
+
+  it('takes a lease batch the coordinator sends, and leaves a window, a handover or a plan to zod', () => {
+    fc.assert(
+      fc.property(sentLease, (message) => {
+        const decoded = decodeServerMessage(JSON.stringify(message))
+        expect(decoded).toStrictEqual({ ok: true, message: serverMessage.parse(message) })
+        const json = JSON.parse(JSON.stringify(message)) as { type: string }
+        expect(acceptHotServerMessage(json) !== undefined).toBe(commonLease(json))
+      }),
+    )
+    const grant =
+      '"resource":"r0","kind":"rate","capacity":1,"burst":1,"ttlMs":1000,"refreshMs":100,"safeCapacity":0,"safeHoldMs":0'
+    expect(
+      acceptHotServerMessage(JSON.parse(`{"type":"lease","seq":1,"leases":[{${grant}}]}`)),
+    ).toBeDefined()
+    // A resource id with a control character, a seq of 0: zod's to refuse, with its detail.
+    for (const text of [
+      `{"type":"lease","seq":1,"leases":[{${grant.replace('"r0"', '"r\\u0000"')}}]}`,
+      `{"type":"lease","seq":0,"leases":[{${grant}}]}`,
+    ]) {
+      expect(acceptHotServerMessage(JSON.parse(text))).toBeUndefined()
+      expect(decodeServerMessage(text).ok).toBe(false)
+    }
   })
 
   it('accepts what the coordinator sends, and leaves a refusal to zod', () => {
