@@ -407,6 +407,26 @@ function tickAll(w: World): void {
   w.check()
 }
 
+/**
+ * p, q and r join, and p asks 40/s of k/a (a key of 12/s): q and r keep their seeded share of
+ * the key for a refresh period (250 ms) unless they report it (hot-key.ts); then it moves,
+ * through decrease, ack, increase, and p holds the whole key.
+ */
+const hotAtP: Step[] = [...pAsksA(), ...Array.from({ length: 7 }, () => tick)]
+
+/** p, q and r join, and three periods on p asks 40/s of k/a (a key of 12/s). */
+function pAsksA(): Step[] {
+  return [
+    { op: 'join', p: 'p' },
+    { op: 'join', p: 'q' },
+    { op: 'join', p: 'r' },
+    tick,
+    tick,
+    tick,
+    { op: 'want', p: 'p', key: 0, wants: 40 },
+  ]
+}
+
 const tickWithout = (p: Id): Step => ({
   op: 'tick',
   ms: 100,
@@ -432,18 +452,7 @@ describe('keyed families in the pool (model)', () => {
   })
 
   it('moves a hot key to its user only once the other holders gave up their default share of it', () => {
-    const w = run([
-      { op: 'join', p: 'p' },
-      { op: 'join', p: 'q' },
-      { op: 'join', p: 'r' },
-      tick,
-      tick,
-      tick,
-      { op: 'want', p: 'p', key: 0, wants: 40 },
-      // q and r keep their seeded share of the key for a refresh period (250 ms) unless they
-      // report it (hot-key.ts); then it moves, through decrease, ack, increase.
-      ...Array.from({ length: 7 }, () => tick),
-    ])
+    const w = run(hotAtP)
     // p asks for 40/s of a key of 12/s: it holds the whole key, leased on its own; the others
     // gave their default shares of it up (each check above held the bound on the way).
     const [p, q, r] = (['p', 'q', 'r'] as const).map((id) => w.processes.get(id)!)
@@ -457,13 +466,7 @@ describe('keyed families in the pool (model)', () => {
 
   it('sends a key nobody asks for any more back to the default split, every holder told', () => {
     const w = run([
-      { op: 'join', p: 'p' },
-      { op: 'join', p: 'q' },
-      { op: 'join', p: 'r' },
-      tick,
-      tick,
-      tick,
-      { op: 'want', p: 'p', key: 0, wants: 40 },
+      ...pAsksA(),
       tick,
       tick,
       tick,
@@ -525,13 +528,7 @@ describe('keyed families in the pool (model)', () => {
     // nothing, and k/a is asked by nobody else that holds it; the coordinator's part must
     // hold it, as p asked for it, or nobody would until that part's own report (#41).
     const w = run([
-      { op: 'join', p: 'p' },
-      { op: 'join', p: 'q' },
-      { op: 'join', p: 'r' },
-      tick,
-      tick,
-      { op: 'want', p: 'p', key: 0, wants: 40 },
-      ...Array.from({ length: 8 }, () => tick),
+      ...hotAtP,
       { op: 'join', p: 's' },
       { op: 'join', p: 't' },
       { op: 'join', p: 'u' },
