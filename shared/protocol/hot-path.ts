@@ -1,4 +1,4 @@
-import { domainLimits as L } from '../domain.js'
+import { domainLimits as L, resourceKinds } from '../domain.js'
 import type {
   AckMessage,
   ClientMessage,
@@ -8,7 +8,6 @@ import type {
   LeaseMessage,
   ServerMessage,
 } from './messages.js'
-import { resourceKinds } from '../domain.js'
 
 /**
  * A check of the messages sent all the time without zod, which allocates a

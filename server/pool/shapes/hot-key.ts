@@ -35,21 +35,23 @@ export const hotKeyShape: Shape = Object.freeze<Shape>({
     let standsFor: Map<string | undefined, number> | undefined
     const family = pool.resources.get(familyId)
     if (family?.crowded === true) {
-      sharers = sharing.filter((e) => e.client.entries.get(familyId)?.decidedCentrally !== true)
-      if (sharers.length < sharing.length) {
-        for (const e of sharing as Entry[]) {
-          e.target = 0
-          if (e.client.entries.get(familyId)?.decidedCentrally !== true) continue
-          const d = demandOf(e, nowMs)
-          if (d > 0)
-            (standsFor ??= new Map()).set(
-              e.client.tenant,
-              (standsFor.get(e.client.tenant) ?? 0) + d,
-            )
+      const local: Entry[] = []
+      for (const e of sharing as Entry[]) {
+        if (e.client.entries.get(familyId)?.decidedCentrally !== true) {
+          local.push(e)
+          continue
         }
-        if (standsFor !== undefined)
-          sharers = withCentral(pool, r, family, sharing as Entry[], sharers, standsFor)
-      } else sharers = sharing
+        const d = demandOf(e, nowMs)
+        if (d > 0)
+          (standsFor ??= new Map()).set(e.client.tenant, (standsFor.get(e.client.tenant) ?? 0) + d)
+      }
+      if (local.length < sharing.length) {
+        for (const e of sharing as Entry[]) e.target = 0
+        sharers =
+          standsFor === undefined
+            ? local
+            : withCentral(pool, r, family, sharing as Entry[], local, standsFor)
+      }
     }
     for (const e of sharers) {
       let d = demandOf(e, nowMs)
