@@ -27,7 +27,11 @@ export function hello(host: Core, session: SessionPort, msg: HelloMessage): void
   host.observer.usage.identify(key, { name: msg.name, library: msg.library })
   const outcome = host.pool.connect(key, msg.clientId, tenant, msg.instance, host.clock.now())
   host.metrics.connections.set(host.sessions.size)
-  if (outcome === 'replaced')
+  // A takeover of the coordinator's own part frees what its dead predecessor held: the others'
+  // rises go out now, not with the next message's leases.
+  const freed = outcome === 'replaced' ? host.pool.takeBatches() : []
+  if (freed.length > 0) host.sendLeases(freed)
+  if (outcome === 'replaced' && session.internal === undefined)
     host.log.warn(
       { clientId: msg.clientId, tenant },
       'another process took this client id over; the old one keeps its leases until they lapse',

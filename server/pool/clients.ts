@@ -9,6 +9,7 @@ import { grantIncreases } from './increases.js'
 import { send } from './lease-out.js'
 import { setAside, subscribe, unsubscribe } from './registry.js'
 import { offerSpent } from './spent-decrease.js'
+import { centralClientId } from './shapes/index.js'
 import { noResources, type LeaseBatch, type PoolState } from './state.js'
 
 /**
@@ -107,6 +108,7 @@ export function connect(
   if (client !== undefined) {
     if (instance !== undefined && client.instance === instance) outcome = 'resumed'
     else {
+      if (clientId === centralClientId) freeDeadCentral(pool, client, nowMs)
       pool.clients.delete(client.key)
       setAside(pool, client, [...client.entries.values()], nowMs)
       client = undefined
@@ -124,6 +126,34 @@ export function connect(
     pool.touch(e)
   }
   return outcome
+}
+
+/**
+ * The coordinator's own part (server/coordinator/central.ts) taken over by a new one: the old
+ * one admits nothing any more, so its rate leases are freed as a clean release frees them, not
+ * counted apart until they lapse. Before, after a coordinator restart a crowded family (whose
+ * processes the coordinator's part decides for) admitted nothing until the restored leases of
+ * the dead part lapsed: 6 to 10 s with 6 s leases (the keyed fault scenario, crowded).
+ *
+ * Why the old one admits nothing: only the coordinator's in-process session may use this id
+ * (admission.ts), and each coordinator process has its own part. A new one comes (1) in a new
+ * process that restored the ledger: the previous process is dead (a file ledger's flock is
+ * held until it dies), or under high availability it stepped down before any message after
+ * its fence (a replica is elected only after that), and a step-down closes its part; or (2) in
+ * this process after its part failed and closed. Its buckets could have been spent just
+ * before, as a releasing process's: a release's path keeps the bound for exactly that (the new
+ * part's first lease starts from what of the burst nobody may hold, after a restart nothing).
+ *
+ * A quota's part is not freed: what it spent of its window died with it (a share sent in a
+ * window is spent of every key until the window ends, keyed-quota-share.ts), so it is set
+ * aside with the rest, as any replaced process's.
+ */
+function freeDeadCentral(pool: PoolState, client: ClientState, nowMs: number): void {
+  const ids: string[] = []
+  for (const e of client.entries.values())
+    if (e.resource.settings.kind === 'rate' && e.resource.settings.quotaWindow === undefined)
+      ids.push(e.resource.settings.id)
+  if (ids.length > 0) release(pool, client.key, ids, nowMs)
 }
 
 /**

@@ -121,6 +121,14 @@ export class Pool extends PoolView {
     return connect(this.state, key, clientId, tenant, instance, nowMs)
   }
 
+  /**
+   * Leases a call left for the next flush: those a takeover of the coordinator's own part grants
+   * from what its dead predecessor held (`connect`, clients.ts `freeDeadCentral`).
+   */
+  takeBatches(): readonly LeaseBatch[] {
+    return flush(this.state)
+  }
+
   /** Holdings a client reports in its hello: claims, served newest first while learning. */
   learnHoldings(key: string, holdings: readonly Holding[], nowMs: number): readonly LeaseBatch[] {
     learnHoldings(this.state, key, holdings, nowMs)

@@ -87,6 +87,8 @@ class Process {
   constructor(
     readonly id: Id,
     clock: ManualClock,
+    /** Its hello's instance: a new process under the same id is another instance. */
+    readonly instance = `${id}-instance`,
   ) {
     this.family = new KeyedFamily(
       'k',
@@ -163,7 +165,7 @@ class World {
     p.connected = true
     p.inFlight = []
     const clientId = p.id === central ? centralClientId : p.id
-    this.pool.connect(p.id, clientId, undefined, `${p.id}-instance`, this.nowMs)
+    this.pool.connect(p.id, clientId, undefined, p.instance, this.nowMs)
     this.report(p)
   }
 
@@ -203,6 +205,23 @@ class World {
     p.inFlight = []
     this.pool.disconnect(p.id, this.nowMs)
   }
+
+  /**
+   * The coordinator's own part dies with its process (or fails) and a new one takes its id: the
+   * old one admits nothing from now (its buckets die with it) and the new one, another instance,
+   * starts with nothing (server/pool/clients.ts `freeDeadCentral` frees the old one's leases).
+   */
+  restartCentral(): void {
+    const old = this.processes.get(central)!
+    if (!old.connected) return
+    this.disconnect(old)
+    const next = new Process(central, this.clock, `${central}-instance-${++this.centralRestarts}`)
+    next.wants = { ...old.wants }
+    this.processes.set(central, next)
+    this.connect(next)
+  }
+
+  centralRestarts = 0
 
   /**
    * Closed cleanly, for good (a rolling deploy's SIGTERM): it releases its share with what it
@@ -259,6 +278,7 @@ class World {
 
 type Step =
   | { op: 'join' | 'report' | 'disconnect' | 'crash' | 'close'; p: Id }
+  | { op: 'restart-central' }
   | { op: 'deliver'; p: Id; ackLost: boolean }
   | { op: 'want'; p: Id; key: number; wants: number }
   | { op: 'round'; key: number }
@@ -271,6 +291,7 @@ const step: fc.Arbitrary<Step> = fc.oneof(
     op: fc.constantFrom('join', 'report', 'disconnect', 'crash', 'close'),
     p: fc.constantFrom(...ids),
   }),
+  fc.record({ op: fc.constant('restart-central') }),
   fc.record({ op: fc.constant('deliver'), p: fc.constantFrom(...ids), ackLost: fc.boolean() }),
   fc.record({
     op: fc.constant('deliver'),
@@ -335,6 +356,9 @@ function run(steps: readonly Step[], settings = manyHotKeys): World {
         break
       case 'close':
         w.close(p!)
+        break
+      case 'restart-central':
+        w.restartCentral()
         break
       case 'deliver':
         w.deliver(p!, s.ackLost)
