@@ -1,6 +1,12 @@
 import { seededRandom, zipf } from '../../shared/index.js'
 import { hostMs } from './host-time.js'
-import { askKeys, runWindowed, workerClient, type ZipfKeysSpec } from './worker-client.js'
+import {
+  askKeys,
+  askKeysRemote,
+  runWindowed,
+  workerClient,
+  type ZipfKeysSpec,
+} from './worker-client.js'
 
 /** A client process of the keyed fault scenario and benchmark. */
 export interface KeyedWorkerSpec extends ZipfKeysSpec {
@@ -10,13 +16,16 @@ export interface KeyedWorkerSpec extends ZipfKeysSpec {
   readonly tickMs: number
   /** Requests this process makes per second, over all keys. */
   readonly ratePerSec: number
+  /** Checks through `decide` (the coordinator asked where this process's part cannot decide). */
+  readonly remote?: boolean
 }
 
 /**
  * Asks for keys of a family at `ratePerSec`, Zipf-distributed, through
  * `tryAcquire` every tick, and logs on stdout, one JSON object a line: per
  * tick the keys admitted and refused (`{t, a: {key: n}, r: {key: n}}`), and
- * each key's first check (`{t, first: key, ok}`). Stops by itself.
+ * each key's first check (`{t, first: key, ok}`); with `remote`, through `decide`
+ * (`askKeysRemote`). Stops by itself.
  */
 async function main(): Promise<void> {
   const spec = JSON.parse(process.argv[2] ?? '{}') as KeyedWorkerSpec
@@ -34,8 +43,12 @@ async function main(): Promise<void> {
     { ...spec, fromWallMs, untilWallMs: fromWallMs + spec.durationMs },
     log,
     client,
-    (units) => askKeys(family, draw, units, seen, { t: hostMs() }, out),
+    spec.remote === true
+      ? (units) => askKeysRemote(family, draw, units, seen, out)
+      : (units) => askKeys(family, draw, units, seen, { t: hostMs() }, out),
   )
+  // Answers that came in while the client closed (refused: no connection).
+  log.flush()
 }
 
 await main()

@@ -81,6 +81,10 @@ export class TcpProxy {
       return
     }
     const up = connect(this.#target.port, this.#target.host)
+    // As ws sets on its own sockets: a small frame leaves at once, not after Nagle's wait for
+    // the peer's (delayed) ack (remote decisions' answers waited 10 ms at the median for it).
+    down.setNoDelay(true)
+    up.setNoDelay(true)
     const pair: Pair = { down, up, broken: false }
     this.#pairs.add(pair)
     const drop = (): void => {

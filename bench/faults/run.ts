@@ -7,7 +7,7 @@ import {
   runKeyedQuotaResetScenario,
   runKeyedQuotaScenario,
 } from './keyed-quota.js'
-import { runKeyedScenario } from './keyed.js'
+import { crowdedKeyedScenario, runKeyedScenario, type KeyedResult } from './keyed.js'
 import { quotaScenario, runQuotaScenario } from './quota.js'
 import { faultScenarios } from './scenarios.js'
 
@@ -35,14 +35,21 @@ for (const scenario of chosen) {
   for (const r of await runFaultScenario(scenario)) console.log(faultRow(r))
 }
 if (only === undefined || 'keyed'.includes(only)) {
-  // The keyed family: per key, from the processes' logs.
+  // The keyed family: per key, from the processes' logs; then crowded, decided by the coordinator.
+  const row = (label: string, k: KeyedResult): string =>
+    `| ${label} | ${k.keysSeen} | ${k.keysOver} | ${(-k.worstExcess).toFixed(1)} | ${(k.hotShareMean * 100).toFixed(1)}% (${(k.hotShareMin * 100).toFixed(1)}%) | ${(k.firstAdmitted * 100).toFixed(2)}% of ${k.firstChecks} | ${(k.rampAdmitted * 100).toFixed(1)}% of ${k.rampChecks} |`
   const k = await runKeyedScenario()
+  const c = await runKeyedScenario(crowdedKeyedScenario)
   console.log(
     [
       '',
       '| keyed family | keys seen | keys over capacity·t + burst | worst slack (tokens) | 20 hottest keys, mean (min) of admitted ÷ min(capacity, demand) | first checks admitted (after the 2 s ramp) | during the ramp |',
       '| --- | --- | --- | --- | --- | --- | --- |',
-      `| 4 processes, 10,000 keys, Zipf(1.1), 20/s a key; one cut 20 s; SIGKILL and restart | ${k.keysSeen} | ${k.keysOver} | ${(-k.worstExcess).toFixed(1)} | ${(k.hotShareMean * 100).toFixed(1)}% (${(k.hotShareMin * 100).toFixed(1)}%) | ${(k.firstAdmitted * 100).toFixed(2)}% of ${k.firstChecks} | ${(k.rampAdmitted * 100).toFixed(1)}% of ${k.rampChecks} |`,
+      row('4 processes, 10,000 keys, Zipf(1.1), 20/s a key; one cut 20 s; SIGKILL and restart', k),
+      row(
+        `8 processes checking through \`decide\` (crowded: the coordinator decides), the same; remote answers' slowest ${c.remoteLatencyMaxMs.toFixed(0)} ms`,
+        c,
+      ),
     ].join('\n'),
   )
 }

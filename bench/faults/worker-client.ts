@@ -125,3 +125,41 @@ export function askKeys(
   }
   out.push(JSON.stringify({ ...stamp, a: admitted, r: refused }))
 }
+
+/**
+ * `askKeys` through `decide` (the HTTP edge's and `check`'s path): a check decided here is
+ * logged in the tick's line; one the coordinator decides is logged when its answer comes, as
+ * `{t, a|r: {key: 1}, lat}` (`t` the answer's time, `lat` ms since it was asked), its first
+ * check then too.
+ */
+export function askKeysRemote(
+  family: KeyedFamily,
+  draw: () => number,
+  units: number,
+  seen: Uint8Array,
+  out: string[],
+): void {
+  if (units <= 0) return
+  const admitted: Record<string, number> = {}
+  const refused: Record<string, number> = {}
+  const t = hostMs()
+  for (let i = 0; i < units; i++) {
+    const k = draw()
+    const first = seen[k] === 0
+    seen[k] = 1
+    const decided = family.decide(`k${k}`)
+    if (typeof decided === 'boolean') {
+      if (first) out.push(JSON.stringify({ t, first: k, ok: decided }))
+      const into = decided ? admitted : refused
+      into[k] = (into[k] ?? 0) + 1
+      continue
+    }
+    void decided.then((answer) => {
+      const at = hostMs()
+      const ok = answer.admitted
+      if (first) out.push(JSON.stringify({ t: at, first: k, ok }))
+      out.push(JSON.stringify({ t: at, [ok ? 'a' : 'r']: { [k]: 1 }, lat: at - t }))
+    })
+  }
+  out.push(JSON.stringify({ t, a: admitted, r: refused }))
+}
