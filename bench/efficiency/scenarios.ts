@@ -45,6 +45,19 @@ export interface EfficiencyScenario {
 
 const s = 1000
 
+/** Many gateways: a key's burst split 30 ways, below a token at each (a crowded family). */
+const thirtyGateways: EfficiencyScenario = {
+  name: '30 gateways, 20/s per key, 1,500 req/s over 500 keys',
+  kind: 'rate',
+  capacity: 20,
+  burst: 20,
+  processes: 6,
+  gatewaysPerProcess: 5,
+  keys: 500,
+  ratePerSec: 1500,
+  durationMs: 30 * s,
+}
+
 /** A daily keyed quota through a rolling deploy, then a new customer's burst. */
 const daily: EfficiencyScenario = {
   name: 'a daily quota of 100 per key: 3 rolling deploys, then a new customer asks 100',
@@ -111,17 +124,7 @@ const tryAcquireScenarios: readonly EfficiencyScenario[] = [
     durationMs: 50 * s,
     scaleUp: { atMs: 20 * s },
   },
-  {
-    name: '30 gateways, 20/s per key, 1,500 req/s over 500 keys',
-    kind: 'rate',
-    capacity: 20,
-    burst: 20,
-    processes: 6,
-    gatewaysPerProcess: 5,
-    keys: 500,
-    ratePerSec: 1500,
-    durationMs: 30 * s,
-  },
+  thirtyGateways,
   {
     name: '100 gateways, 20/s per key, 1,500 req/s over 500 keys',
     kind: 'rate',
@@ -234,6 +237,28 @@ const namedScenarios: readonly EfficiencyScenario[] = [
 export const efficiencyScenarios: readonly EfficiencyScenario[] = [
   ...tryAcquireScenarios,
   ...tryAcquireScenarios.map((x) => ({ ...x, name: `${x.name} — remote decisions`, remote: true })),
+  // A crowded family through a restart: the coordinator's own part decides for every gateway,
+  // and what the dead coordinator's part held is freed at once by the new one (14709fc; before,
+  // it counted until it lapsed, and nothing of the family was admitted meanwhile).
+  {
+    ...thirtyGateways,
+    name: '30 gateways, 20/s per key, the coordinator SIGKILLed at 10 s and restarted 0.5 s later — remote decisions',
+    coordinatorKill: { atMs: 10 * s, downMs: 500 },
+    remote: true,
+  },
+  // A keyed quota over as many gateways: crowded too, its keys decided by the coordinator's part.
+  {
+    name: 'keyed quota, 100 per key per 20 s window, 30 gateways, 600 req/s over 1,000 keys — remote decisions',
+    kind: 'quota',
+    capacity: 100,
+    windowMs: 20 * s,
+    processes: 6,
+    gatewaysPerProcess: 5,
+    keys: 1000,
+    ratePerSec: 600,
+    durationMs: 60 * s,
+    remote: true,
+  },
   ...namedScenarios,
   // What a killed gateway strands is its leases until they lapse (a process may still run
   // behind a cut, so a closed socket frees nothing): leaseTtlMs + graceMs + safeHoldMs, 17 s by

@@ -239,7 +239,13 @@ async function main(): Promise<void> {
       for (const key of debugKeys)
         dbg[key] = families.map((fam) => {
           const l = fam.leaseOf(key)
-          return [l.source, +l.capacity.toFixed(3), +l.burst.toFixed(2), fam.remaining(key)]
+          return [
+            l.source,
+            +l.capacity.toFixed(3),
+            +l.burst.toFixed(2),
+            fam.remaining(key),
+            l.window ?? -1,
+          ]
         })
       out.push(JSON.stringify({ t, dbg }))
     }
