@@ -77,6 +77,15 @@ export function defaultWeights(sharing: readonly Entry[]): number[] {
 /** The client id of the coordinator's own part of every key (one client per tenant). */
 export const centralClientId = 'sluice-central'
 
+/**
+ * Whether the coordinator's own part decides for `e`'s process in the family `familyId` (a
+ * crowded family's last round said so): such a process holds none of the family's hot keys
+ * (shapes/hot-key.ts, named-quota.ts `quotaBlocks`).
+ */
+export function decidedCentrally(e: Entry, familyId: string): boolean {
+  return e.client.entries.get(familyId)?.decidedCentrally === true
+}
+
 /** The `max` of `sharing` that use the family most, by tenant first: 1 each, the others 0. */
 function byTraffic(r: ResourceState, sharing: readonly Entry[], max: number): number[] {
   if (sharing.length <= max) return sharing.map(() => 1)

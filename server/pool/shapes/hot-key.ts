@@ -2,7 +2,7 @@ import type { Entry, ResourceState } from '../entry.js'
 import { subscribe } from '../registry.js'
 import type { PoolState } from '../state.js'
 import { demandOf } from '../hot-keys.js'
-import { centralClientId } from './default-holders.js'
+import { centralClientId, decidedCentrally } from './default-holders.js'
 import { maxMinTargets } from './max-min.js'
 import { settle, type Shape } from './shape.js'
 
@@ -37,7 +37,7 @@ export const hotKeyShape: Shape = Object.freeze<Shape>({
     if (family?.crowded === true) {
       const local: Entry[] = []
       for (const e of sharing as Entry[]) {
-        if (e.client.entries.get(familyId)?.decidedCentrally !== true) {
+        if (!decidedCentrally(e, familyId)) {
           local.push(e)
           continue
         }

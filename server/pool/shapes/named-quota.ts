@@ -4,7 +4,7 @@ import { arrivalAllowance } from '../arrival-noise.js'
 import { elsewhere, send } from '../lease-out.js'
 import { settleReset } from '../reset.js'
 import type { Entry, ResourceState } from '../entry.js'
-import { centralClientId } from './default-holders.js'
+import { centralClientId, decidedCentrally } from './default-holders.js'
 import { settle, tenantOf, type Shape } from './shape.js'
 
 /** A key's holder hears what is left elsewhere again once it is below this part of what it was told. */
@@ -99,14 +99,20 @@ export function quotaBlocks(
   // Sized by its demand alone, its blocks of keys asked now and then ran dry between rounds
   // while most of the budget sat free or in standing blocks at the 30 processes it decides
   // for (30 gateways, a keyed quota: 93% of the central limiter).
+  // The family's own resource, as the first holder of it here knows it (every holder's entry
+  // of the family is of the same resource).
   const familyId = r.shape.hotKey ? r.settings.family?.familyId : undefined
-  const decidedThere = (e: Entry): boolean =>
-    familyId !== undefined && e.client.entries.get(familyId)?.decidedCentrally === true
-  const crowded =
-    familyId !== undefined &&
-    sharing.some((e) => e.client.entries.get(familyId)?.resource.crowded === true)
+  let crowded = false
+  if (familyId !== undefined)
+    for (const e of sharing) {
+      const held = e.client.entries.get(familyId)
+      if (held === undefined) continue
+      crowded = held.resource.crowded
+      break
+    }
   for (const e of sharing) {
-    if (crowded && decidedThere(e)) {
+    // Its three bands asked for nothing: the grants are read three by three below.
+    if (crowded && decidedCentrally(e, familyId!)) {
       for (const part of ['', '\0standing', '\0edge'])
         clients.push({
           id: `${e.client.key}${part}`,
