@@ -276,7 +276,7 @@ export function reportDemand(
     if (
       entry.leases.length > 0 &&
       (entry.resendDue || entry.renewDue(nowMs)) &&
-      !shareOfPastWindow(pool, entry, nowMs)
+      !ofPastWindow(pool, entry, nowMs)
     ) {
       send(pool, entry, entry.newest, nowMs)
     }
@@ -288,13 +288,18 @@ export function reportDemand(
 }
 
 /**
- * Whether a keyed quota's share is of a window before the one in force: it is not renewed
- * into the new window (that would carry the old split over); the family's round splits anew.
+ * Whether a quota's newest lease is of a window before the one in force: it is not renewed into
+ * the new window. A keyed quota's share would carry the old split over (the family's round
+ * splits anew); a quota's block, or a hot key's, what the client was leased of a window ended, on
+ * top of the new window's blocks (its round, or its family's lease, tells the client of the new
+ * window).
  */
-function shareOfPastWindow(pool: PoolState, entry: Entry, nowMs: number): boolean {
+function ofPastWindow(pool: PoolState, entry: Entry, nowMs: number): boolean {
   const window = pool.windowOf(entry.resource, nowMs)
-  if (!entry.resource.shape.familyShare || window === undefined) return false
-  return entry.leaseWindow !== window.index
+  if (window === undefined) return false
+  return entry.resource.shape.familyShare
+    ? entry.leaseWindow !== window.index
+    : entry.leasedBefore(window.index)
 }
 
 /**

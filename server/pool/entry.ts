@@ -417,6 +417,17 @@ export class Entry {
     return this.leases.at(-1)?.sentMs ?? -Infinity
   }
 
+  /**
+   * A quota: whether the newest lease sent is of a window before `windowIndex` (a ledger's
+   * restored lease, of no known window, is not). What it let the client spend there is no part
+   * of that window's budget: renewed or cut into it, it would be spent on top of what the
+   * window's blocks (sent ahead, then by rounds) already give out of all of it (found with a
+   * keyed quota over 30 gateways, 102 of 100: test/server/pool/past-window-renewal.test.ts).
+   */
+  leasedBefore(windowIndex: number): boolean {
+    return this.leaseWindow !== noWindow && this.leaseWindow < windowIndex
+  }
+
   /** Life of the newest lease sent. */
   get lastTtlMs(): number {
     return this.leases.at(-1)?.ttlMs ?? this.resource.settings.leaseTtlMs

@@ -1,6 +1,7 @@
 import { allocate, wholeUnits, type ClientDemand } from '../../allocation/index.js'
 import { quotaHorizonMs, wholeSlots } from '../../../shared/index.js'
 import { arrivalAllowance } from '../arrival-noise.js'
+import { promoteDue } from '../ahead.js'
 import { elsewhere, send } from '../lease-out.js'
 import { settleReset } from '../reset.js'
 import type { Entry, ResourceState } from '../entry.js'
@@ -217,6 +218,16 @@ export const namedQuotaShape: Shape = Object.freeze<Shape>({
   round(pool, r, sharing, reserved, nowMs) {
     const s = r.settings
     const window = pool.windowOf(r, nowMs)!
+    // A client whose newest lease is of a window before this one holds nothing of this one: it
+    // hears of this one with a lease of 0 first, and what the round gives it comes from what is
+    // free. Cut from its old lease instead (a decrease, sent at once), it spent that on top of
+    // the blocks sent ahead, which hold all of this window's budget until acknowledged (1,002 of
+    // 1,000: test/server/pool/past-window-renewal.test.ts). A block of this window sent ahead is
+    // its lease first (ahead.ts).
+    for (const e of sharing) {
+      promoteDue(pool, e, nowMs)
+      if (e.leasedBefore(window.index)) send(pool, e, 0, nowMs)
+    }
     let usedAll = 0
     const used = sharing.map((e) => {
       const u = e.usedWindow === window.index ? e.used : 0
@@ -255,7 +266,7 @@ export const namedQuotaShape: Shape = Object.freeze<Shape>({
     // its lease again, with that said. At most log(quota)/log(4/3) + 1 times a window.
     if (r.shape.hotKey)
       for (const e of sharing) {
-        if (e.sentElsewhere <= 0 || e.leases.length === 0) continue
+        if (e.sentElsewhere <= 0 || e.leases.length === 0 || e.leasedBefore(window.index)) continue
         const now = elsewhere(r, e, window.index, nowMs)
         if (now === 0 || now < e.sentElsewhere * staleElsewhere) send(pool, e, e.newest, nowMs)
       }
