@@ -110,9 +110,18 @@ function withFamilyLease(
     if (e === undefined) {
       if (first || again)
         sendOne(pool, subscribe(pool, entry.client, r.settings.id, r.settings), 0, nowMs)
-    } else if (windowIndex !== undefined && e.leaseWindow !== windowIndex)
-      sendOne(pool, e, 0, nowMs)
-    else if (e.leases.at(-1)?.acked !== true || ((first || again) && e.leases.at(-1)?.seq !== seq))
+    } else if (windowIndex !== undefined && e.leaseWindow !== windowIndex) {
+      // Its block of this window sent ahead (ahead.ts) is its lease of it now, and goes again
+      // as such, not a lease of 0: the key's own round may come much later (a keyed quota over
+      // 30 gateways: ~730 hot keys, their round at the edge sliced over a second, and the
+      // coordinator's part refused each key it held whole from the 0 until then).
+      if (e.ahead?.window === windowIndex && promoteDue(pool, e, nowMs))
+        sendOne(pool, e, e.newest, nowMs)
+      else sendOne(pool, e, 0, nowMs)
+    } else if (
+      e.leases.at(-1)?.acked !== true ||
+      ((first || again) && e.leases.at(-1)?.seq !== seq)
+    )
       sendOne(pool, e, e.newest, nowMs)
   }
 }

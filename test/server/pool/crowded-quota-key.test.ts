@@ -7,11 +7,11 @@ import { Pool, centralClientId, type LeaseBatch } from '../../../server/pool/ind
  * processes the coordinator's own part decides for get no block of it, and that part holds the
  * rest of the key's budget, as one central counter would.
  */
-function crowded(processes: readonly string[]) {
+function crowded(processes: readonly string[], window = '1h') {
   const config = new CompiledConfig(
     parseConfig({
       resources: [
-        { match: 'q/*', keyed: true, kind: 'quota', capacity: 100, window: '1h', refreshMs: 1000 },
+        { match: 'q/*', keyed: true, kind: 'quota', capacity: 100, window, refreshMs: 1000 },
       ],
     }),
   )
@@ -19,6 +19,7 @@ function crowded(processes: readonly string[]) {
   const take = (out: readonly LeaseBatch[], nowMs: number): void => {
     for (const b of out) pool.acknowledge(b.clientKey, b.seq, undefined, nowMs)
   }
+  const windowMs = window === '1h' ? 3_600_000 : 20_000
   pool.connect('central', centralClientId, undefined, 'central-1', 0)
   for (const p of processes) pool.connect(p, p, undefined, `${p}-1`, 0)
   /** Every process reports the family (deciding remotely); the coordinator's part asks q/a at `wants`. */
@@ -33,7 +34,7 @@ function crowded(processes: readonly string[]) {
         'central',
         [
           { resource: 'q/*', wants: 10, remote: true },
-          { resource: 'q/a', wants, used: 0, window: 0 },
+          { resource: 'q/a', wants, used: 0, window: Math.floor(nowMs / windowMs) },
         ],
         nowMs,
       ).batches,
@@ -41,7 +42,7 @@ function crowded(processes: readonly string[]) {
     )
     take(pool.roundMany(pool.familyIds('q/*'), nowMs), nowMs)
   }
-  return { pool, period }
+  return { pool, period, take }
 }
 
 describe("a crowded keyed quota's hot key", () => {
@@ -53,5 +54,31 @@ describe("a crowded keyed quota's hot key", () => {
     expect(pool.hotKeyCount('q/*')).toBe(1)
     for (const p of processes) expect(pool.committedBy(p, 'q/a', 6000), p).toBe(0)
     expect(pool.committedBy('central', 'q/a', 6000)).toBe(100)
+  })
+
+  it('goes into the next window with the block sent ahead, not a lease of 0, when the family’s lease goes first', () => {
+    const processes = ['p', 'q', 'r', 's', 't', 'u']
+    const { pool, period, take } = crowded(processes, '20s')
+    for (let t = 1000; t <= 19_000; t += 1000) period(t, 10)
+    // Just before the edge each lease goes again with its block of the next window (ahead.ts).
+    const renewed = pool.renewEdges(pool.familyIds('q/*'), 19_900)
+    const ahead = renewed
+      .filter((b) => b.clientKey === 'central')
+      .flatMap((b) => b.leases)
+      .find((l) => l.resource === 'q/a')
+    expect(ahead?.window?.next?.capacity).toBe(100)
+    take(renewed, 19_900)
+    // At the edge the family's round goes first (with ~730 hot keys, their own rounds came up to
+    // a second later): the key's lease it carries for the new window is the block, not 0.
+    const sent = pool
+      .round('q/*', 20_001)
+      .filter((b) => b.clientKey === 'central')
+      .flatMap((b) => b.leases)
+      .filter((l) => l.resource === 'q/a')
+    expect(sent.length).toBeGreaterThan(0)
+    for (const l of sent) {
+      expect(l.window?.index).toBe(1)
+      expect(l.capacity).toBe(100)
+    }
   })
 })
