@@ -22,7 +22,20 @@ export function defaultHolders(r: ResourceState, sharing: readonly Entry[]): num
   if (centrals === 0) {
     r.crowded = false
     for (const e of sharing) e.decidedCentrally = false
-    return byTraffic(r, sharing, max)
+    if (!(r.settings.family!.keyKind === 'quota' && sharing.length * crowdedShare > 1))
+      return byTraffic(r, sharing, max)
+    // A keyed quota's share is never taken back within its window (a day, for a daily quota),
+    // and with this many processes the family is crowded as soon as one asks the coordinator
+    // (the coordinator's part then comes): a process that has checked nothing yet holds nothing
+    // until its reports say how it checks, as in a crowded family. Given at once by traffic (all
+    // 0, so by key), the first window's default went to nine of 30 gateways starting together
+    // that then asked the coordinator for every check, and stayed there to the window's end while
+    // the coordinator's part, which decided for them, held none (79–90% of the central limiter
+    // in the first 10 s of a keyed quota over 30 gateways: docs/benchmarks.md).
+    const checked = sharing.filter((e) => e.hasChecked && !e.decidesRemotely)
+    const wants = byTraffic(r, checked, max)
+    let i = 0
+    return sharing.map((e) => (e.hasChecked && !e.decidesRemotely ? wants[i++]! : 0))
   }
   // The coordinator's own part (remote decisions, coordinator/central.ts) holds no default
   // share while every process holds one (it would only thin theirs). A crowded family (a share
