@@ -22,20 +22,20 @@ export function defaultHolders(r: ResourceState, sharing: readonly Entry[]): num
   if (centrals === 0) {
     r.crowded = false
     for (const e of sharing) e.decidedCentrally = false
-    if (!(r.settings.family!.keyKind === 'quota' && sharing.length * crowdedShare > 1))
-      return byTraffic(r, sharing, max)
+    if (!withheldAtStart(r, sharing)) return byTraffic(r, sharing, max)
     // A keyed quota's share is never taken back within its window (a day, for a daily quota),
     // and with this many processes the family is crowded as soon as one asks the coordinator
-    // (the coordinator's part then comes): a process that has checked nothing yet holds nothing
-    // until its reports say how it checks, as in a crowded family. Given at once by traffic (all
-    // 0, so by key), the first window's default went to nine of 30 gateways starting together
-    // that then asked the coordinator for every check, and stayed there to the window's end while
-    // the coordinator's part, which decided for them, held none (79–90% of the central limiter
-    // in the first 10 s of a keyed quota over 30 gateways: docs/benchmarks.md).
-    const checked = sharing.filter((e) => e.hasChecked && !e.decidesRemotely)
-    const wants = byTraffic(r, checked, max)
+    // (the coordinator's part then comes): until then a process that has checked nothing yet,
+    // or asks the coordinator, holds nothing, as in a crowded family. Given at once by traffic
+    // (all 0, so by key), the first window's default went to the first of 30 gateways starting
+    // together, which then asked the coordinator for every check, and stayed there to the
+    // window's end while the coordinator's part, which decided for them, held none (79–90% of
+    // the central limiter in the first 10 s of a keyed quota over 30 gateways, the whole run
+    // 95–97%: docs/benchmarks.md).
+    const local = (e: Entry): boolean => e.hasChecked && !e.decidesRemotely
+    const wants = byTraffic(r, sharing.filter(local), max)
     let i = 0
-    return sharing.map((e) => (e.hasChecked && !e.decidesRemotely ? wants[i++]! : 0))
+    return sharing.map((e) => (local(e) ? wants[i++]! : 0))
   }
   // The coordinator's own part (remote decisions, coordinator/central.ts) holds no default
   // share while every process holds one (it would only thin theirs). A crowded family (a share
@@ -97,6 +97,24 @@ export const centralClientId = 'sluice-central'
  */
 export function decidedCentrally(e: Entry, familyId: string): boolean {
   return e.client.entries.get(familyId)?.decidedCentrally === true
+}
+
+/**
+ * Whether a keyed quota's default split, with no coordinator's part in it yet, is withheld from
+ * the processes that have not checked locally (defaultHolders): with more processes than a
+ * crowded family has, while none has checked yet (how they check is not known), or once one
+ * asks the coordinator (its part is coming). Once processes check and none asks remotely, the
+ * split goes by traffic to all as before, a joiner (a deploy) included: withheld from a joiner
+ * until its first report, its first checks would be refused meanwhile.
+ */
+function withheldAtStart(r: ResourceState, sharing: readonly Entry[]): boolean {
+  if (r.settings.family!.keyKind !== 'quota' || !(sharing.length * crowdedShare > 1)) return false
+  let checked = false
+  for (const e of sharing) {
+    if (e.decidesRemotely) return true
+    if (e.hasChecked) checked = true
+  }
+  return !checked
 }
 
 /** The `max` of `sharing` that use the family most, by tenant first: 1 each, the others 0. */

@@ -6,8 +6,9 @@ import { Pool, type LeaseBatch } from '../../../server/pool/index.js'
  * A keyed quota's default share is never taken back within its window. With more processes than
  * a crowded family has (server/pool/shapes/default-holders.ts), one that has checked nothing yet
  * holds none of it until its reports say how it checks, even before the coordinator's own part
- * holds the family: given at once, the first window's default went to nine of 30 gateways
- * starting together, which then asked the coordinator for every check (docs/benchmarks.md).
+ * holds the family, while none checked yet or one asks the coordinator: given at once, the first
+ * window's default went to the first of 30 gateways starting together, which then asked the
+ * coordinator for every check (docs/benchmarks.md).
  */
 function family(kind: 'quota' | 'rate', processes: readonly string[]) {
   const config = new CompiledConfig(
@@ -53,6 +54,17 @@ describe('a crowded keyed quota’s first window', () => {
     expect(share('a', 5000)).toBeGreaterThan(0)
     expect(share('b', 5000)).toBeGreaterThan(0)
     for (const p of eight.slice(2)) expect(share(p, 5000), p).toBe(0)
+  })
+
+  it('goes by traffic to every process, one that has not checked included, once processes check and none asks the coordinator', () => {
+    const { period, share } = family('quota', eight)
+    period(0, () => ({ wants: 0 }))
+    for (const p of eight) expect(share(p, 0), p).toBe(0)
+    // `a` checks with tryAcquire (its first refusal asks for an early report); nobody asks remotely.
+    for (let t = 1000; t <= 2000; t += 1000)
+      period(t, (p) => (p === 'a' ? { wants: 10 } : { wants: 0 }))
+    // A joiner (a deploy) is not kept waiting for its first report either.
+    for (const p of eight) expect(share(p, 2000), p).toBeGreaterThan(0)
   })
 
   it('is given at once where the family is not crowded (three processes), and for a rate family', () => {
