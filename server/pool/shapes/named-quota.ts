@@ -251,11 +251,10 @@ export const namedQuotaShape: Shape = Object.freeze<Shape>({
         e.target = Math.max(e.target, e.newest)
     }
     settle(pool, r, sharing, nowMs)
-    // A client whose newest lease is of a window before this one hears of this one now, though
-    // its target is what it holds: a lease sent in a window's last `graceMs` is counted past
-    // the edge, and one that joined then sat refused after the edge until the next round
-    // (100 ms in a test; up to a refresh period). At most what it holds: nothing more is free.
-    // (A keyed quota's keys are told of a new window with their family's leases.)
+    // A client whose newest lease is of no known window (a ledger restored it; one of an
+    // earlier window was sent 0 above) hears of this one now, though its target is what it
+    // holds, rather than sit refused until the next round. At most what it holds. (A keyed
+    // quota's keys are told of a new window with their family's leases.)
     if (!r.shape.hotKey)
       for (const e of sharing)
         if (e.leaseWindow !== window.index && e.leases.length > 0)
@@ -266,7 +265,7 @@ export const namedQuotaShape: Shape = Object.freeze<Shape>({
     // its lease again, with that said. At most log(quota)/log(4/3) + 1 times a window.
     if (r.shape.hotKey)
       for (const e of sharing) {
-        if (e.sentElsewhere <= 0 || e.leases.length === 0 || e.leasedBefore(window.index)) continue
+        if (e.sentElsewhere <= 0 || e.leases.length === 0) continue
         const now = elsewhere(r, e, window.index, nowMs)
         if (now === 0 || now < e.sentElsewhere * staleElsewhere) send(pool, e, e.newest, nowMs)
       }
