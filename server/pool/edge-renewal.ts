@@ -1,6 +1,6 @@
 import { planAhead } from './ahead.js'
 import type { Entry } from './entry.js'
-import { sendOne } from './lease-out.js'
+import { send, sendOne } from './lease-out.js'
 import type { PoolState } from './state.js'
 
 /**
@@ -49,6 +49,12 @@ export function renewEdges(pool: PoolState, resourceId: string, nowMs: number): 
     const last = e.leases.at(-1)!
     const spent = last.capacity <= 0 || (e.usedWindow === window.index && e.used >= last.capacity)
     if (spent && !(ahead && e.ahead !== undefined)) continue
-    sendOne(pool, e, last.capacity, nowMs)
+    // A family's share of this window that came ahead (its block promoted: ahead.ts) was never
+    // sent as a lease of the window, so this is its first: it carries the leases of the
+    // family's hot keys (lease-out.ts), or the holder would take its default share of a key
+    // leased on its own in the window (found by the keyed quota model: 13 of 12, a holder whose
+    // block ahead was lost, renewed here with no lease of 0 for a key leased to another whole).
+    if (r.shape.familyShare && last === e.promoted) send(pool, e, last.capacity, nowMs)
+    else sendOne(pool, e, last.capacity, nowMs)
   }
 }

@@ -845,6 +845,36 @@ describe('keyed quotas in the pool (model, against the client)', () => {
     expect(family.takeReport().map((e) => e.resource)).not.toContain('k/b')
   })
 
+  it('sends a share renewed at the edge with the hot keys when it is the first lease of its window the holder hears (found by the model: 13 of 12)', () => {
+    const spend = (p: Id, key: Key, n: number): Step => ({ op: 'spend', p, key, n, ghost: false })
+    const steps: Step[] = [
+      { op: 'join', p: 'p' },
+      tick([]),
+      { op: 'advance', ms: 2000 },
+      { op: 'join', p: 'q' },
+      { op: 'advance', ms: 2000 },
+      { op: 'tick', ms: 100, spend: [], lost: false },
+      // b goes hot at p: each holder gets a lease of b of window 0 (q: 4 of its default share).
+      spend('p', 'b', 1),
+      { op: 'report', p: 'p' },
+      { op: 'tick', ms: 100, spend: [], lost: false },
+      // The renewal sends each holder its share of window 1 ahead; q's is lost (late).
+      { op: 'edge' },
+      { op: 'advance', ms: 7000 },
+      { op: 'report', p: 'q' },
+      // In window 1, q's block ahead is its lease of it (promoted), renewed now: q's first
+      // lease of window 1, which must carry b's lease of 0 (b leased on its own in window 1).
+      { op: 'edge' },
+      { op: 'tick', ms: 100, spend: [], lost: false },
+      // p holds all 12 of b in window 1 and spends 9; q would take a default share of 4.
+      { op: 'tick', ms: 100, spend: [['p', 'b', 9]], lost: false },
+      spend('q', 'b', 4),
+      { op: 'deliver', p: 'p', ackLost: false },
+    ]
+    const w = run(steps)
+    expect(w.admitted.get('b@1')).toBe(9)
+  })
+
   it('never admits more of a key in a window than its budget, through crashes, releases, restarts, lost acks and window ends', () => {
     fc.assert(
       fc.property(
