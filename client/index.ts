@@ -1,7 +1,7 @@
 export { SluiceClient, createClient } from './client.js'
 export type { ClientOptions, ClientTlsOptions } from './options.js'
 export { KeyedFamily } from './keyed/index.js'
-export type { KeyLease, KeyedEvents, KeyedOptions } from './keyed/index.js'
+export type { KeyLease, KeySpent, KeyedEvents, KeyedOptions } from './keyed/index.js'
 export { Resource } from './resource.js'
 export type {
   AcquireOptions,

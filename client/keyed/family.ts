@@ -27,7 +27,7 @@ import { KeyView } from './key-view.js'
 import { closedKeys, keyKinds } from './kinds.js'
 import { chargedOf, keyLeaseRules } from './quota-keys.js'
 import { FamilyShares } from './shares.js'
-import type { KeyLease, KeyReport, KeyedEvents, KeyedOwner } from './types.js'
+import type { KeyLease, KeyReport, KeySpent, KeyedEvents, KeyedOwner } from './types.js'
 
 const noPermit: Permit = Object.freeze({ release: () => undefined })
 
@@ -469,6 +469,21 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     const state = this.#keys.get(key)
     if (state !== undefined) this.#refreshIfStale(state)
     return this.#keyKind.msUntilFull(this.#shares, state)
+  }
+
+  /**
+   * A keyed quota's units of `key` counted spent here, into `out` (nothing allocated): what was
+   * admitted (and what a share handed on here counts spent) in the window of its budget, and of
+   * the next window spent ahead. For the coordinator's own part, which writes what it spent
+   * before it answers (server/coordinator/spend-reserve.ts).
+   */
+  spentOf(key: string, out: KeySpent): KeySpent {
+    const state = this.#keys.get(key)
+    out.window = state?.usedWindow ?? Number.NaN
+    out.used = state?.used ?? 0
+    out.nextWindow = state?.nextUsedWindow ?? -1
+    out.nextUsed = state?.nextUsed ?? 0
+    return out
   }
 
   /** What this process may use of `key` now. */

@@ -1,3 +1,10 @@
 export { KeyedFamily } from './family.js'
 export { KeyView } from './key-view.js'
-export type { KeyLease, KeyReport, KeyedEvents, KeyedOptions, KeyedOwner } from './types.js'
+export type {
+  KeyLease,
+  KeyReport,
+  KeySpent,
+  KeyedEvents,
+  KeyedOptions,
+  KeyedOwner,
+} from './types.js'

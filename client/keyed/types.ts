@@ -50,6 +50,18 @@ export interface KeyedOwner {
   readonly connected?: boolean
 }
 
+/**
+ * A keyed quota's units of one key counted spent in a process (`KeyedFamily.spentOf`): in the
+ * window of its budget (`window`, NaN: none) and of the next window, spent ahead of its start
+ * (`nextWindow`, -1: none).
+ */
+export interface KeySpent {
+  window: number
+  used: number
+  nextWindow: number
+  nextUsed: number
+}
+
 /** One entry of a family's demand report. */
 export interface KeyReport {
   resource: string

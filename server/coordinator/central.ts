@@ -18,6 +18,7 @@ import {
 import type { FamilySettings } from '../config/index.js'
 import { centralClientId } from '../pool/index.js'
 import type { SessionPort } from './session-port.js'
+import { SpendReserve, type ReserveHost } from './spend-reserve.js'
 
 /** What the central part needs of the coordinator: its door for messages, and what a key is. */
 export interface CentralHost {
@@ -29,6 +30,8 @@ export interface CentralHost {
   familyOf(id: string): FamilySettings | undefined
   /** Whether `tenant` may use `id` (the config's tenants). */
   allows(tenant: string | undefined, id: string): boolean
+  /** A keyed quota's spending, written ahead of the answers (spend-reserve.ts). */
+  readonly reserve: ReserveHost
 }
 
 /**
@@ -76,6 +79,8 @@ export class Central {
   admitted = 0
 
   readonly #count: (family: string, outcome: RemoteOutcome, n: number) => void
+  /** What a keyed quota's answers admitted, in the ledger before they leave. */
+  readonly #reserve: SpendReserve
 
   constructor(
     host: CentralHost,
@@ -87,12 +92,14 @@ export class Central {
     this.#clock = clock
     this.#log = log
     this.#count = count
+    this.#reserve = new SpendReserve(host.reserve)
   }
 
   /** A session's asks: each decided against the central part of its key, answered in one frame. */
   decide(session: SessionPort, msg: DecideMessage): void {
     const tenant = session.tenant
     const answers: DecidedMessage['answers'] = []
+    let waits = false
     // Counted once a frame for each family and outcome (a counter's inc is not free).
     const counts = new Map<string, Record<RemoteOutcome, number>>()
     const count = (family: string, outcome: RemoteOutcome): void => {
@@ -112,18 +119,28 @@ export class Central {
       // Its first ask of a family makes the central part's holder of it: refused until its
       // first lease comes (a round trip in the process, and a round).
       const key = keyOfId(family.prefix, resource)!
+      const quota = family.windowSec !== undefined
+      if (quota) this.#reserve.before(family, key)
       if (family.tryAcquire(key, cost)) {
         this.admitted += cost
         const window = family.leaseOf(key).window
         answers.push(window === undefined ? [n, 1, 0] : [n, 1, 0, window])
         count(family.familyId, 'admitted')
+        // A quota's admission leaves once the ledger holds it (spend-reserve.ts).
+        if (quota && this.#reserve.admitted(tenant, family, key)) waits = true
       } else {
         const ms = family.msUntil(key, cost)
         answers.push([n, 0, Number.isFinite(ms) ? Math.ceil(ms) : -1])
         count(family.familyId, 'refused')
       }
     }
-    session.send({ type: 'decided', answers })
+    this.#reserve.settle(waits, (ok) =>
+      session.send({
+        type: 'decided',
+        // Not written (the ledger failed): refused, the units stay counted here.
+        answers: ok ? answers : answers.map(([n, admitted, ms]) => [n, 0, admitted ? -1 : ms]),
+      }),
+    )
     for (const [family, c] of counts)
       for (const outcome of remoteOutcomes)
         if (c[outcome] > 0) this.#count(family, outcome, c[outcome])

@@ -17,7 +17,7 @@ import {
   withIdleResources,
   type ResourceFigures,
 } from '../observe/index.js'
-import { clientKey, type KeyResetOutcome, type Pool } from '../pool/index.js'
+import { centralClientId, clientKey, type KeyResetOutcome, type Pool } from '../pool/index.js'
 import type { Upstream } from '../tree/index.js'
 import { AuthGuard } from './auth-guard.js'
 import type { Core } from './core.js'
@@ -115,6 +115,11 @@ export class Coordinator {
           return family?.role === 'family' ? family : undefined
         },
         allows: (tenant, id) => this.#core.config.allows(tenant, id),
+        reserve: {
+          reserve: (tenant, familyId, window, keys) =>
+            this.#pool.reserveSpend(clientKey(tenant, centralClientId), familyId, window, keys),
+          afterWrite: (then) => this.#outbox.afterWrite(then),
+        },
       },
       clock,
       logger,

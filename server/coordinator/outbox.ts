@@ -94,6 +94,17 @@ export class Outbox {
     this.#writeAhead.enqueue(batches)
   }
 
+  /**
+   * Calls `then` once what the pool changed so far is durable (true), or its write failed
+   * (false): at once without a ledger, or with one that writes synchronously and nothing in
+   * flight. What the coordinator's own part answers waits on it (spend-reserve.ts).
+   */
+  afterWrite(then: (ok: boolean) => void): void {
+    if (this.#host.closed) return then(false)
+    if (this.#writeAhead === undefined) return then(true)
+    this.#writeAhead.enqueue([], then)
+  }
+
   /** Resolves once no ledger write is in flight or queued (tests and orderly shutdown). */
   idle(): Promise<void> {
     return this.#writeAhead?.idle() ?? Promise.resolve()

@@ -25,6 +25,8 @@ interface Item {
   readonly changes: LedgerChange[]
   readonly batches: LeaseBatch[]
   readonly atMs: number
+  /** Called once the changes are durable (true), or their write failed (false). */
+  readonly then: ((ok: boolean) => void) | undefined
 }
 
 /**
@@ -55,11 +57,15 @@ export class WriteAhead {
     return this.#ledger
   }
 
-  /** Writes what the pool changed (queued behind a write in flight), then delivers `batches`. */
-  enqueue(batches: readonly LeaseBatch[]): void {
+  /**
+   * Writes what the pool changed (queued behind a write in flight), then delivers `batches`;
+   * `then` is told whether the write went through, after the batches (at once when nothing
+   * was to be written and nothing is in flight).
+   */
+  enqueue(batches: readonly LeaseBatch[], then?: (ok: boolean) => void): void {
     const changes = this.#host.takeChanges()
-    if (changes.length === 0 && batches.length === 0) return
-    const item = { changes, batches: [...batches], atMs: this.#clock.now() }
+    if (changes.length === 0 && batches.length === 0 && then === undefined) return
+    const item = { changes, batches: [...batches], atMs: this.#clock.now(), then }
     if (this.#writing || this.#pending.length > 0) {
       this.#pending.push(item)
       return
@@ -122,6 +128,7 @@ export class WriteAhead {
     }
     if (shortened > 0 || unsent !== undefined)
       this.#writtenLate(shortened, unsent ?? [], nowMs - items[0]!.atMs)
+    for (const item of items) item.then?.(true)
     this.#next()
   }
 
@@ -150,6 +157,7 @@ export class WriteAhead {
     this.#host.unsent(items.flatMap((i) => i.batches))
     this.#host.metrics.errors.inc({ code: 'SLUICE_ERR_LEDGER_WRITE' })
     this.#host.log.error({ err: error }, 'ledger write failed; the leases it covers were not sent')
+    for (const item of items) item.then?.(false)
     this.#host.failed()
   }
 

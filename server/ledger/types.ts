@@ -77,6 +77,18 @@ export interface LedgerEntry {
     readonly endMs: number
     readonly untilMs: number
   }
+  /**
+   * Keyed quota share of the coordinator's own part: of each key, per window, at least what it
+   * answered admitted (written before the answers; server/pool/central-spend.ts). A new part
+   * that takes over hands the share on less these units. Absent: the writer did not reserve
+   * (its share stays spent to the window's end).
+   */
+  readonly reserved?: readonly {
+    readonly window: number
+    readonly keys: readonly (readonly [string, number])[]
+  }[]
+  /** Keyed quota share: the window it was last handed a leaver's share in (handover.ts). */
+  readonly inheritedWindow?: number | undefined
   readonly inherit?: {
     readonly window: number
     readonly keys: readonly [string, number][]

@@ -9,6 +9,7 @@ import { grantIncreases } from './increases.js'
 import { send } from './lease-out.js'
 import { setAside, subscribe, unsubscribe } from './registry.js'
 import { offerSpent } from './spent-decrease.js'
+import { deadCentralSpent } from './central-spend.js'
 import { centralClientId } from './shapes/index.js'
 import { noResources, type LeaseBatch, type PoolState } from './state.js'
 
@@ -144,16 +145,20 @@ export function connect(
  * before, as a releasing process's: a release's path keeps the bound for exactly that (the new
  * part's first lease starts from what of the burst nobody may hold, after a restart nothing).
  *
- * A quota's part is not freed: what it spent of its window died with it (a share sent in a
- * window is spent of every key until the window ends, keyed-quota-share.ts), so it is set
- * aside with the rest, as any replaced process's.
+ * A keyed quota's part is released as a clean close releases it, saying what it spent: what it
+ * wrote as reserved before answering (central-spend.ts), so its share is handed on less that
+ * and its keys leased on their own keep only that. A quota's part it cannot vouch for is set
+ * aside with the rest, as any replaced process's: what it spent of its window died with it (a
+ * share sent in a window is spent of every key until the window ends, keyed-quota-share.ts).
  */
 function freeDeadCentral(pool: PoolState, client: ClientState, nowMs: number): void {
   const ids: string[] = []
   for (const e of client.entries.values())
     if (e.resource.settings.kind === 'rate' && e.resource.settings.quotaWindow === undefined)
       ids.push(e.resource.settings.id)
-  if (ids.length > 0) release(pool, client.key, ids, nowMs)
+  const quota = deadCentralSpent(pool, client, nowMs)
+  ids.push(...quota.ids)
+  if (ids.length > 0) release(pool, client.key, ids, nowMs, quota.spent)
 }
 
 /**

@@ -47,6 +47,18 @@ export interface AheadRecord {
 
 export { clockDriftShare }
 
+/**
+ * What the coordinator's own part may have admitted of each key of a keyed quota in one window
+ * (`Entry.reserved`): units per key, never less than it answered admitted.
+ */
+export interface SpendReserve {
+  readonly window: number
+  readonly keys: Map<string, number>
+}
+
+/** No reservation yet (undefined: restored from a ledger whose writer did not reserve). */
+const noReserves: readonly SpendReserve[] = Object.freeze([])
+
 /** Numbered reports a client's window edges may be measured from (`ClientState.edgeReport`). */
 const keptReports = 8
 
@@ -401,6 +413,13 @@ export class Entry {
   /** Keyed quota share: how many spent keys of others it was handed in window `inheritedWindow`. */
   inheritedKeys = 0
   inheritedWindow = noWindow
+  /**
+   * Keyed quota share of the coordinator's own part (server/coordinator/central.ts): of each
+   * key, at least what it answered admitted in a window, written before those answers went
+   * (central-spend.ts). A takeover frees the rest of its share (clients.ts, `freeDeadCentral`).
+   * Undefined: restored from a ledger whose writer did not reserve (its share stays spent).
+   */
+  reserved: readonly SpendReserve[] | undefined = noReserves
 
   constructor(client: ClientState, resource: ResourceState) {
     this.client = client

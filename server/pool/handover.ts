@@ -139,7 +139,10 @@ export function pendingInherit(
   return { window: inherit.window, keys: inherit.keys.map(([k, n]) => [k, n]), id: inherit.id }
 }
 
-/** The holder to hand `vacancy` to: sharing, of this window, free, smallest share first. */
+/**
+ * The holder to hand `vacancy` to: sharing, of this window, free, not decided for by the
+ * coordinator's part, smallest share first.
+ */
 function heirOf(
   sharing: readonly Entry[],
   taken: ReadonlySet<Entry>,
@@ -154,6 +157,10 @@ function heirOf(
     // share of this one).
     const fresh = e.leases.length === 0 && e.newest === 0
     if (taken.has(e) || !e.client.connected || !(fresh || e.leaseWindow === windowIndex)) continue
+    // One the coordinator's part decides for (a crowded family, as its last round found) holds
+    // no default share: handed one, it would decide locally what the part decides for the
+    // others (a dead part's share, central-spend.ts, went to a gateway, not to the new part).
+    if (e.decidedCentrally) continue
     // One handover at a time: the next once it acknowledged the last.
     if (e.inherit !== undefined && !inherited(e, windowIndex)) continue
     if (e.inheritedWindow !== windowIndex) {

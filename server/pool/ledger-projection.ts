@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { leaseTtlMsAt } from '../config/index.js'
 import type { LedgerChange, LedgerEntry, LedgerStamp } from '../ledger/index.js'
 import { ClientState, noWindow, type Entry, type LeaseRecord } from './entry.js'
+import { reservesSpend } from './central-spend.js'
 import { subscribe } from './registry.js'
 import type { PoolState } from './state.js'
 
@@ -93,6 +94,13 @@ function ledgerEntry(
     ...(e.inherit === undefined
       ? {}
       : { inherit: { window: e.inherit.window, keys: e.inherit.keys, id: e.inherit.id } }),
+    // The coordinator's own part's spending written ahead (central-spend.ts); none written at
+    // all marks a ledger of a part that did not write it (its share stays spent).
+    ...(reservesSpend(e) && e.reserved !== undefined
+      ? { reserved: e.reserved.map((x) => ({ window: x.window, keys: [...x.keys] })) }
+      : {}),
+    // A keyed quota share handed a leaver's (handover.ts): its spent keys count here.
+    ...(e.inheritedWindow !== noWindow ? { inheritedWindow: e.inheritedWindow } : {}),
     // A named quota's block of the next window sent ahead (ahead.ts): written before it is sent.
     ...(e.ahead === undefined
       ? {}
@@ -166,6 +174,9 @@ export function restoreEntries(
         // A ledger of before ids: one of its own (the client has not seen it under this one).
         id: le.inherit.id ?? randomUUID(),
       }
+    if (reservesSpend(entry))
+      entry.reserved = le.reserved?.map((x) => ({ window: x.window, keys: new Map(x.keys) }))
+    if (le.inheritedWindow !== undefined) entry.inheritedWindow = le.inheritedWindow
     if (le.ahead !== undefined)
       entry.ahead = {
         window: le.ahead.window,

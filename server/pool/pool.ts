@@ -17,6 +17,7 @@ import {
   type HeldReport,
   type SpentReport,
 } from './clients.js'
+import { reserveSpend } from './central-spend.js'
 import { renewEdges } from './edge-renewal.js'
 import { grantIncreases } from './increases.js'
 import { ledgerEntries, restoreEntries, takeChanges } from './ledger-projection.js'
@@ -184,6 +185,20 @@ export class Pool extends PoolView {
   /** Batches the pool returned that never left: their clients are renewed at their next report. */
   unsent(batches: readonly LeaseBatch[]): void {
     unsent(this.state, batches)
+  }
+
+  /**
+   * The coordinator's own part of `key` reserves spending of keys of the keyed quota `familyId`
+   * in `window`, written with the next changes (central-spend.ts). False when it holds no
+   * share of the family.
+   */
+  reserveSpend(
+    key: string,
+    familyId: string,
+    window: number,
+    keys: Iterable<readonly [string, number]>,
+  ): boolean {
+    return reserveSpend(this.state, key, familyId, window, keys)
   }
 
   /** The client gives resources up (a quota's stay spent until the window ends). */

@@ -6,7 +6,8 @@ import { Pool, centralClientId, type LeaseBatch } from '../../../server/pool/ind
  * The coordinator's own part taken over by a new one (a coordinator restarted from its ledger,
  * or a part that failed): the old one admits nothing any more, so its rate leases are freed at
  * once, not counted apart until they lapse (server/pool/clients.ts `freeDeadCentral`); a
- * quota's stay spent to the window's end, as any replaced process's.
+ * keyed quota's share is handed on less what the dead part reserved (central-spend.test.ts),
+ * and counts until an heir has it.
  */
 function world() {
   const config = new CompiledConfig(
@@ -49,7 +50,7 @@ function world() {
 }
 
 describe("the coordinator's own part taken over", () => {
-  it('frees the dead part’s rate leases at once, leases them to the new part within a round, and keeps its quota shares spent', () => {
+  it('frees the dead part’s rate leases at once, leases them to the new part within a round, and keeps its quota share counted until handed on', () => {
     const { pool, take, period } = world()
     // Six processes deciding remotely: the family is crowded, the coordinator's part holds their
     // default shares (shapes/default-holders.ts) and a part of the hot key.
@@ -77,7 +78,7 @@ describe("the coordinator's own part taken over", () => {
       processes.reduce((sum, p) => sum + pool.committedBy(p, id, 5200), 0)
     expect(pool.committed('key/*', 5200)).toBeCloseTo(others('key/*'), 9)
     expect(pool.committed('key/a', 5200)).toBeCloseTo(others('key/a'), 9)
-    // What it spent of the quota's window died with it: its share stays committed.
+    // Its quota share counts until an heir acknowledges it (central-spend.test.ts).
     expect(pool.committed('q/*', 5200)).toBeCloseTo(quotaBefore, 9)
     // Whatever the freeing granted on (rises of holders that waited: none here, the others are
     // decided centrally) is left for the hello to send.

@@ -1,0 +1,154 @@
+import { describe, expect, it } from 'vitest'
+import { CompiledConfig, parseConfig } from '../../../server/config/index.js'
+import { MemoryLedger } from '../../../server/ledger/index.js'
+import { Pool, centralClientId, type LeaseBatch } from '../../../server/pool/index.js'
+
+/**
+ * A keyed quota's share of the coordinator's own part, taken over (a coordinator restarted
+ * from its ledger, or a part that failed): the dead part wrote, before each answer, what it
+ * admitted of each key (server/pool/central-spend.ts), so its share is handed on less that, as
+ * a clean close hands a share on (handover.ts), and its keys leased on their own keep only
+ * what it reserved. A part that cannot vouch for what it spent keeps its share spent.
+ */
+const config = new CompiledConfig(
+  parseConfig({
+    resources: [
+      { match: 'q/*', keyed: true, kind: 'quota', capacity: 100, window: '1h', refreshMs: 1000 },
+    ],
+  }),
+)
+const processes = ['p', 'q', 'r', 's', 't', 'u']
+
+function world(pool = new Pool(0, (id) => config.settingsFor(id), { track: true, learn: false })) {
+  const sent: LeaseBatch[] = []
+  const take = (out: readonly LeaseBatch[], nowMs: number): void => {
+    for (const b of out) {
+      sent.push(b)
+      pool.acknowledge(b.clientKey, b.seq, undefined, nowMs)
+    }
+  }
+  /** Every process asks the family remotely; the central part asks key a too (hot at it). */
+  const period = (nowMs: number, window?: number): void => {
+    for (const key of ['central', ...processes])
+      take(
+        pool.reportDemand(
+          key,
+          [
+            { resource: 'q/*', wants: 100, remote: true },
+            ...(key === 'central' && window !== undefined
+              ? [{ resource: 'q/a', wants: 50, used: 0, window }]
+              : []),
+          ],
+          nowMs,
+        ).batches,
+        nowMs,
+      )
+    take(pool.roundMany(pool.familyIds('q/*'), nowMs), nowMs)
+  }
+  const leasesTo = (key: string, resource: string) =>
+    sent
+      .filter((b) => b.clientKey === key)
+      .flatMap((b) => b.leases.filter((l) => l.resource === resource))
+  return { pool, sent, take, period, leasesTo }
+}
+
+/** A crowded family whose central part holds the processes' default shares, and key a on its own. */
+function crowded() {
+  const w = world()
+  w.pool.connect('central', centralClientId, undefined, 'central-1', 0)
+  for (const p of processes) w.pool.connect(p, p, undefined, `${p}-1`, 0)
+  for (let t = 1000; t <= 3000; t += 1000) w.period(t)
+  const window = w.leasesTo('central', 'q/*').at(-1)!.window!.index
+  for (let t = 4000; t <= 6000; t += 1000) w.period(t, window)
+  return { ...w, window }
+}
+
+describe("a keyed quota's share of the coordinator's own part, taken over", () => {
+  it('is handed on less what the dead part reserved, and its key leased on its own keeps only that', () => {
+    const { pool, period, leasesTo, window } = crowded()
+    const share = pool.committedBy('central', 'q/*', 6000)
+    expect(share).toBeGreaterThan(0)
+    expect(pool.committedBy('central', 'q/a', 6000)).toBeGreaterThan(20)
+    // It answered 7 of b admitted by its default share, 12 of a by a's own lease.
+    expect(
+      pool.reserveSpend('central', 'q/*', window, [
+        ['b', 7],
+        ['a', 12],
+      ]),
+    ).toBe(true)
+
+    pool.disconnect('central', 6100)
+    expect(pool.connect('central', centralClientId, undefined, 'central-2', 6200)).toBe('replaced')
+    // a: the dead part's lease counts what it reserved, no more.
+    expect(pool.committed('q/a', 6200)).toBeCloseTo(12, 9)
+    period(6300)
+    period(7300)
+    // The share went to the new part (it held nothing: the heir at once), with b's 7 spent.
+    const handed = leasesTo('central', 'q/*').find((l) => l.inherit !== undefined)
+    expect(handed?.inherit?.keys).toEqual([['b', 7]])
+    expect(handed!.capacity).toBeGreaterThanOrEqual(share - 1e-9)
+    // The dead part's share no longer counts beside it.
+    expect(pool.committed('q/*', 7300)).toBeLessThanOrEqual(1 + 1e-9)
+  })
+
+  it('is handed on through the ledger: a coordinator restarted from it frees what was not reserved', () => {
+    const { pool, window } = crowded()
+    const ledger = new MemoryLedger()
+    pool.reserveSpend('central', 'q/*', window, [['b', 7]])
+    ledger.write(pool.takeChanges((ms) => ms))
+    const written = ledger.entries().find((e) => e.clientKey === 'central' && e.resource === 'q/*')
+    expect(written?.reserved).toEqual([{ window, keys: [['b', 7]] }])
+
+    const restarted = world(
+      new Pool(0, (id) => config.settingsFor(id), { track: true, learn: false }),
+    )
+    restarted.pool.restore(ledger.entries(), (ms) => ms, 6500)
+    const share = restarted.pool.committedBy('central', 'q/*', 6500)
+    expect(share).toBeGreaterThan(0)
+    restarted.pool.connect('central', centralClientId, undefined, 'central-2', 6600)
+    for (const p of processes) restarted.pool.connect(p, p, undefined, `${p}-2`, 6600)
+    restarted.period(7000)
+    restarted.period(8000)
+    const handed = restarted.leasesTo('central', 'q/*').find((l) => l.inherit !== undefined)
+    expect(handed?.inherit?.keys).toEqual([['b', 7]])
+    // a, never reserved: nothing of it is counted spent by the dead part.
+    expect(restarted.pool.committed('q/a', 8000)).toBeLessThanOrEqual(100)
+  })
+
+  it('stays spent when the dead part cannot vouch for what it spent', () => {
+    // A ledger written by a part that did not reserve (no `reserved`): spent to the window's end.
+    {
+      const { pool } = crowded()
+      const ledger = new MemoryLedger()
+      ledger.write(pool.takeChanges((ms) => ms))
+      const entries = ledger.entries().map((e) => {
+        if (e.clientKey !== 'central' || e.resource !== 'q/*') return e
+        const { reserved, ...rest } = e
+        expect(reserved).toBeDefined()
+        return rest
+      })
+      const restarted = world(
+        new Pool(0, (id) => config.settingsFor(id), { track: true, learn: false }),
+      )
+      restarted.pool.restore(entries, (ms) => ms, 6500)
+      const committed = restarted.pool.committed('q/*', 6500)
+      restarted.pool.connect('central', centralClientId, undefined, 'central-2', 6600)
+      for (const p of processes) restarted.pool.connect(p, p, undefined, `${p}-2`, 6600)
+      restarted.period(7000)
+      restarted.period(8000)
+      expect(restarted.leasesTo('central', 'q/*').some((l) => l.inherit !== undefined)).toBe(false)
+      expect(restarted.pool.committed('q/*', 8000)).toBeGreaterThanOrEqual(committed - 1e-9)
+    }
+    // Units reserved of the next window (a check between two windows): its block ahead is spent.
+    {
+      const { pool, window, leasesTo, period } = crowded()
+      const share = pool.committedBy('central', 'q/*', 6000)
+      pool.reserveSpend('central', 'q/*', window + 1, [['b', 1]])
+      pool.connect('central', centralClientId, undefined, 'central-2', 6200)
+      period(6300)
+      period(7300)
+      expect(leasesTo('central', 'q/*').some((l) => l.inherit !== undefined)).toBe(false)
+      expect(pool.committed('q/*', 7300)).toBeGreaterThanOrEqual(share - 1e-9)
+    }
+  })
+})
