@@ -25,6 +25,7 @@ export default defineConfig({
             'test/faults/clock-steps.test.ts',
             'test/faults/key-reset.test.ts',
             'test/faults/quota-edge.test.ts',
+            'test/faults/central-restart.test.ts',
           ],
           sequence: { groupOrder: 0 },
           // Two files at once even on two cores (vitest's default there is one): the suite's
@@ -50,6 +51,7 @@ export default defineConfig({
             'test/faults/clock-steps.test.ts',
             'test/faults/key-reset.test.ts',
             'test/faults/quota-edge.test.ts',
+            'test/faults/central-restart.test.ts',
           ],
           fileParallelism: false,
           sequence: { groupOrder: 1 },

@@ -230,6 +230,20 @@ const namedScenarios: readonly EfficiencyScenario[] = [
   },
 ]
 
+/** A keyed quota over 30 gateways with remote decisions: crowded, decided by the coordinator's part. */
+export const crowdedQuota: EfficiencyScenario = {
+  name: 'keyed quota, 100 per key per 20 s window, 30 gateways, 600 req/s over 1,000 keys — remote decisions',
+  kind: 'quota',
+  capacity: 100,
+  windowMs: 20 * s,
+  processes: 6,
+  gatewaysPerProcess: 5,
+  keys: 1000,
+  ratePerSec: 600,
+  durationMs: 60 * s,
+  remote: true,
+}
+
 /**
  * Each scenario again with remote decisions (`family.decide`, what the HTTP edge and `check`
  * do): a check its gateway's share cannot decide is asked of the coordinator.
@@ -247,17 +261,13 @@ export const efficiencyScenarios: readonly EfficiencyScenario[] = [
     remote: true,
   },
   // A keyed quota over as many gateways: crowded too, its keys decided by the coordinator's part.
+  crowdedQuota,
+  // The same through a restart: what the dead coordinator's part spent of each key is in the
+  // ledger (reserved before its answers), so the new part takes its shares less that.
   {
-    name: 'keyed quota, 100 per key per 20 s window, 30 gateways, 600 req/s over 1,000 keys — remote decisions',
-    kind: 'quota',
-    capacity: 100,
-    windowMs: 20 * s,
-    processes: 6,
-    gatewaysPerProcess: 5,
-    keys: 1000,
-    ratePerSec: 600,
-    durationMs: 60 * s,
-    remote: true,
+    ...crowdedQuota,
+    name: 'keyed quota, 30 gateways, the coordinator SIGKILLed at 10 s and restarted 0.5 s later — remote decisions',
+    coordinatorKill: { atMs: 10 * s, downMs: 500 },
   },
   ...namedScenarios,
   // What a killed gateway strands is its leases until they lapse (a process may still run

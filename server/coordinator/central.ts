@@ -127,7 +127,7 @@ export class Central {
         answers.push(window === undefined ? [n, 1, 0] : [n, 1, 0, window])
         count(family.familyId, 'admitted')
         // A quota's admission leaves once the ledger holds it (spend-reserve.ts).
-        if (quota && this.#reserve.admitted(tenant, family, key)) waits = true
+        if (quota && this.#reserve.admitted(tenant, family, key, this.#clock.now())) waits = true
       } else {
         const ms = family.msUntil(key, cost)
         answers.push([n, 0, Number.isFinite(ms) ? Math.ceil(ms) : -1])

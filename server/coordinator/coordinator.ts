@@ -119,6 +119,7 @@ export class Coordinator {
           reserve: (tenant, familyId, window, keys) =>
             this.#pool.reserveSpend(clientKey(tenant, centralClientId), familyId, window, keys),
           afterWrite: (then) => this.#outbox.afterWrite(then),
+          withNextWrite: (then) => this.#outbox.withNextWrite(then),
         },
       },
       clock,

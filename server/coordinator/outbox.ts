@@ -105,6 +105,16 @@ export class Outbox {
     this.#writeAhead.enqueue([], then)
   }
 
+  /**
+   * Calls `then` once the next ledger write, whatever enqueues it, is durable (true) or failed
+   * (false), without asking for one: at once without a ledger.
+   */
+  withNextWrite(then: (ok: boolean) => void): void {
+    if (this.#host.closed) return then(false)
+    if (this.#writeAhead === undefined) return then(true)
+    this.#writeAhead.withNext(then)
+  }
+
   /** Resolves once no ledger write is in flight or queued (tests and orderly shutdown). */
   idle(): Promise<void> {
     return this.#writeAhead?.idle() ?? Promise.resolve()

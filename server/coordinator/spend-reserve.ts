@@ -6,15 +6,30 @@ import type { KeySpent, KeyedFamily } from '../../client/index.js'
  * (server/pool/central-spend.ts): a coordinator that dies takes its part's counts with it, and
  * the next one frees the dead part's share less what was reserved, never less than it spent.
  *
- * Reserved ahead, by `aheadShare` of the key's budget, so most answers find their units
- * written already and go at once; an answer waits (for one ledger write, group-committed with
- * the leases) only when its key's admissions outran the reservation: a key's first admission
- * in a window, or one spent faster than a write takes. What a restart loses is at most the
- * part reserved and not spent: under `aheadShare` of each key's budget the part touched.
+ * Reserved ahead, by `aheadShare` of the key's budget, and the next window's first chunk with
+ * a key's first admission in a window, so most answers find their units written already and
+ * go at once. What is reserved ahead rides with the next ledger write, whatever makes it (the
+ * leases' writes come several times a second); an answer waits, asking for a write of its
+ * own (group-committed with the leases), only when its key's admissions outran what is
+ * written: a key new to the part, or one spent faster than the writes come. What a restart
+ * loses is at most what was reserved and not spent: about `aheadShare` of the budget of each
+ * key the part touched in the window.
  */
 
-/** Of a key's budget, what is reserved beyond what was admitted (at least one unit). */
+/** Of a key's budget, what is reserved beyond what was admitted at least (and one unit). */
 export const aheadShare = 1 / 25
+
+/**
+ * Beyond that, what the key is admitted in this long at its pace in the window: a key spent
+ * fast (a hot key's budget goes in the first second of its window) is reserved ahead as fast,
+ * so its answers do not outrun the writes (a round's writes at an edge take hundreds of ms
+ * over thousands of hot keys). What a restart loses grows with it: about this long of each
+ * key's spending.
+ */
+export const aheadMs = 1000
+
+/** A pace is measured over this much at least (a key's first admissions say little of it). */
+const minPaceMs = 250
 
 /** What the central part of each tenant's families needs of the coordinator. */
 export interface ReserveHost {
@@ -25,15 +40,23 @@ export interface ReserveHost {
     window: number,
     keys: readonly (readonly [string, number])[],
   ): boolean
-  /** Calls `then` once what the pool changed is durable (true), or its write failed (false). */
+  /** Writes what the pool changed, then calls `then`: durable (true), or its write failed (false). */
   afterWrite(then: (ok: boolean) => void): void
+  /** Calls `then` once the next write, whatever asks for it, is done: it holds what the pool changed. */
+  withNextWrite(then: (ok: boolean) => void): void
 }
 
-/** One key in one window: units admitted, reserved (asked to be written), and written. */
+/**
+ * One key in one window: units admitted, reserved (asked to be written), and written; when its
+ * first unit was admitted, and the units admitted within `aheadMs` of it (the next window's
+ * first reservation).
+ */
 interface Count {
   admitted: number
   target: number
   durable: number
+  sinceMs: number
+  early: number
 }
 
 /** A write in flight: the counts it carries, at their targets then; answers waiting for it. */
@@ -57,6 +80,13 @@ class FamilyCounts {
     readonly familyId: string,
   ) {}
 
+  /** `c` (of `key` in `window`) goes with the next write. */
+  raise(window: number, key: string, c: Count): void {
+    let raised = this.raised.get(window)
+    if (raised === undefined) this.raised.set(window, (raised = new Map<string, Count>()))
+    raised.set(key, c)
+  }
+
   count(window: number, key: string): Count {
     if (window > this.newest) {
       this.newest = window
@@ -66,7 +96,8 @@ class FamilyCounts {
     let keys = this.windows.get(window)
     if (keys === undefined) this.windows.set(window, (keys = new Map<string, Count>()))
     let c = keys.get(key)
-    if (c === undefined) keys.set(key, (c = { admitted: 0, target: 0, durable: 0 }))
+    if (c === undefined)
+      keys.set(key, (c = { admitted: 0, target: 0, durable: 0, sinceMs: Number.NaN, early: 0 }))
     return c
   }
 }
@@ -92,20 +123,34 @@ export class SpendReserve {
    * After an ask was admitted: counts what it spent of each window, and raises their
    * reservations (ahead by `aheadShare`). True when its answer must wait for a write.
    */
-  admitted(tenant: string | undefined, family: KeyedFamily, key: string): boolean {
+  admitted(tenant: string | undefined, family: KeyedFamily, key: string, nowMs: number): boolean {
     const a = family.spentOf(key, this.#after)
     const b = this.#before
     const counts = this.#familyOf(tenant, family.familyId)
-    const chunk = Math.max(1, Math.ceil(family.limitOf(key).capacity * aheadShare))
+    const budget = family.limitOf(key).capacity
+    const chunk = Math.max(1, Math.ceil(budget * aheadShare))
     let waits = false
     if (!Number.isNaN(a.window)) {
       // Its budget's window: what was spent of it before (carried in from ahead, if it opened).
       const had = a.window === b.window ? b.used : a.window === b.nextWindow ? b.nextUsed : 0
-      waits = this.#note(counts, a.window, key, a.used - had, chunk) || waits
+      const c = this.#note(counts, a.window, key, a.used - had, chunk, budget, nowMs)
+      waits = (c !== undefined && c.admitted > c.durable) || waits
+      // The next window's first reservation: what the key was admitted in its first `aheadMs`
+      // here, a chunk at least, so its first answers there do not wait for a write (at an edge
+      // every key starts anew at once, with the round's writes in the way).
+      if (c !== undefined) {
+        const next = counts.count(a.window + 1, key)
+        const first = Math.min(budget, Math.max(chunk, c.early))
+        if (next.target < first) {
+          next.target = first
+          counts.raise(a.window + 1, key, next)
+        }
+      }
     }
     if (a.nextWindow >= 0) {
       const had = a.nextWindow === b.nextWindow ? b.nextUsed : 0
-      waits = this.#note(counts, a.nextWindow, key, a.nextUsed - had, chunk) || waits
+      const c = this.#note(counts, a.nextWindow, key, a.nextUsed - had, chunk, budget, nowMs)
+      waits = (c !== undefined && c.admitted > c.durable) || waits
     }
     return waits
   }
@@ -116,10 +161,11 @@ export class SpendReserve {
    * when it failed (the answers then refuse: the units stay counted at the part).
    */
   settle(waits: boolean, send: (ok: boolean) => void): void {
-    const write = this.#write()
+    // Reserved ahead only: with the next write, whatever makes it. An answer that waits asks
+    // for one (it carries whatever was reserved before, and comes after every earlier write).
+    const write = this.#write(waits)
     if (!waits) return send(true)
-    const covering = write ?? this.#writes.at(-1)
-    if (covering === undefined) return send(false)
+    const covering = write ?? this.#write(true, true)!
     if (covering.done) return send(covering.ok)
     covering.waiting.push(send)
   }
@@ -132,24 +178,42 @@ export class SpendReserve {
     return counts
   }
 
-  /** Counts `units` admitted of `key` in `window`; true when what is written does not cover it. */
-  #note(counts: FamilyCounts, window: number, key: string, units: number, chunk: number): boolean {
-    if (!(units > 0)) return false
+  /** Counts `units` admitted of `key` in `window` (its count; undefined when none were). */
+  #note(
+    counts: FamilyCounts,
+    window: number,
+    key: string,
+    units: number,
+    chunk: number,
+    budget: number,
+    nowMs: number,
+  ): Count | undefined {
+    if (!(units > 0)) return undefined
     const c = counts.count(window, key)
+    if (Number.isNaN(c.sinceMs)) c.sinceMs = nowMs
     c.admitted += units
-    // Less than half a chunk left reserved: reserve a chunk ahead.
-    if (c.admitted > c.target - chunk / 2) {
-      c.target = c.admitted + chunk
-      let raised = counts.raised.get(window)
-      if (raised === undefined) counts.raised.set(window, (raised = new Map<string, Count>()))
-      raised.set(key, c)
+    const sinceMs = nowMs - c.sinceMs
+    if (sinceMs < aheadMs) c.early = c.admitted
+    // Less than half of what is reserved ahead left: reserve ahead again, a chunk or what the
+    // key is admitted in `aheadMs` at its pace.
+    // Never past the key's budget (what it could not admit anyway).
+    const ahead = Math.max(chunk, Math.ceil((c.admitted * aheadMs) / Math.max(minPaceMs, sinceMs)))
+    const target = Math.min(Math.max(budget, c.admitted), c.admitted + ahead)
+    if (c.admitted > c.target - ahead / 2 && target > c.target) {
+      c.target = target
+      counts.raise(window, key, c)
     }
-    return c.admitted > c.durable
+    return c
   }
 
-  /** A write of every count raised since the last, or undefined when none was. */
-  #write(): Write | undefined {
-    let write: Write | undefined
+  /**
+   * A write of every count raised since the last (asked for when `force`, else with the next
+   * one), or undefined when none was; `always`: one even of nothing (it comes after the rest).
+   */
+  #write(force: boolean, always = false): Write | undefined {
+    let write: Write | undefined = always
+      ? { counts: [], waiting: [], ok: true, done: false }
+      : undefined
     for (const counts of this.#families.values()) {
       if (counts.raised.size === 0) continue
       write ??= { counts: [], waiting: [], ok: true, done: false }
@@ -165,7 +229,9 @@ export class SpendReserve {
     }
     if (write === undefined) return undefined
     this.#writes.push(write)
-    this.#host.afterWrite((ok) => this.#written(write, ok && write.ok))
+    const then = (ok: boolean): void => this.#written(write, ok && write.ok)
+    if (force) this.#host.afterWrite(then)
+    else this.#host.withNextWrite(then)
     return write
   }
 

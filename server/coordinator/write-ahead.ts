@@ -26,7 +26,7 @@ interface Item {
   readonly batches: LeaseBatch[]
   readonly atMs: number
   /** Called once the changes are durable (true), or their write failed (false). */
-  readonly then: ((ok: boolean) => void) | undefined
+  readonly then: ((ok: boolean) => void)[]
 }
 
 /**
@@ -46,6 +46,8 @@ export class WriteAhead {
   #pending: Item[] = []
   #writing = false
   readonly #idleWaiters: (() => void)[] = []
+  /** What waits for the next write to be enqueued, and done (`withNext`). */
+  readonly #withNext: ((ok: boolean) => void)[] = []
 
   constructor(ledger: Ledger, clock: Clock, host: WriteAheadHost) {
     this.#ledger = ledger
@@ -65,12 +67,22 @@ export class WriteAhead {
   enqueue(batches: readonly LeaseBatch[], then?: (ok: boolean) => void): void {
     const changes = this.#host.takeChanges()
     if (changes.length === 0 && batches.length === 0 && then === undefined) return
-    const item = { changes, batches: [...batches], atMs: this.#clock.now(), then }
+    const thens = this.#withNext.splice(0)
+    if (then !== undefined) thens.push(then)
+    const item = { changes, batches: [...batches], atMs: this.#clock.now(), then: thens }
     if (this.#writing || this.#pending.length > 0) {
       this.#pending.push(item)
       return
     }
     this.#write([item])
+  }
+
+  /**
+   * Calls `then` once the next write, whatever enqueues it, is durable (true) or failed
+   * (false): what the pool changed until then is in it. Enqueues nothing itself.
+   */
+  withNext(then: (ok: boolean) => void): void {
+    this.#withNext.push(then)
   }
 
   /** Resolves once no write is in flight or queued (tests and orderly shutdown). */
@@ -128,7 +140,7 @@ export class WriteAhead {
     }
     if (shortened > 0 || unsent !== undefined)
       this.#writtenLate(shortened, unsent ?? [], nowMs - items[0]!.atMs)
-    for (const item of items) item.then?.(true)
+    for (const item of items) for (const then of item.then) then(true)
     this.#next()
   }
 
@@ -157,7 +169,7 @@ export class WriteAhead {
     this.#host.unsent(items.flatMap((i) => i.batches))
     this.#host.metrics.errors.inc({ code: 'SLUICE_ERR_LEDGER_WRITE' })
     this.#host.log.error({ err: error }, 'ledger write failed; the leases it covers were not sent')
-    for (const item of items) item.then?.(false)
+    for (const item of items) for (const then of item.then) then(false)
     this.#host.failed()
   }
 

@@ -60,9 +60,10 @@ export function reserveSpend(
  * for each keyed quota share it reserved spending of in the window in force, the share's spent
  * keys and its keys leased on their own with their units, and the resources to release. A
  * share it cannot vouch for stays spent to the window's end, as before: one that was handed a
- * leaver's share in the window (the leaver's spent keys are in no reservation), one that
- * reserved units of the next window (its block of it sent ahead is spent), one whose lease is
- * of another window, or one with more spent keys than a release may say.
+ * leaver's share in the window (the leaver's spent keys are in no reservation), one holding a
+ * block of the next window sent ahead while it reserved units of that window (the release
+ * would free the block: a few hundred ms before each edge), one whose lease is of another
+ * window, or one with more spent keys than a release may say.
  */
 export function deadCentralSpent(
   pool: PoolState,
@@ -77,12 +78,18 @@ export function deadCentralSpent(
     const w = pool.windowOf(e.resource, nowMs)?.index
     if (w === undefined || e.leaseWindow !== w) continue
     if (e.inheritedWindow === w || e.inherit?.window === w) continue
-    if (e.reserved.some((x) => x.window > w && [...x.keys.values()].some((n) => n > 0))) continue
+    // Reserved of the next window (ahead of its first checks, or spent by a check between the
+    // two) while a block of it sent ahead is held: the release would free that block.
+    const aheadSpent = e.reserved.some(
+      (x) => x.window > w && [...x.keys.values()].some((n) => n > 0),
+    )
+    if (aheadSpent && e.ahead !== undefined && e.ahead.window > w) continue
     const units = e.reserved.find((x) => x.window === w)?.keys
     const family = e.resource.settings.family!
     const hotIds: string[] = []
     const hotSpent: SpentReport[] = []
     const hot = new Set<string>()
+    let vouches = true
     for (const h of client.entries.values()) {
       if (!h.resource.shape.hotKey || h.resource.settings.family?.familyId !== family.familyId)
         continue
@@ -90,13 +97,14 @@ export function deadCentralSpent(
       const key = keyOfId(family.prefix, id)
       promoteDue(pool, h, nowMs)
       if (key === undefined || h.leaseWindow !== w) continue
+      if (aheadSpent && h.ahead !== undefined && h.ahead.window > w) vouches = false
       hot.add(key)
       hotIds.push(id)
       hotSpent.push({ resource: id, window: w, used: units?.get(key) ?? 0 })
     }
     const keys: [string, number][] = []
     for (const [key, n] of units ?? []) if (n > 0 && !hot.has(key)) keys.push([key, n])
-    if (keys.length > domainLimits.maxSpentKeys) continue
+    if (!vouches || keys.length > domainLimits.maxSpentKeys) continue
     ids.push(family.familyId, ...hotIds)
     spent.push({ resource: family.familyId, window: w, keys }, ...hotSpent)
   }

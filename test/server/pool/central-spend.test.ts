@@ -139,16 +139,34 @@ describe("a keyed quota's share of the coordinator's own part, taken over", () =
       expect(restarted.leasesTo('central', 'q/*').some((l) => l.inherit !== undefined)).toBe(false)
       expect(restarted.pool.committed('q/*', 8000)).toBeGreaterThanOrEqual(committed - 1e-9)
     }
-    // Units reserved of the next window (a check between two windows): its block ahead is spent.
+    // Units reserved of the next window while a block of it sent ahead is held (the last
+    // moments of a window): the release would free the block, so it stays spent.
     {
-      const { pool, window, leasesTo, period } = crowded()
-      const share = pool.committedBy('central', 'q/*', 6000)
+      const { pool, window, leasesTo, take, period } = crowded()
+      const endMs = 3_600_000
+      take(pool.renewEdges(pool.familyIds('q/*'), endMs - 50), endMs - 50)
+      expect(leasesTo('central', 'q/*').at(-1)?.window?.next).toBeDefined()
+      const share = pool.committedBy('central', 'q/*', endMs - 50)
       pool.reserveSpend('central', 'q/*', window + 1, [['b', 1]])
-      pool.connect('central', centralClientId, undefined, 'central-2', 6200)
-      period(6300)
-      period(7300)
+      pool.connect('central', centralClientId, undefined, 'central-2', endMs - 40)
+      period(endMs - 30)
+      period(endMs - 20)
       expect(leasesTo('central', 'q/*').some((l) => l.inherit !== undefined)).toBe(false)
-      expect(pool.committed('q/*', 7300)).toBeGreaterThanOrEqual(share - 1e-9)
+      expect(pool.committed('q/*', endMs - 20)).toBeGreaterThanOrEqual(share - 1e-9)
     }
+  })
+
+  it('is handed on with units reserved of the next window ahead of its checks, no block of it held', () => {
+    const { pool, window, leasesTo, period } = crowded()
+    pool.reserveSpend('central', 'q/*', window, [['b', 2]])
+    pool.reserveSpend('central', 'q/*', window + 1, [
+      ['b', 4],
+      ['c', 4],
+    ])
+    pool.connect('central', centralClientId, undefined, 'central-2', 6200)
+    period(6300)
+    period(7300)
+    const handed = leasesTo('central', 'q/*').find((l) => l.inherit !== undefined)
+    expect(handed?.inherit?.keys).toEqual([['b', 2]])
   })
 })

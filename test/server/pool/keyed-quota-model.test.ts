@@ -4,7 +4,7 @@ import { resolveKeyedOptions } from '../../../client/options.js'
 import { KeyedFamily } from '../../../client/keyed/index.js'
 import { CompiledConfig, parseConfig } from '../../../server/config/index.js'
 import { MemoryLedger } from '../../../server/ledger/index.js'
-import { Pool, type LeaseBatch } from '../../../server/pool/index.js'
+import { Pool, centralClientId, type LeaseBatch } from '../../../server/pool/index.js'
 import { ManualClock } from '../../../shared/index.js'
 
 /**
@@ -25,29 +25,45 @@ import { ManualClock } from '../../../shared/index.js'
 
 const windowMs = 10_000
 const budget = 30
-const config = new CompiledConfig(
-  parseConfig({
-    resources: [
-      {
-        match: 'k/*',
-        keyed: true,
-        kind: 'quota',
-        capacity: budget,
-        window: '10s',
-        refreshMs: 200,
-        leaseTtlMs: 1000,
-        graceMs: 100,
-        keys: { b: { capacity: 12 } },
-      },
-    ],
-  }),
-)
+const configOf = (maxDefaultHolders?: number): CompiledConfig =>
+  new CompiledConfig(
+    parseConfig({
+      resources: [
+        {
+          match: 'k/*',
+          keyed: true,
+          kind: 'quota',
+          capacity: budget,
+          window: '10s',
+          refreshMs: 200,
+          leaseTtlMs: 1000,
+          graceMs: 100,
+          keys: { b: { capacity: 12 } },
+          ...(maxDefaultHolders === undefined ? {} : { maxDefaultHolders }),
+        },
+      ],
+    }),
+  )
+const config = configOf()
+/**
+ * One default holder: the others hold none, and the coordinator's part holds a default share
+ * for them (shapes/default-holders.ts), as in a crowded family.
+ */
+const oneHolder = configOf(1)
 const FAMILY = 'k/*'
 const keys = ['a', 'b', 'c'] as const
 type Key = (typeof keys)[number]
 const budgetOf = (key: Key): number => (key === 'b' ? 12 : budget)
 const ids = ['p', 'q', 'r'] as const
-type Id = (typeof ids)[number]
+/**
+ * The coordinator's own part (server/coordinator/central.ts): a process under its id, which
+ * writes what it admits of each key before its answers leave (spend-reserve.ts: here, each
+ * admission is reserved and written to the ledger before it counts), and dies with the
+ * coordinator (it goes on spending nothing). The random runs have it; the named cases not.
+ */
+const centralId = 'x'
+const allIds = [...ids, centralId] as const
+type Id = (typeof allIds)[number]
 const owner = { requestEarlyReport: () => undefined, drained: () => undefined }
 
 class Process {
@@ -88,10 +104,11 @@ class Process {
 }
 
 class World {
+  readonly config: CompiledConfig
   readonly clock = new ManualClock(0, 0)
   readonly ledger = new MemoryLedger()
-  pool = this.#newPool()
-  readonly processes = new Map<Id, Process>(ids.map((id) => [id, new Process(id, this.clock)]))
+  pool: Pool
+  readonly processes = new Map<Id, Process>(allIds.map((id) => [id, new Process(id, this.clock)]))
   /** Admitted per key and window, by every process (crashed ones included). */
   readonly admitted = new Map<string, number>()
   /**
@@ -101,7 +118,13 @@ class World {
    */
   readonly givenBack = new Map<string, number>()
 
+  constructor(config: CompiledConfig) {
+    this.config = config
+    this.pool = this.#newPool()
+  }
+
   #newPool(): Pool {
+    const { config } = this
     return new Pool(this.clock.now(), (id) => config.settingsFor(id), { track: true, learn: false })
   }
 
@@ -122,7 +145,8 @@ class World {
     p.connected = true
     p.inFlight = []
     p.held.clear()
-    this.pool.connect(p.id, p.id, undefined, `${p.id}-${p.generation}`, this.nowMs)
+    const clientId = p.id === centralId ? centralClientId : p.id
+    this.pool.connect(p.id, clientId, undefined, `${p.id}-${p.generation}`, this.nowMs)
     this.report(p)
   }
 
@@ -160,12 +184,25 @@ class World {
     }
   }
 
-  spend(family: KeyedFamily, key: Key, n: number): void {
+  spend(family: KeyedFamily, key: Key, n: number, central = false): void {
     for (let i = 0; i < n; i++) {
       if (!family.tryAcquire(key)) return
+      // The coordinator's part answers once what it spent of the key is written as reserved.
+      if (central && !this.#reserve(family, key)) continue
       const at = `${key}@${Math.floor(this.nowMs / windowMs)}`
       this.admitted.set(at, (this.admitted.get(at) ?? 0) + 1)
     }
+  }
+
+  #reserve(family: KeyedFamily, key: Key): boolean {
+    const spent = family.spentOf(key, { window: Number.NaN, used: 0, nextWindow: -1, nextUsed: 0 })
+    let ok = true
+    if (!Number.isNaN(spent.window))
+      ok &&= this.pool.reserveSpend(centralId, FAMILY, spent.window, [[key, spent.used]])
+    if (spent.nextWindow >= 0)
+      ok &&= this.pool.reserveSpend(centralId, FAMILY, spent.nextWindow, [[key, spent.nextUsed]])
+    this.ledger.write(this.pool.takeChanges((ms) => ms))
+    return ok
   }
 
   round(): void {
@@ -206,6 +243,8 @@ class World {
     for (const p of this.processes.values()) {
       p.connected = false
       p.inFlight = []
+      // The coordinator's part dies with it.
+      if (p.id === centralId) p.renew()
     }
     this.pool = this.#newPool()
     this.pool.restore(this.ledger.entries(), (ms) => ms, this.nowMs)
@@ -231,7 +270,7 @@ type Step =
   /** A refresh period of everyone: time, reports, a round, spending, deliveries. */
   | { op: 'tick'; ms: number; spend: readonly [Id, Key, number][]; lost: boolean }
 
-const id = fc.constantFrom(...ids)
+const id = fc.constantFrom(...allIds)
 const key = fc.constantFrom(...keys)
 const step: fc.Arbitrary<Step> = fc.oneof(
   { weight: 2, arbitrary: fc.record({ op: fc.constantFrom('join', 'report'), p: id }) },
@@ -273,8 +312,8 @@ const step: fc.Arbitrary<Step> = fc.oneof(
   },
 )
 
-function run(steps: readonly Step[]): World {
-  const w = new World()
+function run(steps: readonly Step[], withConfig = config): World {
+  const w = new World(withConfig)
   for (const s of steps) {
     const p = 'p' in s ? w.processes.get(s.p)! : undefined
     switch (s.op) {
@@ -290,7 +329,8 @@ function run(steps: readonly Step[]): World {
       case 'crash':
         // It goes on spending what it holds, unheard; a new process comes under its id.
         w.disconnect(p!)
-        p!.ghosts.push(p!.family)
+        // The coordinator's part, failed, spends nothing more (a new one comes in its place).
+        if (p!.id !== centralId) p!.ghosts.push(p!.family)
         p!.family = new KeyedFamily(
           'k',
           resolveKeyedOptions('k', { maxKeys: 2 }),
@@ -316,7 +356,10 @@ function run(steps: readonly Step[]): World {
         w.deliver(p!, s.ackLost)
         break
       case 'spend':
-        w.spend(s.ghost ? (p!.ghosts.at(-1) ?? p!.family) : p!.family, s.key, s.n)
+        {
+          const family = s.ghost ? (p!.ghosts.at(-1) ?? p!.family) : p!.family
+          w.spend(family, s.key, s.n, family === p!.family && p!.id === centralId)
+        }
         break
       case 'round':
         w.round()
@@ -338,7 +381,7 @@ function run(steps: readonly Step[]): World {
         for (const q of w.processes.values()) w.report(q)
         w.round()
         for (const [i, k, n] of s.spend) {
-          w.spend(w.processes.get(i)!.family, k, n)
+          w.spend(w.processes.get(i)!.family, k, n, i === centralId)
           w.check()
         }
         for (const q of w.processes.values())
@@ -882,6 +925,24 @@ describe('keyed quotas in the pool (model, against the client)', () => {
         fc.array(step, { minLength: 1, maxLength: 150, size: 'max' }),
         (joins, steps) => {
           run([...joins, tick([]), ...steps])
+        },
+      ),
+      { numRuns: fc.readConfigureGlobal().numRuns ?? 100 },
+    )
+  })
+
+  it("never admits more of a key in a window than its budget with the coordinator's part holding the default share, through its deaths and takeovers (#41)", () => {
+    // One default holder: the coordinator's part (x) holds a default share for the others once
+    // it holds the family, and its spending is reserved before it counts; a coordinator
+    // restart, or its failure ('crash' of x), hands its share on less what it reserved
+    // (server/pool/central-spend.ts).
+    const central: Step = { op: 'join', p: centralId }
+    fc.assert(
+      fc.property(
+        fc.subarray([...joinAll], { minLength: 1 }),
+        fc.array(step, { minLength: 1, maxLength: 150, size: 'max' }),
+        (joins, steps) => {
+          run([central, ...joins, tick([]), ...steps], oneHolder)
         },
       ),
       { numRuns: fc.readConfigureGlobal().numRuns ?? 100 },
