@@ -17,8 +17,13 @@ import type { PoolState } from './state.js'
  * 76.6% of the central limiter).
  */
 
-/** Windows of reservations an entry keeps: this one and the next (a check between the two spends of both). */
-const keptWindows = 2
+/**
+ * Windows of reservations an entry keeps, counted back from the newest: the one in force, the
+ * next (a check between the two spends of both), and the one after (reserved ahead of its first
+ * checks once the next one's budget is in force at the part, which may be a few ms before the
+ * coordinator's edge).
+ */
+const keptWindows = 3
 
 /** Whether `e` is a keyed quota share of the coordinator's own part: its spending is written ahead. */
 export function reservesSpend(e: Entry): boolean {

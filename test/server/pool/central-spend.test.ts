@@ -156,6 +156,20 @@ describe("a keyed quota's share of the coordinator's own part, taken over", () =
     }
   })
 
+  it('keeps the reservation of the window in force when the two after it are reserved ahead', () => {
+    // The part's budget of the next window in force a few ms before the coordinator's edge: it
+    // reserves the window after that ahead, and the one in force here must stay.
+    const { pool, window, leasesTo, period } = crowded()
+    pool.reserveSpend('central', 'q/*', window, [['b', 5]])
+    pool.reserveSpend('central', 'q/*', window + 1, [['b', 2]])
+    pool.reserveSpend('central', 'q/*', window + 2, [['b', 2]])
+    pool.connect('central', centralClientId, undefined, 'central-2', 6200)
+    period(6300)
+    period(7300)
+    const handed = leasesTo('central', 'q/*').find((l) => l.inherit !== undefined)
+    expect(handed?.inherit?.keys).toEqual([['b', 5]])
+  })
+
   it('is handed on with units reserved of the next window ahead of its checks, no block of it held', () => {
     const { pool, window, leasesTo, period } = crowded()
     pool.reserveSpend('central', 'q/*', window, [['b', 2]])
