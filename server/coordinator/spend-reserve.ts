@@ -6,14 +6,15 @@ import type { KeySpent, KeyedFamily } from '../../client/index.js'
  * (server/pool/central-spend.ts): a coordinator that dies takes its part's counts with it, and
  * the next one frees the dead part's share less what was reserved, never less than it spent.
  *
- * Reserved ahead, by `aheadShare` of the key's budget, and the next window's first chunk with
- * a key's first admission in a window, so most answers find their units written already and
- * go at once. What is reserved ahead rides with the next ledger write, whatever makes it (the
- * leases' writes come several times a second); an answer waits, asking for a write of its
- * own (group-committed with the leases), only when its key's admissions outran what is
- * written: a key new to the part, or one spent faster than the writes come. What a restart
- * loses is at most what was reserved and not spent: about `aheadShare` of the budget of each
- * key the part touched in the window.
+ * Reserved ahead, by what the key is admitted in `aheadMs` at its pace (`aheadShare` of its
+ * budget at least), and the next window's first part (what it was admitted in its first
+ * `aheadMs` here) with its admissions in a window, so most answers find their units written
+ * already and go at once. What is reserved ahead rides with the next ledger write, whatever
+ * makes it (the leases' writes come several times a second); an answer waits, asking for a
+ * write of its own (group-committed with the leases), only when its key's admissions outran
+ * what is written: a key new to the part in a window, or one spent faster than the writes
+ * come. What a restart loses is at most what was reserved and not spent: about `aheadMs` of
+ * each key's spending at the part, and `aheadShare` of the budget of each key it touched.
  */
 
 /** Of a key's budget, what is reserved beyond what was admitted at least (and one unit). */
