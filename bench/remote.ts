@@ -20,6 +20,12 @@ import { hostMs } from './faults/host-time.js'
  * monotonic time.
  */
 export interface RemoteBenchOptions {
+  /**
+   * `quota`: the family is a keyed quota (10,000 a key a 1 h window), whose admitted answers
+   * wait for what the coordinator's part spent to be in the ledger when it is not yet
+   * (server/coordinator/spend-reserve.ts): keys drawn uniformly from many are mostly new to it.
+   */
+  readonly kind?: 'rate' | 'quota'
   readonly processes: number
   readonly keys: number
   readonly pacedPerSec: number
@@ -68,7 +74,11 @@ export async function benchRemote(options: RemoteBenchOptions): Promise<RemoteBe
     configPath,
     JSON.stringify({
       server: { host: '127.0.0.1' },
-      resources: [{ match: 'key/*', keyed: true, kind: 'rate', capacity: 10_000, burst: 10_000 }],
+      resources: [
+        options.kind === 'quota'
+          ? { match: 'key/*', keyed: true, kind: 'quota', capacity: 10_000, window: '1h' }
+          : { match: 'key/*', keyed: true, kind: 'rate', capacity: 10_000, burst: 10_000 },
+      ],
     }),
   )
   const coordinator = new CoordinatorProcess(configPath, await freePort())

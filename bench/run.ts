@@ -159,7 +159,8 @@ if (only === 'efficiency') {
 }
 
 // Not in the default set: a real coordinator. BENCH_REMOTE_PROCESSES, BENCH_REMOTE_PACED (asks/s),
-// BENCH_REMOTE_WINDOW (asks in flight per process), BENCH_MEASURE_MS.
+// BENCH_REMOTE_WINDOW (asks in flight per process), BENCH_MEASURE_MS, BENCH_REMOTE_KIND (rate,
+// or quota: a keyed quota's answers wait for the ledger when their key is new to the part).
 if (only === 'remote') {
   const processes = Number(process.env.BENCH_REMOTE_PROCESSES ?? 6)
   console.log(
@@ -172,6 +173,7 @@ if (only === 'remote') {
   const rows = await benchRemote({
     processes,
     keys: 10_000,
+    kind: process.env.BENCH_REMOTE_KIND === 'quota' ? 'quota' : 'rate',
     pacedPerSec: Number(process.env.BENCH_REMOTE_PACED ?? 5_000),
     window: Number(process.env.BENCH_REMOTE_WINDOW ?? 64),
     measureMs: Number(process.env.BENCH_MEASURE_MS ?? 5_000),
