@@ -2,13 +2,13 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createClient, type KeyedFamily, type SluiceClient } from '../../../client/index.js'
+import type { KeyedFamily } from '../../../client/index.js'
 import type { RemoteAnswer } from '../../../client/remote.js'
 import type { ConfigInput } from '../../../server/config/index.js'
-import { createCoordinator, type RunningCoordinator } from '../../../server/index.js'
+import type { RunningCoordinator } from '../../../server/index.js'
 import { parseLedger } from '../../../server/ledger/file-format.js'
 import { ManualClock } from '../../../shared/index.js'
-import { silentLogger } from '../../helpers/coordinator.js'
+import { embeddedLedger } from '../../helpers/embedded-ledger.js'
 
 // A keyed quota decided at the coordinator (remote decisions), with the embedded ledger: what
 // the coordinator's own part admits of a key is in the ledger before its answer leaves
@@ -43,46 +43,11 @@ const config: ConfigInput = {
   ],
 }
 
-async function start(dataDir: string, port = 0): Promise<RunningCoordinator> {
-  const server = await createCoordinator({
-    config,
-    host: '127.0.0.1',
-    port,
-    clock,
-    logger: silentLogger,
-    dataDir,
-    watchConfig: false,
-  })
-  closers.push(() => server.close())
-  return server
-}
-
-function gateway(url: string, id: string): SluiceClient {
-  const c = createClient({
-    url,
-    clientId: id,
-    clock,
-    random: () => 0.5,
-    backoffBaseMs: 20,
-    backoffCapMs: 50,
-  })
-  c.on('error', () => undefined)
-  closers.push(() => c.close())
-  return c
-}
-
-async function step(
-  server: RunningCoordinator,
-  clients: SluiceClient[],
-  ms: number,
-): Promise<void> {
-  clock.advance(ms)
-  for (let i = 0; i < 3; i++) {
-    await fetch(`${server.url}/healthz`).catch(() => undefined)
-    await server.coordinator.ledgerIdle()
-    await Promise.all(clients.filter((c) => c.connected).map((c) => c.roundTrip()))
-  }
-}
+const ledger = embeddedLedger(clock, closers)
+const { step } = ledger
+const start = (dataDir: string, port = 0): Promise<RunningCoordinator> =>
+  ledger.start(config, dataDir, port)
+const gateway = ledger.client
 
 /** What the ledger file holds reserved for the coordinator's part of `key`, in any window. */
 function reservedInLedger(dataDir: string, key: string): number {

@@ -2,10 +2,11 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createClient, type SluiceClient } from '../../../client/index.js'
-import { createCoordinator, type RunningCoordinator } from '../../../server/index.js'
+import type { createCoordinator } from '../../../server/index.js'
+import { type RunningCoordinator } from '../../../server/index.js'
 import { ManualClock } from '../../../shared/index.js'
-import { silentLogger, simpleConfig } from '../../helpers/coordinator.js'
+import { simpleConfig } from '../../helpers/coordinator.js'
+import { embeddedLedger } from '../../helpers/embedded-ledger.js'
 
 // A single coordinator with the embedded ledger, restarted on the same port and data directory:
 // it resumes from what it wrote, so it grants what is free at once instead of learning.
@@ -19,51 +20,13 @@ const clock = new ManualClock()
 // Learning as long as the default (a commitment's life) when there is no ledger.
 const config = simpleConfig({ learningMs: 1700 })
 
-async function start(
+const ledger = embeddedLedger(clock, closers)
+const { client, step } = ledger
+const start = (
   dataDir: string,
   port = 0,
   withConfig: Parameters<typeof createCoordinator>[0]['config'] = config,
-): Promise<RunningCoordinator> {
-  const server = await createCoordinator({
-    config: withConfig,
-    host: '127.0.0.1',
-    port,
-    clock,
-    logger: silentLogger,
-    dataDir,
-    watchConfig: false,
-  })
-  closers.push(() => server.close())
-  return server
-}
-
-function client(url: string, id: string): SluiceClient {
-  const c = createClient({
-    url,
-    clientId: id,
-    clock,
-    random: () => 0.5,
-    backoffBaseMs: 20,
-    backoffCapMs: 50,
-  })
-  c.on('error', () => undefined)
-  closers.push(() => c.close())
-  return c
-}
-
-async function step(
-  server: RunningCoordinator,
-  clients: SluiceClient[],
-  ms: number,
-): Promise<void> {
-  // Moves time, then lets every exchange it causes finish: ledger writes, leases, acks.
-  clock.advance(ms)
-  for (let i = 0; i < 3; i++) {
-    await fetch(`${server.url}/healthz`).catch(() => undefined)
-    await server.coordinator.ledgerIdle()
-    await Promise.all(clients.filter((c) => c.connected).map((c) => c.roundTrip()))
-  }
-}
+): Promise<RunningCoordinator> => ledger.start(withConfig, dataDir, port)
 
 describe('the embedded ledger', () => {
   it('lets a restarted coordinator resume at once: what clients hold stays counted, what is free is granted without learning', async () => {
