@@ -87,6 +87,11 @@ export interface LedgerEntry {
     readonly window: number
     readonly keys: readonly (readonly [string, number])[]
   }[]
+  /**
+   * The share's reservations are in entries of their own, a shard of a window's keys each
+   * (server/pool/central-spend.ts, `reserveShardId`): `reserved` on such an entry holds them.
+   */
+  readonly reservedIn?: 'shards' | undefined
   /** Keyed quota share: the window it was last handed a leaver's share in (handover.ts). */
   readonly inheritedWindow?: number | undefined
   readonly inherit?: {

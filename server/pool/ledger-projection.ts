@@ -2,7 +2,12 @@ import { randomUUID } from 'node:crypto'
 import { leaseTtlMsAt } from '../config/index.js'
 import type { LedgerChange, LedgerEntry, LedgerStamp } from '../ledger/index.js'
 import { ClientState, noWindow, type Entry, type LeaseRecord } from './entry.js'
-import { reservesSpend } from './central-spend.js'
+import {
+  parseReserveShardId,
+  reserveShardEntries,
+  reservesSpend,
+  rewriteReserved,
+} from './central-spend.js'
 import { subscribe } from './registry.js'
 import type { PoolState } from './state.js'
 
@@ -30,6 +35,13 @@ export function takeChanges(
     changes.push({ put: ledgerEntry(e, toWallMs, stamp) })
   }
   pool.dirty.clear()
+  // The shards of the coordinator's part's reservations raised since (central-spend.ts).
+  for (const [e, windows] of pool.reserveDirty) {
+    if (e.client.entries.get(e.resource.settings.id) !== e || !reservesSpend(e)) continue
+    for (const [window, shards] of windows)
+      for (const put of reserveShardEntries(e, window, shards)) changes.push({ put })
+  }
+  pool.reserveDirty.clear()
   return changes
 }
 
@@ -49,7 +61,12 @@ export function ledgerEntries(
 ): LedgerEntry[] {
   const entries: LedgerEntry[] = []
   for (const client of pool.clients.values())
-    for (const e of client.entries.values()) entries.push(ledgerEntry(e, toWallMs, stamp))
+    for (const e of client.entries.values()) {
+      entries.push(ledgerEntry(e, toWallMs, stamp))
+      if (reservesSpend(e))
+        for (const x of e.reserved ?? [])
+          entries.push(...reserveShardEntries(e, x.window, undefined))
+    }
   return entries
 }
 
@@ -94,11 +111,10 @@ function ledgerEntry(
     ...(e.inherit === undefined
       ? {}
       : { inherit: { window: e.inherit.window, keys: e.inherit.keys, id: e.inherit.id } }),
-    // The coordinator's own part's spending written ahead (central-spend.ts); none written at
-    // all marks a ledger of a part that did not write it (its share stays spent).
-    ...(reservesSpend(e) && e.reserved !== undefined
-      ? { reserved: e.reserved.map((x) => ({ window: x.window, keys: [...x.keys] })) }
-      : {}),
+    // The coordinator's own part's spending written ahead (central-spend.ts), in shards of
+    // their own; neither this nor `reserved` marks a ledger of a part that did not write it
+    // (its share stays spent).
+    ...(reservesSpend(e) && e.reserved !== undefined ? { reservedIn: 'shards' as const } : {}),
     // A keyed quota share handed a leaver's (handover.ts): its spent keys count here.
     ...(e.inheritedWindow !== noWindow ? { inheritedWindow: e.inheritedWindow } : {}),
     // A named quota's block of the next window sent ahead (ahead.ts): written before it is sent.
@@ -130,7 +146,13 @@ export function restoreEntries(
   nowMs: number,
 ): Entry[] {
   const restored: Entry[] = []
+  const shards: [LedgerEntry, string][] = []
   for (const le of entries) {
+    const shard = parseReserveShardId(le.resource)
+    if (shard !== undefined) {
+      shards.push([le, shard.familyId])
+      continue
+    }
     const settings = pool.settingsFor(le.resource)
     if (settings === undefined) continue
     let client = pool.clients.get(le.clientKey)
@@ -174,8 +196,14 @@ export function restoreEntries(
         // A ledger of before ids: one of its own (the client has not seen it under this one).
         id: le.inherit.id ?? randomUUID(),
       }
+    // In shards (reservedIn), or in the entry (a ledger of an earlier version), or not at all.
     if (reservesSpend(entry))
-      entry.reserved = le.reserved?.map((x) => ({ window: x.window, keys: new Map(x.keys) }))
+      entry.reserved =
+        le.reservedIn === 'shards'
+          ? []
+          : le.reserved?.map((x) => ({ window: x.window, keys: new Map(x.keys) }))
+    // Written again in shards, before the entry says they are there.
+    if (reservesSpend(entry) && le.reservedIn !== 'shards') rewriteReserved(pool, entry)
     if (le.inheritedWindow !== undefined) entry.inheritedWindow = le.inheritedWindow
     if (le.ahead !== undefined)
       entry.ahead = {
@@ -190,5 +218,25 @@ export function restoreEntries(
     pool.touch(entry)
     restored.push(entry)
   }
+  for (const [le, familyId] of shards) {
+    const e = pool.clients.get(le.clientKey)?.entries.get(familyId)
+    if (e === undefined || !reservesSpend(e) || e.reserved === undefined) {
+      // Its share is gone (or did not say it reserves): the shard goes with it.
+      pool.gone({ clientKey: le.clientKey, resource: le.resource })
+      continue
+    }
+    for (const x of le.reserved ?? []) mergeReserved(e, x.window, x.keys)
+  }
   return restored
+}
+
+/** Adds a shard's counts to `e`'s reservations of `window` (the larger of two counts of a key). */
+function mergeReserved(e: Entry, window: number, keys: readonly (readonly [string, number])[]) {
+  let record = e.reserved!.find((x) => x.window === window)
+  if (record === undefined) {
+    record = { window, keys: new Map() }
+    e.reserved = [...e.reserved!, record].sort((a, b) => a.window - b.window)
+  }
+  for (const [key, units] of keys)
+    if (units > (record.keys.get(key) ?? 0)) record.keys.set(key, units)
 }

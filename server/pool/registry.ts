@@ -1,6 +1,7 @@
 import { fastestRefillMs, kindTraits, slowestRefillMs } from '../../shared/index.js'
 import { isFamilyKey, type ResourceSettings } from '../config/index.js'
 import { BurstSlack } from './burst-slack.js'
+import { forgetReserved } from './central-spend.js'
 import { ClientState, Entry, ResourceState } from './entry.js'
 import { hotSlotKey, type PoolState } from './state.js'
 
@@ -129,6 +130,7 @@ export function unsubscribe(pool: PoolState, entry: Entry): void {
   }
   pool.dirty.delete(entry)
   pool.gone({ clientKey: client.key, resource: resource.settings.id })
+  forgetReserved(pool, entry)
   client.entries.delete(resource.settings.id)
   resource.entries.delete(client.key)
   resource.unstarve(entry)
@@ -160,6 +162,7 @@ export function setAside(
     const r = entry.resource
     pool.dirty.delete(entry)
     pool.gone({ clientKey: client.key, resource: r.settings.id })
+    forgetReserved(pool, entry)
     const moved = new Entry(aside, r)
     moved.leases = entry.leases
     moved.weight = entry.weight

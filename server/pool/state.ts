@@ -98,6 +98,11 @@ export class PoolState {
   /** Entries whose leases changed since the last `takeChanges`, and entries gone. */
   readonly dirty = new Set<Entry>()
   readonly removed: { clientKey: string; resource: string }[] = []
+  /**
+   * Shards of the coordinator's own part's reservations raised since the last `takeChanges`
+   * (central-spend.ts): per entry, per window, the shards to write.
+   */
+  readonly reserveDirty = new Map<Entry, Map<number, Set<number>>>()
   readonly startMs: number
   readonly quietSinceMs: number
   readonly settingsFor: SettingsLookup

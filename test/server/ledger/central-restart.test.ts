@@ -7,6 +7,7 @@ import type { RemoteAnswer } from '../../../client/remote.js'
 import type { ConfigInput } from '../../../server/config/index.js'
 import type { RunningCoordinator } from '../../../server/index.js'
 import { parseLedger } from '../../../server/ledger/file-format.js'
+import { parseReserveShardId } from '../../../server/pool/central-spend.js'
 import { ManualClock } from '../../../shared/index.js'
 import { embeddedLedger } from '../../helpers/embedded-ledger.js'
 
@@ -49,12 +50,15 @@ const start = (dataDir: string, port = 0): Promise<RunningCoordinator> =>
   ledger.start(config, dataDir, port)
 const gateway = ledger.client
 
-/** What the ledger file holds reserved for the coordinator's part of `key`, in any window. */
+/**
+ * What the ledger file holds reserved for the coordinator's part of `key`, in any window (in
+ * the shards of its reservations, entries of their own: central-spend.ts).
+ */
 function reservedInLedger(dataDir: string, key: string): number {
   const { entries } = parseLedger(readFileSync(join(dataDir, 'ledger.log'), 'utf8'))
   let units = 0
   for (const e of entries.values())
-    if (e.clientId === 'sluice-central' && e.resource === 'q/*')
+    if (e.clientId === 'sluice-central' && parseReserveShardId(e.resource)?.familyId === 'q/*')
       for (const w of e.reserved ?? [])
         for (const [k, n] of w.keys) if (k === key) units = Math.max(units, n)
   return units

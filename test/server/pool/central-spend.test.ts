@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest'
 import { CompiledConfig, parseConfig } from '../../../server/config/index.js'
 import { MemoryLedger } from '../../../server/ledger/index.js'
+import type { LedgerEntry } from '../../../server/ledger/index.js'
 import { Pool, centralClientId, type LeaseBatch } from '../../../server/pool/index.js'
+import { reserveShardId, reserveShardOf } from '../../../server/pool/central-spend.js'
 
 /**
  * A keyed quota's share of the coordinator's own part, taken over (a coordinator restarted
@@ -97,7 +99,11 @@ describe("a keyed quota's share of the coordinator's own part, taken over", () =
     pool.reserveSpend('central', 'q/*', window, [['b', 7]])
     ledger.write(pool.takeChanges((ms) => ms))
     const written = ledger.entries().find((e) => e.clientKey === 'central' && e.resource === 'q/*')
-    expect(written?.reserved).toEqual([{ window, keys: [['b', 7]] }])
+    expect(written?.reservedIn).toBe('shards')
+    const shard = reserveShardId('q/*', window, reserveShardOf('b'))
+    const inShard = ledger.entries().find((e) => e.clientKey === 'central' && e.resource === shard)
+    expect(inShard?.reserved).toEqual([{ window, keys: [['b', 7]] }])
+    expect(inShard?.commitments).toEqual([])
 
     const restarted = world(
       new Pool(0, (id) => config.settingsFor(id), { track: true, learn: false }),
@@ -123,8 +129,8 @@ describe("a keyed quota's share of the coordinator's own part, taken over", () =
       ledger.write(pool.takeChanges((ms) => ms))
       const entries = ledger.entries().map((e) => {
         if (e.clientKey !== 'central' || e.resource !== 'q/*') return e
-        const { reserved, ...rest } = e
-        expect(reserved).toBeDefined()
+        const { reservedIn, ...rest } = e
+        expect(reservedIn).toBe('shards')
         return rest
       })
       const restarted = world(
@@ -182,5 +188,106 @@ describe("a keyed quota's share of the coordinator's own part, taken over", () =
     period(7300)
     const handed = leasesTo('central', 'q/*').find((l) => l.inherit !== undefined)
     expect(handed?.inherit?.keys).toEqual([['b', 2]])
+  })
+
+  describe('in the ledger, in shards', () => {
+    const keys = (n: number): [string, number][] =>
+      Array.from({ length: n }, (_, i) => [`k${i}`, 1 + (i % 7)])
+    /** The handover a coordinator restarted from `entries` makes: the dead part's spent keys. */
+    const handedFrom = (entries: readonly LedgerEntry[]) => {
+      const restarted = world(
+        new Pool(0, (id) => config.settingsFor(id), { track: true, learn: false }),
+      )
+      restarted.pool.restore(entries, (ms) => ms, 6500)
+      restarted.pool.connect('central', centralClientId, undefined, 'central-2', 6600)
+      for (const p of processes) restarted.pool.connect(p, p, undefined, `${p}-2`, 6600)
+      restarted.period(7000)
+      restarted.period(8000)
+      const handed = restarted.leasesTo('central', 'q/*').find((l) => l.inherit !== undefined)
+      return { handed, restarted }
+    }
+
+    it('writes only the shards of the keys raised, not every key of the window', () => {
+      const { pool, window } = crowded()
+      const ledger = new MemoryLedger()
+      pool.reserveSpend('central', 'q/*', window, keys(1000))
+      ledger.write(pool.takeChanges((ms) => ms))
+      const b = reserveShardOf('k5')
+      // k5 raised (and k3 not: it already holds 4).
+      pool.reserveSpend('central', 'q/*', window, [
+        ['k5', 50],
+        ['k3', 2],
+      ])
+      const changes = pool.takeChanges((ms) => ms)
+      expect(changes).toHaveLength(1)
+      const put = 'put' in changes[0]! ? changes[0].put : undefined
+      expect(put?.resource).toBe(reserveShardId('q/*', window, b))
+      const written = new Map(put!.reserved![0]!.keys)
+      expect(written.get('k5')).toBe(50)
+      expect([...written.keys()].every((k) => reserveShardOf(k) === b)).toBe(true)
+      // A shard of 1,000 keys in 64: tens of them, not a thousand.
+      expect(written.size).toBeLessThan(60)
+      ledger.write(changes)
+      // What the ledger holds says every key's count: the handover counts each spent.
+      const { handed } = handedFrom(ledger.entries())
+      const spent = new Map(handed!.inherit!.keys)
+      expect(spent.size).toBe(1000)
+      expect(spent.get('k5')).toBe(50)
+      expect(spent.get('k999')).toBe(1 + (999 % 7))
+    })
+
+    it("drops a window's shards from the ledger with the window, and all with the part", () => {
+      const { pool, window } = crowded()
+      const ledger = new MemoryLedger()
+      const shardsOf = (w: number) =>
+        ledger
+          .entries()
+          .filter((e) => e.clientKey === 'central' && e.resource.startsWith('\u0000'))
+          .filter((e) => e.reserved![0]!.window === w).length
+      pool.reserveSpend('central', 'q/*', window, keys(200))
+      ledger.write(pool.takeChanges((ms) => ms))
+      expect(shardsOf(window)).toBeGreaterThan(40)
+      pool.reserveSpend('central', 'q/*', window + 1, [['k1', 1]])
+      pool.reserveSpend('central', 'q/*', window + 2, [['k1', 1]])
+      ledger.write(pool.takeChanges((ms) => ms))
+      expect(shardsOf(window)).toBeGreaterThan(40)
+      // Three windows kept: the fourth drops the first.
+      pool.reserveSpend('central', 'q/*', window + 3, [['k1', 1]])
+      ledger.write(pool.takeChanges((ms) => ms))
+      expect(shardsOf(window)).toBe(0)
+      expect(shardsOf(window + 1)).toBe(1)
+      // The part replaced: its shards leave with its share.
+      pool.connect('central', centralClientId, undefined, 'central-2', 6200)
+      ledger.write(pool.takeChanges((ms) => ms))
+      expect(ledger.entries().filter((e) => e.resource.startsWith('\u0000'))).toEqual([])
+    })
+
+    it('is kept whole by a snapshot (a compaction), and a ledger of the earlier shape is written again in shards', () => {
+      const { pool, window } = crowded()
+      pool.reserveSpend('central', 'q/*', window, keys(300))
+      pool.takeChanges((ms) => ms)
+      const snapshot = pool.ledgerEntries((ms) => ms)
+      expect(handedFrom(snapshot).handed?.inherit?.keys).toHaveLength(300)
+
+      // The earlier shape: every count in the share's entry, no shards.
+      const legacy = snapshot
+        .filter((e) => !e.resource.startsWith('\u0000'))
+        .map((e) => {
+          if (e.clientKey !== 'central' || e.resource !== 'q/*') return e
+          const { reservedIn, ...rest } = e
+          expect(reservedIn).toBe('shards')
+          return { ...rest, reserved: [{ window, keys: keys(300) }] }
+        })
+      expect(handedFrom(legacy).handed?.inherit?.keys).toHaveLength(300)
+      // Restored, it writes its counts in shards before its entry says they are there.
+      const again = new Pool(0, (id) => config.settingsFor(id), { track: true, learn: false })
+      again.restore(legacy, (ms) => ms, 6500)
+      const ledger = new MemoryLedger()
+      ledger.write(again.takeChanges((ms) => ms))
+      expect(
+        ledger.entries().find((e) => e.clientKey === 'central' && e.resource === 'q/*')?.reservedIn,
+      ).toBe('shards')
+      expect(handedFrom(ledger.entries()).handed?.inherit?.keys).toHaveLength(300)
+    })
   })
 })
