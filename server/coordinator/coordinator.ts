@@ -118,6 +118,8 @@ export class Coordinator {
         reserve: {
           reserve: (tenant, familyId, window, keys) =>
             this.#pool.reserveSpend(clientKey(tenant, centralClientId), familyId, window, keys),
+          full: (tenant, familyId, window) =>
+            this.#pool.reserveFull(clientKey(tenant, centralClientId), familyId, window),
           afterWrite: (then) => this.#outbox.afterWrite(then),
           withNextWrite: (then) => this.#outbox.withNextWrite(then),
         },

@@ -1,4 +1,5 @@
 import type { KeySpent, KeyedFamily } from '../../client/index.js'
+import { domainLimits } from '../../shared/index.js'
 
 /**
  * The coordinator's own part (central.ts) answers a keyed quota's remote ask admitted only once
@@ -45,6 +46,12 @@ export interface ReserveHost {
   afterWrite(then: (ok: boolean) => void): void
   /** Calls `then` once the next write, whatever asks for it, is done: it holds what the pool changed. */
   withNextWrite(then: (ok: boolean) => void): void
+  /**
+   * The part admitted more keys of `familyId` in `window` than a release may say: the pool's
+   * reservations there say only that (its share of the window stays spent if it dies); false
+   * when it holds no share.
+   */
+  full(tenant: string | undefined, familyId: string, window: number): boolean
 }
 
 /**
@@ -58,6 +65,11 @@ interface Count {
   durable: number
   sinceMs: number
   early: number
+  /**
+   * A window past `maxSpentKeys` keys: one count for all its keys, admitted 1 and durable 1
+   * once the pool's mark of it is written (its answers wait for that alone).
+   */
+  full?: true
 }
 
 /** A write in flight: the counts it carries, at their targets then; answers waiting for it. */
@@ -74,6 +86,10 @@ class FamilyCounts {
   readonly windows = new Map<number, Map<string, Count>>()
   /** Counts raised since the last write, per window. */
   readonly raised = new Map<number, Map<string, Count>>()
+  /** Windows past `maxSpentKeys` keys: their one count (no key's is kept). */
+  readonly full = new Map<number, Count>()
+  /** Full windows whose mark goes with the next write. */
+  readonly raisedFull = new Set<number>()
   newest = -Infinity
 
   constructor(
@@ -88,18 +104,39 @@ class FamilyCounts {
     raised.set(key, c)
   }
 
+  /** `key`'s count in `window`, made if new; a full window's one count (made past the bound). */
   count(window: number, key: string): Count {
     if (window > this.newest) {
       this.newest = window
       // This window and the one before (its last checks may still be answered).
       for (const w of this.windows.keys()) if (w < window - 1) this.windows.delete(w)
+      for (const w of this.full.keys()) if (w < window - 1) this.full.delete(w)
     }
+    const full = this.full.get(window)
+    if (full !== undefined) return full
     let keys = this.windows.get(window)
     if (keys === undefined) this.windows.set(window, (keys = new Map<string, Count>()))
     let c = keys.get(key)
-    if (c === undefined)
+    if (c === undefined) {
+      if (keys.size >= domainLimits.maxSpentKeys) {
+        // More keys than a release may say: the pool keeps none of them (it could not vouch for
+        // the window), and neither does this.
+        this.windows.delete(window)
+        this.raised.delete(window)
+        c = { admitted: 1, target: 0, durable: 0, sinceMs: Number.NaN, early: 0, full: true }
+        this.full.set(window, c)
+        return c
+      }
       keys.set(key, (c = { admitted: 0, target: 0, durable: 0, sinceMs: Number.NaN, early: 0 }))
+    }
     return c
+  }
+
+  /** Raises a full window's mark (`c`) when it is neither written nor going to be. */
+  raiseFull(window: number, c: Count): void {
+    if (c.target > c.durable || c.durable >= 1) return
+    c.target = 1
+    this.raisedFull.add(window)
   }
 }
 
@@ -142,7 +179,8 @@ export class SpendReserve {
       if (c !== undefined) {
         const next = counts.count(a.window + 1, key)
         const first = Math.min(budget, Math.max(chunk, c.early))
-        if (next.target < first) {
+        if (next.full === true) counts.raiseFull(a.window + 1, next)
+        else if (next.target < first) {
           next.target = first
           counts.raise(a.window + 1, key, next)
         }
@@ -191,6 +229,10 @@ export class SpendReserve {
   ): Count | undefined {
     if (!(units > 0)) return undefined
     const c = counts.count(window, key)
+    if (c.full === true) {
+      counts.raiseFull(window, c)
+      return c
+    }
     if (Number.isNaN(c.sinceMs)) c.sinceMs = nowMs
     c.admitted += units
     const sinceMs = nowMs - c.sinceMs
@@ -216,8 +258,15 @@ export class SpendReserve {
       ? { counts: [], waiting: [], ok: true, done: false }
       : undefined
     for (const counts of this.#families.values()) {
-      if (counts.raised.size === 0) continue
+      if (counts.raised.size === 0 && counts.raisedFull.size === 0) continue
       write ??= { counts: [], waiting: [], ok: true, done: false }
+      for (const window of counts.raisedFull) {
+        const c = counts.full.get(window)
+        if (c === undefined) continue
+        write.counts.push([c, c.target])
+        if (!this.#host.full(counts.tenant, counts.familyId, window)) write.ok = false
+      }
+      counts.raisedFull.clear()
       for (const [window, raised] of counts.raised) {
         const keys: [string, number][] = []
         for (const [key, c] of raised) {

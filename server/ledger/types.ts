@@ -92,6 +92,8 @@ export interface LedgerEntry {
    * (server/pool/central-spend.ts, `reserveShardId`): `reserved` on such an entry holds them.
    */
   readonly reservedIn?: 'shards' | undefined
+  /** Windows it admitted more keys of than a release may say: not vouched for (spent to their end). */
+  readonly reservedFull?: readonly number[] | undefined
   /** Keyed quota share: the window it was last handed a leaver's share in (handover.ts). */
   readonly inheritedWindow?: number | undefined
   readonly inherit?: {

@@ -88,6 +88,42 @@ export function reserveSpend(
 ): boolean {
   const e = pool.clients.get(clientKey)?.entries.get(familyId)
   if (e === undefined || !reservesSpend(e)) return false
+  const record = recordOf(pool, e, window)
+  if (record.full) return true
+  let dirty: Set<number> | undefined
+  for (const [key, units] of keys)
+    if (units > (record.keys.get(key) ?? 0)) {
+      if (record.keys.size >= domainLimits.maxSpentKeys && !record.keys.has(key)) {
+        fill(pool, e, record)
+        return true
+      }
+      record.keys.set(key, units)
+      if (pool.track) (dirty ??= dirtyShards(pool, e, window)).add(reserveShardOf(key))
+    }
+  return true
+}
+
+/**
+ * The coordinator's own part of `clientKey` admitted more keys of `familyId` in `window` than a
+ * release may say (`maxSpentKeys`): its reservations there say only that from now on (the share
+ * of that window stays spent if it dies), and each key's count is dropped, in memory and in the
+ * ledger. False when it holds no share of the family.
+ */
+export function reserveFull(
+  pool: PoolState,
+  clientKey: string,
+  familyId: string,
+  window: number,
+): boolean {
+  const e = pool.clients.get(clientKey)?.entries.get(familyId)
+  if (e === undefined || !reservesSpend(e)) return false
+  const record = recordOf(pool, e, window)
+  if (!record.full) fill(pool, e, record)
+  return true
+}
+
+/** `e`'s reservations of `window`, made if new (dropping those of windows no longer kept). */
+function recordOf(pool: PoolState, e: Entry, window: number): SpendReserve {
   let record = e.reserved?.find((x) => x.window === window)
   if (record === undefined) {
     record = { window, keys: new Map() }
@@ -99,13 +135,15 @@ export function reserveSpend(
     // Its entry says it reserves (and in shards) with the first window's.
     pool.touch(e)
   }
-  let dirty: Set<number> | undefined
-  for (const [key, units] of keys)
-    if (units > (record.keys.get(key) ?? 0)) {
-      record.keys.set(key, units)
-      if (pool.track) (dirty ??= dirtyShards(pool, e, window)).add(reserveShardOf(key))
-    }
-  return true
+  return record
+}
+
+/** Replaces `record` by a full one: its shards leave the ledger, its entry says the window is full. */
+function fill(pool: PoolState, e: Entry, record: SpendReserve): void {
+  dropShards(pool, e, record)
+  const full: SpendReserve = { window: record.window, keys: new Map(), full: true }
+  e.reserved = e.reserved!.map((x) => (x === record ? full : x))
+  pool.touch(e)
 }
 
 function dirtyShards(pool: PoolState, e: Entry, window: number): Set<number> {
@@ -199,10 +237,13 @@ export function deadCentralSpent(
     // Reserved of the next window (ahead of its first checks, or spent by a check between the
     // two) while a block of it sent ahead is held: the release would free that block.
     const aheadSpent = e.reserved.some(
-      (x) => x.window > w && [...x.keys.values()].some((n) => n > 0),
+      (x) => x.window > w && (x.full === true || [...x.keys.values()].some((n) => n > 0)),
     )
     if (aheadSpent && e.ahead !== undefined && e.ahead.window > w) continue
-    const units = e.reserved.find((x) => x.window === w)?.keys
+    const record = e.reserved.find((x) => x.window === w)
+    // More keys than a release may say.
+    if (record?.full === true) continue
+    const units = record?.keys
     const family = e.resource.settings.family!
     const hotIds: string[] = []
     const hotSpent: SpentReport[] = []

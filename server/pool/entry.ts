@@ -54,6 +54,11 @@ export { clockDriftShare }
 export interface SpendReserve {
   readonly window: number
   readonly keys: Map<string, number>
+  /**
+   * Past `maxSpentKeys` keys: no key is counted any more (the share of that window cannot be
+   * vouched for, as a release of that many cannot say them; it stays spent to the window's end).
+   */
+  readonly full?: true
 }
 
 /** No reservation yet (undefined: restored from a ledger whose writer did not reserve). */

@@ -115,6 +115,10 @@ function ledgerEntry(
     // their own; neither this nor `reserved` marks a ledger of a part that did not write it
     // (its share stays spent).
     ...(reservesSpend(e) && e.reserved !== undefined ? { reservedIn: 'shards' as const } : {}),
+    // Windows it admitted more keys of than its reservations name (central-spend.ts).
+    ...(reservesSpend(e) && e.reserved?.some((x) => x.full === true)
+      ? { reservedFull: e.reserved.filter((x) => x.full === true).map((x) => x.window) }
+      : {}),
     // A keyed quota share handed a leaver's (handover.ts): its spent keys count here.
     ...(e.inheritedWindow !== noWindow ? { inheritedWindow: e.inheritedWindow } : {}),
     // A named quota's block of the next window sent ahead (ahead.ts): written before it is sent.
@@ -202,6 +206,12 @@ export function restoreEntries(
         le.reservedIn === 'shards'
           ? []
           : le.reserved?.map((x) => ({ window: x.window, keys: new Map(x.keys) }))
+    if (entry.reserved !== undefined)
+      for (const window of le.reservedFull ?? [])
+        entry.reserved = [
+          ...entry.reserved.filter((x) => x.window !== window),
+          { window, keys: new Map<string, number>(), full: true as const },
+        ].sort((a, b) => a.window - b.window)
     // Written again in shards, before the entry says they are there.
     if (reservesSpend(entry) && le.reservedIn !== 'shards') rewriteReserved(pool, entry)
     if (le.inheritedWindow !== undefined) entry.inheritedWindow = le.inheritedWindow
@@ -233,6 +243,7 @@ export function restoreEntries(
 /** Adds a shard's counts to `e`'s reservations of `window` (the larger of two counts of a key). */
 function mergeReserved(e: Entry, window: number, keys: readonly (readonly [string, number])[]) {
   let record = e.reserved!.find((x) => x.window === window)
+  if (record?.full === true) return
   if (record === undefined) {
     record = { window, keys: new Map() }
     e.reserved = [...e.reserved!, record].sort((a, b) => a.window - b.window)

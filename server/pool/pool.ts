@@ -17,7 +17,7 @@ import {
   type HeldReport,
   type SpentReport,
 } from './clients.js'
-import { reserveSpend } from './central-spend.js'
+import { reserveFull, reserveSpend } from './central-spend.js'
 import { renewEdges } from './edge-renewal.js'
 import { grantIncreases } from './increases.js'
 import { ledgerEntries, restoreEntries, takeChanges } from './ledger-projection.js'
@@ -199,6 +199,14 @@ export class Pool extends PoolView {
     keys: Iterable<readonly [string, number]>,
   ): boolean {
     return reserveSpend(this.state, key, familyId, window, keys)
+  }
+
+  /**
+   * The coordinator's own part of `key` admitted more keys of `familyId` in `window` than its
+   * reservations may name: they say only that from now on (central-spend.ts).
+   */
+  reserveFull(key: string, familyId: string, window: number): boolean {
+    return reserveFull(this.state, key, familyId, window)
   }
 
   /** The client gives resources up (a quota's stay spent until the window ends). */

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest'
 import { KeyedFamily } from '../../../client/keyed/index.js'
 import { resolveKeyedOptions } from '../../../client/options.js'
 import { SpendReserve, aheadShare } from '../../../server/coordinator/spend-reserve.js'
-import { ManualClock } from '../../../shared/index.js'
+import { ManualClock, domainLimits } from '../../../shared/index.js'
 
 /**
  * The coordinator's own part answers a keyed quota's ask admitted only once the ledger holds
@@ -33,9 +33,14 @@ function world() {
   // (as the coordinator's write-ahead queue does it, where the leases' writes come too).
   const writes: ((ok: boolean) => void)[] = []
   const withNext: ((ok: boolean) => void)[] = []
+  const full: number[] = []
   const reserve = new SpendReserve({
     reserve: (_tenant, familyId, w, keys) => {
       reserved.push([familyId, w, keys.map(([k, n]) => [k, n])])
+      return true
+    },
+    full: (_tenant, _familyId, w) => {
+      full.push(w)
       return true
     },
     afterWrite: (then) => {
@@ -56,7 +61,7 @@ function world() {
     reserve.settle(waits, (ok) => void sent.push(ok))
     return waits
   }
-  return { ask, reserved, writes, withNext, sent, clock }
+  return { ask, reserved, full, writes, withNext, sent, clock }
 }
 
 describe("the coordinator's part's keyed quota answers, written ahead", () => {
@@ -109,5 +114,54 @@ describe("the coordinator's part's keyed quota answers, written ahead", () => {
     expect(ask('a')).toBe(true)
     writes.shift()!(true)
     expect(sent).toEqual([false, true, true])
+  })
+
+  it('counts no more keys of a window than a release may say: past them, the pool marks the window full, and answers wait for that mark alone', () => {
+    const { ask, reserved, full, writes, withNext, sent } = world()
+    const keysOf = (window: number): Set<string> =>
+      new Set(
+        reserved.filter(([, w]) => w === window).flatMap(([, , keys]) => keys.map(([k]) => k)),
+      )
+    const settle = (): void => {
+      for (const then of withNext.splice(0)) then(true)
+      for (const write of writes.splice(0)) write(true)
+    }
+    for (let i = 0; i < domainLimits.maxSpentKeys; i++) ask(`k${i}`)
+    settle()
+    expect(keysOf(3).size).toBe(domainLimits.maxSpentKeys)
+    expect(full).toEqual([])
+    const n = sent.length
+    // One more key: the window is full at the pool (and the next, whose first reservations
+    // every key made), and the answer goes once that is written.
+    expect(ask('one-more')).toBe(true)
+    expect(full).toEqual([3, 4])
+    expect(sent).toHaveLength(n)
+    settle()
+    expect(sent).toHaveLength(n + 1)
+    expect(sent.every((ok) => ok)).toBe(true)
+    // From then on, new keys of the window go at once; none is counted (or sent to the pool).
+    const calls = reserved.filter(([, w]) => w === 3).length
+    for (let i = 0; i < 100; i++) expect(ask(`later${i}`)).toBe(false)
+    expect(sent).toHaveLength(n + 101)
+    expect(reserved.filter(([, w]) => w === 3).length).toBe(calls)
+    expect(keysOf(3).has('later0')).toBe(false)
+    expect(full).toEqual([3, 4])
+  })
+
+  it("marks a full window again when the mark's write failed", () => {
+    const { ask, full, writes, withNext, sent } = world()
+    for (let i = 0; i < domainLimits.maxSpentKeys; i++) ask(`k${i}`)
+    for (const then of withNext.splice(0)) then(true)
+    for (const write of writes.splice(0)) write(true)
+    const n = sent.length
+    expect(ask('one-more')).toBe(true)
+    for (const write of writes.splice(0)) write(false)
+    expect(sent.slice(n)).toEqual([false])
+    // The next new key of the window asks for the mark again, and waits for it.
+    expect(ask('again')).toBe(true)
+    expect(full.filter((w) => w === 3)).toHaveLength(2)
+    for (const then of withNext.splice(0)) then(true)
+    for (const write of writes.splice(0)) write(true)
+    expect(sent.slice(n)).toEqual([false, true])
   })
 })

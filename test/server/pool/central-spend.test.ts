@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { CompiledConfig, parseConfig } from '../../../server/config/index.js'
+import { domainLimits } from '../../../shared/index.js'
 import { MemoryLedger } from '../../../server/ledger/index.js'
 import type { LedgerEntry } from '../../../server/ledger/index.js'
 import { Pool, centralClientId, type LeaseBatch } from '../../../server/pool/index.js'
@@ -199,12 +200,13 @@ describe("a keyed quota's share of the coordinator's own part, taken over", () =
         new Pool(0, (id) => config.settingsFor(id), { track: true, learn: false }),
       )
       restarted.pool.restore(entries, (ms) => ms, 6500)
+      const restored = restarted.pool.committed('q/*', 6500)
       restarted.pool.connect('central', centralClientId, undefined, 'central-2', 6600)
       for (const p of processes) restarted.pool.connect(p, p, undefined, `${p}-2`, 6600)
       restarted.period(7000)
       restarted.period(8000)
       const handed = restarted.leasesTo('central', 'q/*').find((l) => l.inherit !== undefined)
-      return { handed, restarted }
+      return { handed, restarted, restored }
     }
 
     it('writes only the shards of the keys raised, not every key of the window', () => {
@@ -288,6 +290,43 @@ describe("a keyed quota's share of the coordinator's own part, taken over", () =
         ledger.entries().find((e) => e.clientKey === 'central' && e.resource === 'q/*')?.reservedIn,
       ).toBe('shards')
       expect(handedFrom(ledger.entries()).handed?.inherit?.keys).toHaveLength(300)
+    })
+
+    it('holds no more keys of a window than a release may say: past them the window is full, not vouched for, and its shards leave the ledger', () => {
+      const { pool, window } = crowded()
+      const ledger = new MemoryLedger()
+      const max = domainLimits.maxSpentKeys
+      pool.reserveSpend('central', 'q/*', window, keys(max))
+      ledger.write(pool.takeChanges((ms) => ms))
+      const shards = () => ledger.entries().filter((e) => e.resource.startsWith('\u0000'))
+      expect(shards().length).toBe(64)
+      // Raising a key it holds keeps the window as it is; one key more fills it.
+      pool.reserveSpend('central', 'q/*', window, [['k1', 99]])
+      expect(pool.reserveSpend('central', 'q/*', window, [[`k${max}`, 1]])).toBe(true)
+      ledger.write(pool.takeChanges((ms) => ms))
+      expect(shards()).toEqual([])
+      const entry = ledger.entries().find((e) => e.clientKey === 'central' && e.resource === 'q/*')
+      expect(entry?.reservedFull).toEqual([window])
+      // Nothing more is kept of it.
+      pool.reserveSpend('central', 'q/*', window, keys(10))
+      expect(pool.takeChanges((ms) => ms)).toEqual([])
+      // A restart from the ledger cannot say what the dead part spent: its share stays spent.
+      const { handed, restarted, restored } = handedFrom(ledger.entries())
+      expect(handed).toBeUndefined()
+      expect(restarted.pool.committed('q/*', 8000)).toBeGreaterThanOrEqual(restored - 1e-9)
+    })
+
+    it('is full by the coordinator’s word too (its own count of keys), and so is a later window', () => {
+      const { pool, window, leasesTo, period } = crowded()
+      pool.reserveSpend('central', 'q/*', window, [['b', 2]])
+      expect(pool.reserveFull('central', 'q/*', window + 1)).toBe(true)
+      expect(pool.reserveFull('nobody', 'q/*', window)).toBe(false)
+      pool.connect('central', centralClientId, undefined, 'central-2', 6200)
+      period(6300)
+      period(7300)
+      // The window in force is vouched for (b's 2), the full one after it is not in force yet.
+      const handed = leasesTo('central', 'q/*').find((l) => l.inherit !== undefined)
+      expect(handed?.inherit?.keys).toEqual([['b', 2]])
     })
   })
 })

@@ -918,6 +918,41 @@ describe('keyed quotas in the pool (model, against the client)', () => {
     expect(w.admitted.get('b@1')).toBe(9)
   })
 
+  it("hands the coordinator's part's share on through a restart less what it reserved, read back from the ledger's shards", () => {
+    const x = (spend: number): Step => ({
+      op: 'tick',
+      ms: 200,
+      spend: [[centralId, 'c', spend]],
+      lost: false,
+    })
+    const w = run(
+      [
+        { op: 'join', p: centralId },
+        ...joinAll,
+        tick([]),
+        tick([]),
+        x(0),
+        x(10),
+        x(10),
+        { op: 'restart' },
+        { op: 'join', p: centralId },
+        ...joinAll,
+        x(0),
+        x(0),
+        x(15),
+        x(15),
+        x(15),
+        tick([['c', 10]]),
+      ],
+      oneHolder,
+    )
+    // The part spent 15 of c before the restart (all its share let it), and the new one more
+    // after: the dead part's share was handed on less what it reserved (with none of it handed
+    // on, 15 in all; handed on as unspent, with the shards never written, 31 of 30: the check).
+    expect(w.admitted.get('c@0')).toBeGreaterThan(15)
+    expect(w.ledger.entries().some((e) => e.resource.startsWith('\u0000reserved'))).toBe(true)
+  })
+
   it('never admits more of a key in a window than its budget, through crashes, releases, restarts, lost acks and window ends', () => {
     fc.assert(
       fc.property(
