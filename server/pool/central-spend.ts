@@ -140,7 +140,10 @@ function recordOf(pool: PoolState, e: Entry, window: number): SpendReserve {
 
 /** Replaces `record` by a full one: its shards leave the ledger, its entry says the window is full. */
 function fill(pool: PoolState, e: Entry, record: SpendReserve): void {
-  dropShards(pool, e, record)
+  // Its shards stay in the ledger until the window is dropped (the mark overrides them): removed
+  // in the same write as the mark, a ledger that commits a write in parts (etcd, past its
+  // operations a transaction) could keep the removals without the mark, and vouch for too few.
+  pool.reserveDirty.get(e)?.delete(record.window)
   const full: SpendReserve = { window: record.window, keys: new Map(), full: true }
   e.reserved = e.reserved!.map((x) => (x === record ? full : x))
   pool.touch(e)
@@ -158,6 +161,8 @@ function dirtyShards(pool: PoolState, e: Entry, window: number): Set<number> {
 function dropShards(pool: PoolState, e: Entry, record: SpendReserve): void {
   pool.reserveDirty.get(e)?.delete(record.window)
   const shards = new Set<number>()
+  // A full window's shards are those written before it filled: any of them.
+  if (record.full === true) for (let i = 0; i < reserveShards; i++) shards.add(i)
   for (const key of record.keys.keys()) shards.add(reserveShardOf(key))
   const familyId = e.resource.settings.id
   for (const shard of shards)

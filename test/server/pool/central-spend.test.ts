@@ -292,7 +292,7 @@ describe("a keyed quota's share of the coordinator's own part, taken over", () =
       expect(handedFrom(ledger.entries()).handed?.inherit?.keys).toHaveLength(300)
     })
 
-    it('holds no more keys of a window than a release may say: past them the window is full, not vouched for, and its shards leave the ledger', () => {
+    it('holds no more keys of a window than a release may say: past them the window is full, not vouched for, and its shards leave the ledger with the window', () => {
       const { pool, window } = crowded()
       const ledger = new MemoryLedger()
       const max = domainLimits.maxSpentKeys
@@ -303,17 +303,27 @@ describe("a keyed quota's share of the coordinator's own part, taken over", () =
       // Raising a key it holds keeps the window as it is; one key more fills it.
       pool.reserveSpend('central', 'q/*', window, [['k1', 99]])
       expect(pool.reserveSpend('central', 'q/*', window, [[`k${max}`, 1]])).toBe(true)
-      ledger.write(pool.takeChanges((ms) => ms))
-      expect(shards()).toEqual([])
+      const changes = pool.takeChanges((ms) => ms)
+      // The mark alone: its shards stay until the window is dropped (a ledger committing a
+      // write in parts could otherwise keep their removal without the mark).
+      expect(changes.map((c) => ('put' in c ? c.put.resource : 'remove'))).toEqual(['q/*'])
+      ledger.write(changes)
+      expect(shards().length).toBe(64)
       const entry = ledger.entries().find((e) => e.clientKey === 'central' && e.resource === 'q/*')
       expect(entry?.reservedFull).toEqual([window])
       // Nothing more is kept of it.
       pool.reserveSpend('central', 'q/*', window, keys(10))
       expect(pool.takeChanges((ms) => ms)).toEqual([])
-      // A restart from the ledger cannot say what the dead part spent: its share stays spent.
+      // A restart from the ledger cannot say what the dead part spent (the mark overrides the
+      // shards): its share stays spent.
       const { handed, restarted, restored } = handedFrom(ledger.entries())
       expect(handed).toBeUndefined()
       expect(restarted.pool.committed('q/*', 8000)).toBeGreaterThanOrEqual(restored - 1e-9)
+      // Dropped with the window: three windows later, every shard of it leaves the ledger.
+      for (const w of [window + 1, window + 2, window + 3])
+        pool.reserveSpend('central', 'q/*', w, [['k1', 1]])
+      ledger.write(pool.takeChanges((ms) => ms))
+      expect(shards().filter((e) => e.reserved![0]!.window === window)).toEqual([])
     })
 
     it('is full by the coordinator’s word too (its own count of keys), and so is a later window', () => {
