@@ -7,11 +7,15 @@ import type { TestClient } from './ws-client.js'
 
 export const silentLogger = pino({ level: 'silent' })
 
-/** A real coordinator on 127.0.0.1 (a free port unless given) driven by a manual clock. */
+/**
+ * A real coordinator on 127.0.0.1 (a free port unless given) driven by a manual clock; `more`:
+ * further options of `createCoordinator` (a data directory for the embedded ledger, ...).
+ */
 export async function startCoordinator(
   config: ConfigInput | string,
   clock = new ManualClock(),
   port = 0,
+  more: { readonly dataDir?: string; readonly watchConfig?: boolean } = {},
 ): Promise<{ server: RunningCoordinator; clock: ManualClock }> {
   const server = await createCoordinator({
     config,
@@ -19,6 +23,7 @@ export async function startCoordinator(
     port,
     clock,
     logger: silentLogger,
+    ...more,
   })
   return { server, clock }
 }

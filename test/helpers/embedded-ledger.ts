@@ -1,7 +1,7 @@
 import { createClient, type SluiceClient } from '../../client/index.js'
-import { createCoordinator, type RunningCoordinator } from '../../server/index.js'
+import type { createCoordinator, RunningCoordinator } from '../../server/index.js'
 import type { ManualClock } from '../../shared/index.js'
-import { silentLogger } from './coordinator.js'
+import { startCoordinator } from './coordinator.js'
 
 /** What `createCoordinator` takes as a config: its input, or a file's path. */
 type CoordinatorConfig = Parameters<typeof createCoordinator>[0]['config']
@@ -18,12 +18,7 @@ export function embeddedLedger(clock: ManualClock, closers: Array<() => Promise<
       dataDir: string,
       port = 0,
     ): Promise<RunningCoordinator> => {
-      const server = await createCoordinator({
-        config,
-        host: '127.0.0.1',
-        port,
-        clock,
-        logger: silentLogger,
+      const { server } = await startCoordinator(config, clock, port, {
         dataDir,
         watchConfig: false,
       })
