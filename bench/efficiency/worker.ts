@@ -197,11 +197,18 @@ async function main(): Promise<void> {
       if (spec.remote !== true)
         return count(here, family, g, key, k, family!.tryAcquire(key), first)
       const decided = family!.decide(key)
-      if (typeof decided === 'boolean') return count(here, family, g, key, k, decided, first)
+      if (typeof decided === 'boolean') {
+        if (!decided) why.l++
+        return count(here, family, g, key, k, decided, first)
+      }
       remoteAsked++
       const askedAt = hostMs()
       void decided.then((answer) => {
         if (latencies.length < maxLatencies) latencies.push(hostMs() - askedAt)
+        if (!answer.admitted) {
+          if (answer.retryAfterMs === 0) why.ru++
+          else why.rr++
+        } else why.ra++
         count(late, family, g, key, k, answer.admitted, first, answer.window)
       })
     }
@@ -231,6 +238,7 @@ async function main(): Promise<void> {
         y,
         ...(here.yr === undefined ? {} : { yr: here.yr }),
         ...(here.fr === undefined ? {} : { fr: here.fr }),
+        ...(process.env.SLUICE_BENCH_WHY === '1' ? { why: takeWhy() } : {}),
       }),
     )
     if (debugKeys.length > 0 && t - debugAt >= debugEveryMs) {
@@ -253,6 +261,19 @@ async function main(): Promise<void> {
     if (w >= spec.untilWallMs) void stop()
   }, spec.tickMs)
   process.once('SIGTERM', () => void stop())
+}
+
+/**
+ * With SLUICE_BENCH_WHY=1, each tick line also says how the remote checks since the last went
+ * (`why`): refused here without asking (`l`), asked and refused with a time to wait (`rr`),
+ * asked and not answered (`ru`: no connection), asked and admitted (`ra`). What told a
+ * coordinator's outage (all `ru`) from its part refusing at a window's edge (all `rr`) in #41.
+ */
+let why = { l: 0, rr: 0, ru: 0, ra: 0 }
+function takeWhy(): typeof why {
+  const w = why
+  why = { l: 0, rr: 0, ru: 0, ra: 0 }
+  return w
 }
 
 await main()

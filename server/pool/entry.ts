@@ -348,6 +348,12 @@ export class Entry {
   #current = 0
   /** The next report renews the lease whatever its age (after a reconnect: renewals carry acks). */
   resendDue = false
+  /**
+   * Whether the ledger may hold a record of this entry (a put written, or restored from one):
+   * a keyed quota's key entry that never committed anything is not written (ledger-projection.ts,
+   * `unrecorded`), and then neither is its removal.
+   */
+  ledgered = false
   /** Quota: units the client reported used in window `usedWindow` (`noWindow`: none reported). */
   used = 0
   usedWindow = noWindow

@@ -32,6 +32,8 @@ export function takeChanges(
   for (const removed of pool.removed.splice(0)) changes.push({ remove: removed })
   for (const e of pool.dirty) {
     if (e.client.entries.get(e.resource.settings.id) !== e) continue
+    if (!e.ledgered && unrecorded(e)) continue
+    e.ledgered = true
     changes.push({ put: ledgerEntry(e, toWallMs, stamp) })
   }
   pool.dirty.clear()
@@ -62,12 +64,41 @@ export function ledgerEntries(
   const entries: LedgerEntry[] = []
   for (const client of pool.clients.values())
     for (const e of client.entries.values()) {
+      if (!e.ledgered && unrecorded(e)) continue
+      // In the file from now (its removal, once it goes, is written too).
+      e.ledgered = true
       entries.push(ledgerEntry(e, toWallMs, stamp))
       if (reservesSpend(e))
         for (const x of e.reserved ?? [])
           entries.push(...reserveShardEntries(e, x.window, undefined))
     }
   return entries
+}
+
+/**
+ * Whether `e` needs no record in the ledger: a keyed quota's key entry whose every lease is of 0
+ * (capacity and fallback), with nothing else a record would say (no use reported, no block
+ * ahead, nothing inherited). A quota's holders get one at each window's first family lease for
+ * each of the family's hot keys they hold nothing of (lease-out.ts, `withFamilyLease`), and drop
+ * it idle soon after (hot-keys.ts, `idleKey`): over 30 gateways, ~4,000 such entries at each
+ * edge, written three times (about 4 MB) and removed again, 60% of the ledger's bytes, in the
+ * writes the next window's leases wait for (#41: a keyed quota's edges refused everything for
+ * seconds after a coordinator restart, its writes taking 2–3.4 s).
+ *
+ * Safe unwritten: a restored pool that does not know such an entry counts its client as holding
+ * nothing of the key by it, which is what it holds. What keeps the client off its default share
+ * of the key, the lease of 0, travels in the same batch as the family lease of the window that
+ * share would be of (`withFamilyLease`); a client that never got that batch holds no share of
+ * the window at all, and its next family lease carries the 0 again (`again`). A key seeded from
+ * a share (hot-keys.ts, `seedKey`) starts above 0 and is written; once written, an entry is
+ * written (and removed) as any, whatever it holds later.
+ */
+export function unrecorded(e: Entry): boolean {
+  if (!e.resource.shape.hotKey || e.resource.settings.quotaWindow === undefined) return false
+  if (e.pinned || e.usedWindow !== noWindow || e.ahead !== undefined) return false
+  if (e.inherit !== undefined || e.inheritedWindow !== noWindow || reservesSpend(e)) return false
+  for (const l of e.leases) if (l.capacity !== 0 || l.fallback !== 0) return false
+  return true
 }
 
 function ledgerEntry(
@@ -166,6 +197,7 @@ export function restoreEntries(
       pool.clients.set(le.clientKey, client)
     }
     const entry = subscribe(pool, client, le.resource, settings)
+    entry.ledgered = true
     const records: LeaseRecord[] = le.commitments.map((c) => ({
       seq: 0,
       capacity: c.capacity,

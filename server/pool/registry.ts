@@ -129,7 +129,8 @@ export function unsubscribe(pool: PoolState, entry: Entry): void {
     if (used.size === 0) pool.tenantResources.delete(client.tenant!)
   }
   pool.dirty.delete(entry)
-  pool.gone({ clientKey: client.key, resource: resource.settings.id })
+  // One never written has no record to remove (ledger-projection.ts, `unrecorded`).
+  if (entry.ledgered) pool.gone({ clientKey: client.key, resource: resource.settings.id })
   forgetReserved(pool, entry)
   client.entries.delete(resource.settings.id)
   resource.entries.delete(client.key)
@@ -161,7 +162,7 @@ export function setAside(
   for (const entry of entries) {
     const r = entry.resource
     pool.dirty.delete(entry)
-    pool.gone({ clientKey: client.key, resource: r.settings.id })
+    if (entry.ledgered) pool.gone({ clientKey: client.key, resource: r.settings.id })
     forgetReserved(pool, entry)
     const moved = new Entry(aside, r)
     moved.leases = entry.leases

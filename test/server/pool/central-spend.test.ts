@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest'
 import { CompiledConfig, parseConfig } from '../../../server/config/index.js'
 import { domainLimits } from '../../../shared/index.js'
 import { MemoryLedger } from '../../../server/ledger/index.js'
-import type { LedgerEntry } from '../../../server/ledger/index.js'
+import type { LedgerChange, LedgerEntry } from '../../../server/ledger/index.js'
 import { Pool, centralClientId, type LeaseBatch } from '../../../server/pool/index.js'
 import { reserveShardId, reserveShardOf } from '../../../server/pool/central-spend.js'
 
@@ -327,5 +327,76 @@ describe("a keyed quota's share of the coordinator's own part, taken over", () =
       const handed = leasesTo('central', 'q/*').find((l) => l.inherit !== undefined)
       expect(handed?.inherit?.keys).toEqual([['b', 2]])
     })
+  })
+})
+
+describe("a keyed quota's key entries that never hold anything (ledger-projection.ts, unrecorded)", () => {
+  /**
+   * The crowded family through a window's edge (1 h windows: at 3,600 s), the ledger written
+   * after each period: the processes are sent a lease of 0 of key a (hot at the central part)
+   * with each window's first family lease.
+   */
+  function throughAnEdge() {
+    const w = world()
+    const ledger = new MemoryLedger()
+    const written: LedgerChange[] = []
+    const period = (t: number, window?: number): void => {
+      w.period(t, window)
+      const changes = w.pool.takeChanges((ms) => ms)
+      written.push(...changes)
+      ledger.write(changes)
+    }
+    w.pool.connect('central', centralClientId, undefined, 'central-1', 0)
+    for (const p of processes) w.pool.connect(p, p, undefined, `${p}-1`, 0)
+    for (let t = 1000; t <= 3000; t += 1000) period(t)
+    const window = w.leasesTo('central', 'q/*').at(-1)!.window!.index
+    for (let t = 4000; t <= 9000; t += 1000) period(t, window)
+    for (let t = 3_596_000; t <= 3_606_000; t += 1000)
+      period(t, t < 3_600_000 ? window : window + 1)
+    return { ...w, ledger, written, window }
+  }
+  const about = (c: LedgerChange) => ('put' in c ? c.put : c.remove)
+
+  it('are not written, nor is their removal', () => {
+    const { written, leasesTo, window } = throughAnEdge()
+    // Each process was sent a's 0 of both windows...
+    for (const p of processes)
+      expect(leasesTo(p, 'q/a').map((l) => [l.capacity, l.window?.index])).toEqual([
+        [0, window],
+        [0, window + 1],
+      ])
+    // ...and the ledger heard of none of them, nor of their going; the central part's lease of
+    // a and the processes' shares are written as ever.
+    const ofKeyA = written.filter((c) => about(c).resource === 'q/a')
+    expect(ofKeyA.length).toBeGreaterThan(0)
+    expect(ofKeyA.filter((c) => about(c).clientKey !== 'central')).toEqual([])
+    for (const p of processes)
+      expect(
+        written.some((c) => 'put' in c && c.put.clientKey === p && c.put.resource === 'q/*'),
+      ).toBe(true)
+  })
+
+  it('are sent again after a restart from a ledger without them: no process takes its default share of the key', () => {
+    const { ledger, window } = throughAnEdge()
+    const restarted = world(
+      new Pool(0, (id) => config.settingsFor(id), { track: true, learn: false }),
+    )
+    restarted.pool.restore(ledger.entries(), (ms) => ms, 3_606_500)
+    restarted.pool.connect('central', centralClientId, undefined, 'central-2', 3_606_600)
+    for (const p of processes) restarted.pool.connect(p, p, undefined, `${p}-2`, 3_606_600)
+    for (let t = 3_607_000; t <= 3_610_000; t += 1000) {
+      restarted.period(t, window + 1)
+      expect(restarted.pool.committed('q/a', t)).toBeLessThanOrEqual(100 + 1e-9)
+    }
+    // Each process heard a's 0 of the window with its first family lease after the restart.
+    for (const p of processes) {
+      const first = restarted.sent.find(
+        (b) => b.clientKey === p && b.leases.some((l) => l.resource === 'q/*'),
+      )
+      expect(first?.leases.find((l) => l.resource === 'q/a')).toMatchObject({
+        capacity: 0,
+        window: { index: window + 1 },
+      })
+    }
   })
 })
