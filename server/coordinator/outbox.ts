@@ -69,11 +69,14 @@ export class Outbox {
     // Where the quota windows' clock stood, when it is not the wall clock: a restart resumes
     // the windows from there (PoolStart.restore).
     const lag = Math.round(this.#host.windowLagMs())
+    // How long writes take now: a restart counts twice that before the last write as downtime.
+    const latency = Math.round(this.#writeAhead?.latencyMs(writtenMono) ?? 0)
     return take((monoMs) => monoMs - writtenMono + writtenMs, {
       writtenMs,
       writtenMono,
       epoch: this.#epoch,
       ...(lag === 0 ? {} : { windowLagMs: lag }),
+      ...(latency === 0 ? {} : { writeLatencyMs: latency }),
     })
   }
 

@@ -103,21 +103,29 @@ export class PoolStart {
    * Fills `pool` from a ledger's entries (`restoredUntilFor`); how many it
    * took. First, each quota window the entries were leased in is held until
    * it has surely ended on the writer's clock (QuotaWindows.hold): its end
-   * less the writer's last write, from now.
+   * less the writer's last write, from now. The windows resume where the
+   * last write's stamp says (QuotaWindows.resume), crediting how long that
+   * writer's writes were taking.
    */
   restore(pool: Pool, entries: readonly LedgerEntry[]): number {
     const nowMs = this.#clock.now()
     const nowWallMs = this.#clock.wallNow()
     const before = writtenBeforeLast(entries)
     let lastMs = -Infinity
+    /** How long the last write's writer was taking to write (`LedgerEntry.writeLatencyMs`). */
+    let latencyMs = 0
     for (const e of entries) {
-      if (e.writtenMs !== undefined)
-        lastMs = Math.max(lastMs, e.writtenMs + before(e) - (e.windowLagMs ?? 0))
+      if (e.writtenMs !== undefined) {
+        const atMs = e.writtenMs + before(e) - (e.windowLagMs ?? 0)
+        if (atMs > lastMs || (atMs === lastMs && (e.writeLatencyMs ?? 0) > latencyMs))
+          latencyMs = e.writeLatencyMs ?? 0
+        lastMs = Math.max(lastMs, atMs)
+      }
       if (e.leaseWindow === undefined) continue
       const spec = this.#settings.lookup(e.resource)?.quotaWindow
       if (spec !== undefined) this.#windows.hold(spec, e.leaseWindow)
     }
-    if (lastMs > -Infinity) this.#windows.resume(lastMs, this.#startingMs)
+    if (lastMs > -Infinity) this.#windows.resume(lastMs, this.#startingMs, latencyMs)
     return pool.restore(entries, restoredUntilFor(entries, nowWallMs, nowMs), nowMs)
   }
 }

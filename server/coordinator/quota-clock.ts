@@ -24,6 +24,12 @@ export const windowSlewRate = 0.01
 export const resumeToleranceMs = 2000
 
 /**
+ * Most of the time a resume credits to the writer's slow writes (QuotaWindows.resume): a
+ * writer whose writes took longer than half this still has a step beyond it detected.
+ */
+export const maxWriteLatencyCreditMs = 10_000
+
+/**
  * Quota windows are wall-clock windows (a day is a day); the pool runs on the
  * monotonic clock. The windows are read off a clock of their own: it runs on
  * the monotonic clock, starts at the wall clock (or, restored from a ledger,
@@ -78,19 +84,26 @@ export class QuotaWindows {
    * write: this process's windows' clock starts there (the time since, the
    * downtime, is not known: it is caught up by slewing), or at the wall clock
    * when that is at most `resumeToleranceMs` ahead of it, besides the
-   * `startingMs` this process spent starting.
+   * `startingMs` this process spent starting and twice the `writeLatencyMs`
+   * its writer's writes were taking (up to `maxWriteLatencyCreditMs`).
    */
-  resume(windowsMs: number, startingMs = 0): void {
+  resume(windowsMs: number, startingMs = 0, writeLatencyMs = 0): void {
     this.#refMs = this.#clock.now()
     const wallMs = this.#clock.wallNow()
     // The wall clock a little ahead is taken as the time the restart took (it cannot be told
     // from a step that small, which could cut the restored window short by as much); further
     // ahead, or behind, the windows resume where the writer's stood and are slewed. The time
     // this process spent starting (`startingMs`, measured on its monotonic clock) is no step:
-    // not counted (a restart under load took 1-3 s to start, and resumed ~2 s behind).
+    // not counted (a restart under load took 1-3 s to start, and resumed ~2 s behind). Nor
+    // is the time the writer's last write was stale by at its end: its stamp is taken when
+    // its changes are, and it is durable a write's latency later, while the next, lost, may
+    // have been in flight as long (#41: a keyed quota over 30 gateways, writes taking 1-3 s,
+    // its coordinator SIGKILLed and restarted 0.5 s later resumed 2.3-5 s behind; every
+    // window's edge then refused everything for as long, for 4-8 minutes of slewing).
     const ahead = wallMs - windowsMs
-    this.#refWindowsMs =
-      ahead >= 0 && ahead - Math.max(0, startingMs) <= resumeToleranceMs ? wallMs : windowsMs
+    const credit =
+      Math.max(0, startingMs) + Math.min(2 * Math.max(0, writeLatencyMs), maxWriteLatencyCreditMs)
+    this.#refWindowsMs = ahead >= 0 && ahead - credit <= resumeToleranceMs ? wallMs : windowsMs
     this.#last.clear()
   }
 

@@ -21,6 +21,11 @@ export interface WriteAheadHost {
   readonly log: Logger
 }
 
+/** How long a write's latency counts toward `WriteAhead.latencyMs` after it is done, ms. */
+const latencySpanMs = 10_000
+/** Most writes `latencyMs` keeps (past it, the oldest go). */
+const latencyWrites = 256
+
 interface Item {
   readonly changes: LedgerChange[]
   readonly batches: LeaseBatch[]
@@ -48,6 +53,10 @@ export class WriteAhead {
   readonly #idleWaiters: (() => void)[] = []
   /** What waits for the next write to be enqueued, and done (`withNext`). */
   readonly #withNext: ((ok: boolean) => void)[] = []
+  /** Writes done lately, oldest first: when, and how long from their changes' taking. */
+  readonly #latencies: { doneMs: number; ms: number }[] = []
+  /** When the changes of the write in flight were taken (undefined: none is). */
+  #inFlightSinceMs: number | undefined = undefined
 
   constructor(ledger: Ledger, clock: Clock, host: WriteAheadHost) {
     this.#ledger = ledger
@@ -85,6 +94,22 @@ export class WriteAhead {
     this.#withNext.push(then)
   }
 
+  /**
+   * How long writes are taking now, ms: the slowest of those done in the last 10 s, from the
+   * taking of their changes to their being durable, and the one in flight (or waiting) so far.
+   * Each write says it (`LedgerStamp.writeLatencyMs`): the last write a ledger holds may be
+   * about twice that older than its writer's end, which a restart counts as downtime
+   * (QuotaWindows.resume).
+   */
+  latencyMs(nowMs: number): number {
+    const done = this.#latencies
+    while (done.length > 0 && nowMs - done[0]!.doneMs > latencySpanMs) done.shift()
+    let ms = 0
+    for (const l of done) if (l.ms > ms) ms = l.ms
+    const oldest = this.#inFlightSinceMs ?? this.#pending[0]?.atMs
+    return oldest !== undefined && nowMs - oldest > ms ? nowMs - oldest : ms
+  }
+
   /** Resolves once no write is in flight or queued (tests and orderly shutdown). */
   idle(): Promise<void> {
     if (!this.#writing && this.#pending.length === 0) return Promise.resolve()
@@ -103,6 +128,7 @@ export class WriteAhead {
     }
     if (written === undefined) return this.#done(items)
     this.#writing = true
+    this.#inFlightSinceMs = items[0]!.atMs
     const startedMs = this.#clock.now()
     this.#host.metrics.ledgerWrites.inc()
     written.then(
@@ -112,6 +138,7 @@ export class WriteAhead {
       },
       (error: unknown) => {
         this.#writing = false
+        this.#inFlightSinceMs = undefined
         this.#writeFailed(items, error)
         this.#next()
       },
@@ -120,8 +147,14 @@ export class WriteAhead {
 
   #done(items: readonly Item[]): void {
     this.#writing = false
+    this.#inFlightSinceMs = undefined
     const limitMs = this.#host.maxWriteMs()
     const nowMs = this.#clock.now()
+    const tookMs = nowMs - items[0]!.atMs
+    if (tookMs >= 1) {
+      this.#latencies.push({ doneMs: nowMs, ms: tookMs })
+      if (this.#latencies.length > latencyWrites) this.#latencies.shift()
+    }
     let unsent: LeaseBatch[] | undefined
     let shortened = 0
     for (const item of items) {

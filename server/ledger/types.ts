@@ -42,6 +42,14 @@ export interface LedgerEntry {
    */
   readonly windowLagMs?: number | undefined
   /**
+   * How long the writer's ledger writes were taking when this was written, ms (the slowest
+   * of the last 10 s, from the taking of a write's changes to its being durable, the one in
+   * flight counted so far; absent: none took 1 ms): its last write may be up to about twice
+   * that older than its end, time a restart counts as downtime, not as a step of the wall
+   * clock (QuotaWindows.resume).
+   */
+  readonly writeLatencyMs?: number | undefined
+  /**
    * A quota's: what the client had reported used of window `window` when the entry was
    * written (every block is written before it is sent, so with what was used as of then).
    */
@@ -104,12 +112,13 @@ export interface LedgerEntry {
   }
 }
 
-/** What every entry of one write carries of it (`LedgerEntry.writtenMs`, `writtenMono`, `epoch`, `windowLagMs`). */
+/** What every entry of one write carries of it (`LedgerEntry.writtenMs`, `writtenMono`, `epoch`, `windowLagMs`, `writeLatencyMs`). */
 export interface LedgerStamp {
   readonly writtenMs?: number
   readonly writtenMono?: number
   readonly epoch?: string
   readonly windowLagMs?: number
+  readonly writeLatencyMs?: number
 }
 
 /** A change to the ledger: an entry's new state, or its removal. */

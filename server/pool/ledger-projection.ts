@@ -125,6 +125,7 @@ function ledgerEntry(
     writtenMono: stamp.writtenMono,
     epoch: stamp.epoch,
     ...(stamp.windowLagMs === undefined ? {} : { windowLagMs: stamp.windowLagMs }),
+    ...(stamp.writeLatencyMs === undefined ? {} : { writeLatencyMs: stamp.writeLatencyMs }),
     // A quota's use as reported: a restarted coordinator shows it at once (other kinds'
     // entries, by the thousand in a family, carry no field for it).
     ...(e.usedWindow !== noWindow

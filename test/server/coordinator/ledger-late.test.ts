@@ -29,13 +29,16 @@ class GatedLedger implements Ledger {
   hold = false
   readonly held: (() => void)[] = []
   writes = 0
+  /** What each write carried. */
+  readonly written: (readonly LedgerChange[])[] = []
 
   load(): Promise<LedgerEntry[] | undefined> {
     return Promise.resolve(undefined)
   }
 
-  write(_changes: readonly LedgerChange[]): Promise<void> {
+  write(changes: readonly LedgerChange[]): Promise<void> {
     this.writes++
+    this.written.push(changes)
     if (!this.hold) return Promise.resolve()
     return new Promise((resolve) => this.held.push(resolve))
   }
@@ -105,7 +108,7 @@ async function lateRenewal(elected: boolean, lateMs = 1000) {
   await a.flush()
   // (nextLease took the first lease out of `received`.)
   const leases = () => a.received.filter((m): m is LeaseMessage => m.type === 'lease')
-  return { server, clock, a, first, report, leases }
+  return { server, clock, a, first, report, leases, ledger }
 }
 
 describe('a ledger write that comes too late', () => {
@@ -131,6 +134,36 @@ describe('a ledger write that comes too late', () => {
     expect(after[0]!.seq).toBeGreaterThan(first.seq)
     expect(after[0]!.leases[0]!.capacity).toBe(first.leases[0]!.capacity)
     expect(server.coordinator.view.committed('api')).toBe(100)
+  })
+
+  it('says how long writes take in the writes after (a restart credits twice that as downtime)', async () => {
+    const { server, clock, report, ledger } = await lateRenewal(false, 10)
+    // The clock moves in steps of 10 ms, each once no write is in flight (a write a step jumps
+    // over takes as long: timers firing within a step enqueue writes the step then ends).
+    const advance = async (ms: number): Promise<void> => {
+      for (let left = ms; left > 0; left -= 10) {
+        await server.coordinator.ledgerIdle()
+        clock.advance(Math.min(10, left))
+      }
+    }
+    const stamped = () =>
+      ledger.written.at(-1)!.flatMap((c) => ('put' in c ? [c.put.writeLatencyMs] : []))
+    // The held write took maxWriteMs + 10 ms from the taking of its changes; the renewal
+    // half a lease life later is stamped with that.
+    const writes = ledger.writes
+    await advance(500)
+    await report()
+    expect(ledger.writes).toBeGreaterThan(writes)
+    expect(stamped().length).toBeGreaterThan(0)
+    for (const ms of stamped()) expect(ms).toBe(maxWriteMs + 10)
+    // 10 s on, writes done at once again: none takes longer than a step.
+    await advance(10_100)
+    await report()
+    await advance(500)
+    await report()
+    expect(ledger.writes).toBeGreaterThan(writes + 1)
+    expect(stamped().length).toBeGreaterThan(0)
+    for (const ms of stamped()) expect(ms ?? 0).toBeLessThanOrEqual(10)
   })
 
   it('does not make an elected leader step down: the write went through', async () => {

@@ -109,6 +109,25 @@ describe('quota windows on their own clock', () => {
     expect(unexplained.lagMs()).toBeCloseTo(3_000, 0)
   })
 
+  it('credit twice the writer’s write latency (up to 10 s): a stale last write is not a step', () => {
+    const clock = steppedClock()
+    clock.advance(5_000)
+    const lastWriteMs = clock.wallNow()
+    clock.advance(4_000)
+    // 4 s since the last write: 1.5 s of writes explain 3 s of it, the 2 s tolerance the rest.
+    const slow = new QuotaWindows(clock)
+    slow.resume(lastWriteMs, 0, 1_500)
+    expect(slow.lagMs()).toBe(0)
+    const quick = new QuotaWindows(clock)
+    quick.resume(lastWriteMs, 0, 500)
+    expect(quick.lagMs()).toBeCloseTo(4_000, 0)
+    // At most 10 s are credited: 30 s ahead is a step whatever the writes took.
+    clock.advance(26_000)
+    const capped = new QuotaWindows(clock)
+    capped.resume(lastWriteMs, 0, 60_000)
+    expect(capped.lagMs()).toBeCloseTo(30_000, 0)
+  })
+
   it('hold a window a ledger’s leases were of, even when its clock stood earlier', () => {
     const clock = steppedClock()
     const windows = new QuotaWindows(clock)

@@ -75,3 +75,56 @@ describe('a coordinator resuming from a ledger', () => {
     expect(put[0]!.commitments[0]!.untilMs).toBeGreaterThan(wallMs)
   })
 })
+
+describe('a coordinator resuming its quota windows from a ledger', () => {
+  /**
+   * Restored from one entry of a quota `q` written `agoMs` before the restart (its writer's
+   * windows on its wall clock), saying its writer's writes took `writeLatencyMs`: how far the
+   * restored windows trail the wall clock, as the restore's own write says (`windowLagMs`).
+   */
+  async function lagAfterRestore(agoMs: number, writeLatencyMs?: number): Promise<number> {
+    const clock = new ManualClock()
+    const server = await createCoordinator({
+      config: {
+        server: { limits: { roundDebounceMs: 0 } },
+        resources: [{ match: 'q', kind: 'quota', capacity: 100, window: '1h' }],
+      },
+      host: '127.0.0.1',
+      port: 0,
+      clock,
+      logger: silentLogger,
+      dataDir: false,
+    })
+    running.push(server)
+    const wallMs = clock.wallNow()
+    const entry: LedgerEntry = {
+      clientKey: 'a',
+      clientId: 'a',
+      tenant: undefined,
+      instance: undefined,
+      resource: 'q',
+      pinned: false,
+      commitments: [
+        { capacity: 10, untilMs: wallMs + 5_000, fallback: 0, fallbackUntilMs: wallMs + 5_000 },
+      ],
+      writtenMs: wallMs - agoMs,
+      ...(writeLatencyMs === undefined ? {} : { writeLatencyMs }),
+    }
+    const ledger = new RecordingLedger()
+    server.coordinator.attachLedger(ledger, [entry])
+    await server.coordinator.ledgerIdle()
+    const put = ledger.changes.flatMap((c) => ('put' in c && c.put.resource === 'q' ? [c.put] : []))
+    expect(put.length).toBeGreaterThan(0)
+    return put.at(-1)!.windowLagMs ?? 0
+  }
+
+  it('on the wall clock when the time since its writer’s last write is what its slow writes explain', async () => {
+    // 3.5 s since the last write: more than a quick restart explains (2 s)...
+    expect(await lagAfterRestore(3_500)).toBe(3_500)
+    // ...but its writer's writes took 1 s each: its last may have been 2 s stale at its end.
+    expect(await lagAfterRestore(3_500, 1_000)).toBe(0)
+    // Not beyond that: 5 s since, writes of 1 s, is a step of the wall clock (or a downtime it
+    // cannot tell from one): resumed where the writer stood.
+    expect(await lagAfterRestore(5_000, 1_000)).toBe(5_000)
+  })
+})
