@@ -52,8 +52,19 @@ export const keyedQuotaShareShape: Shape = Object.freeze<Shape>({
   },
   round(pool, r, sharing, _reserved, nowMs) {
     const windowIndex = pool.windowOf(r, nowMs)!.index
-    handOver(pool, r, sharing, windowIndex, nowMs)
+    // A vacancy goes only to a holder the default split gives a share to now: split first, so a
+    // process restored from a ledger and not heard from since (its entry says nothing of how it
+    // checks) is no heir in a crowded family. The dead coordinator's part's share went to such a
+    // gateway after a restart, before the new part came (#41: the new part held a 31st of the
+    // family to the window's end, and each key nobody had asked of it was refused).
     const defaults = defaultHolders(r, sharing)
+    handOver(
+      pool,
+      r,
+      sharing.filter((_, i) => defaults[i]! > 0),
+      windowIndex,
+      nowMs,
+    )
     const weightOf = defaultWeights(sharing)
     // The holders that share, those that hold a share of this window without sharing now (gone,
     // or replaced: theirs stays spent), and one more of the largest weight: room for one that

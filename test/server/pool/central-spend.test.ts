@@ -133,6 +133,44 @@ describe("a keyed quota's share of the coordinator's own part, taken over", () =
     expect(restarted.pool.committed('q/a', 8000)).toBeLessThanOrEqual(100)
   })
 
+  it('goes to the new part, not to a process restored but not heard from yet (the first round before the part came)', () => {
+    const { pool, window } = crowded()
+    const ledger = new MemoryLedger()
+    pool.reserveSpend('central', 'q/*', window, [['b', 7]])
+    ledger.write(pool.takeChanges((ms) => ms))
+    const restarted = world(
+      new Pool(0, (id) => config.settingsFor(id), { track: true, learn: false }),
+    )
+    restarted.pool.restore(ledger.entries(), (ms) => ms, 6500)
+    // The processes are back first, and a round runs before any of them has checked (a restored
+    // process's entry says nothing of how it checks yet) or the new part comes: the dead part's
+    // share went to one of them (#41, a keyed quota over 30 gateways: the new part held a 31st
+    // of the family to the window's end, and each key nobody had asked of it was refused).
+    for (const p of processes) {
+      restarted.pool.connect(p, p, undefined, `${p}-2`, 6600)
+      // Its first report on the new connection: nothing checked yet.
+      restarted.take(
+        restarted.pool.reportDemand(p, [{ resource: 'q/*', wants: 0 }], 6650).batches,
+        6650,
+      )
+    }
+    restarted.take(restarted.pool.roundMany(restarted.pool.familyIds('q/*'), 6700), 6700)
+    restarted.pool.connect('central', centralClientId, undefined, 'central-2', 6800)
+    // The new part asks, the family's rounds run, the processes not heard from yet.
+    for (let t = 7000; t <= 12_000; t += 1000) {
+      restarted.take(
+        restarted.pool.reportDemand('central', [{ resource: 'q/*', wants: 100, remote: true }], t)
+          .batches,
+        t,
+      )
+      restarted.take(restarted.pool.roundMany(restarted.pool.familyIds('q/*'), t), t)
+    }
+    const handed = restarted.leasesTo('central', 'q/*').find((l) => l.inherit !== undefined)
+    expect(handed?.inherit?.keys).toEqual([['b', 7]])
+    for (const p of processes)
+      expect(restarted.leasesTo(p, 'q/*').filter((l) => l.inherit !== undefined)).toEqual([])
+  })
+
   it('stays spent when the dead part cannot vouch for what it spent', () => {
     // A ledger written by a part that did not reserve (no `reserved`): spent to the window's end.
     {
