@@ -8,6 +8,13 @@ import { signBatches, type HoldingsKeys } from './proofs.js'
 import type { SessionTable } from './session-table.js'
 import { leaveAfter } from './leaving.js'
 import { WriteAhead, type WriteAheadHost } from './write-ahead.js'
+import type { Timer } from '../../shared/index.js'
+
+/**
+ * How often the coordinator gives its ledger a sign of life (`Ledger.markAlive`): a restart
+ * after its death resumes its quota windows from no further back than this (and the restart).
+ */
+export const aliveEveryMs = 250
 
 /** What the outbox reads of the coordinator, each time. */
 export interface OutboxHost {
@@ -37,6 +44,7 @@ export class Outbox {
   /** This process's epoch: ledger entries it writes carry it with its monotonic clock. */
   readonly #epoch = randomBytes(8).toString('hex')
   #writeAhead: WriteAhead | undefined
+  #alive: Timer | undefined
 
   constructor(host: OutboxHost) {
     this.#host = host
@@ -59,6 +67,16 @@ export class Outbox {
     ledger.snapshotFrom?.(() =>
       this.#stamped((toWallMs, stamp) => this.#host.pool.ledgerEntries(toWallMs, stamp)),
     )
+    // Where the quota windows' clock stands, every aliveEveryMs, for a restart after a death.
+    this.#alive?.cancel()
+    this.#alive = undefined
+    if (ledger.markAlive === undefined) return
+    const { clock } = this.#host
+    const alive = clock.setInterval(() => {
+      if (this.#host.closed || this.#writeAhead?.ledger !== ledger) return alive.cancel()
+      void ledger.markAlive!(clock.wallNow() - this.#host.windowLagMs())
+    }, aliveEveryMs)
+    this.#alive = alive.unref()
   }
 
   /** What the pool gives the ledger, in wall-clock times and stamped with this instant. */

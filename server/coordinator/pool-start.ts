@@ -125,6 +125,13 @@ export class PoolStart {
       const spec = this.#settings.lookup(e.resource)?.quotaWindow
       if (spec !== undefined) this.#windows.hold(spec, e.leaseWindow)
     }
+    // Its last sign of life beside the ledger (a file's, `markAlive`), when later: where its
+    // windows' clock stood then, no write's latency to credit.
+    const alive = this.#ledger()?.aliveWindowsMs
+    if (alive !== undefined && lastMs > -Infinity && alive > lastMs) {
+      lastMs = alive
+      latencyMs = 0
+    }
     if (lastMs > -Infinity) this.#windows.resume(lastMs, this.#startingMs, latencyMs)
     return pool.restore(entries, restoredUntilFor(entries, nowWallMs, nowMs), nowMs)
   }

@@ -1,5 +1,14 @@
 import { randomBytes } from 'node:crypto'
-import { mkdir, open, readFile, readdir, rename, rm, type FileHandle } from 'node:fs/promises'
+import {
+  mkdir,
+  open,
+  readFile,
+  readdir,
+  rename,
+  rm,
+  writeFile,
+  type FileHandle,
+} from 'node:fs/promises'
 import { join } from 'node:path'
 import { SluiceError, systemClock } from '../../shared/index.js'
 import { LedgerDamage, encodeHeader, encodeLine, parseLedger } from './file-format.js'
@@ -8,6 +17,8 @@ import { applyChanges, type Ledger, type LedgerChange, type LedgerEntry } from '
 
 const fileName = 'ledger.log'
 const lockName = 'ledger.lock'
+/** The writer's last sign of life (`markAlive`): `{"ledger": <id>, "windowsMs": <ms>}`. */
+const aliveName = 'ledger.alive'
 
 /** Writes all of `text` at `position`, looping on short writes; a write that makes no progress fails. */
 async function writeWhole(handle: FileHandle, text: string, position: number): Promise<void> {
@@ -72,6 +83,9 @@ export class FileLedger implements Ledger {
   #closed = false
   #lock: DirectoryLock | undefined
   writes = 0
+  #aliveWindowsMs: number | undefined = undefined
+  /** A `markAlive` write in flight (the next waits for it: at most one at a time). */
+  #aliveWriting = false
 
   constructor(dir: string, wallNow: WallClock = () => systemClock.wallNow()) {
     this.#dir = dir
@@ -91,6 +105,44 @@ export class FileLedger implements Ledger {
   /** Whether `load` made this ledger: the data directory held none before. */
   get fresh(): boolean {
     return this.#fresh
+  }
+
+  /** Where its writer's quota windows' clock stood at its last sign of life, as `load` found it. */
+  get aliveWindowsMs(): number | undefined {
+    return this.#aliveWindowsMs
+  }
+
+  /**
+   * A sign of life: `windowsMs` written to `ledger.alive` beside the ledger, with its id (a
+   * sign of another ledger's writer says nothing of this one's). Not synced, one at a time,
+   * failures ignored: a restart after a SIGKILL reads the last one the process wrote (the page
+   * cache outlives it), and resumes its quota windows from there rather than from the last
+   * ledger write, which under load can be seconds older than the death (a write of a window's
+   * edge in flight: QuotaWindows.resume).
+   */
+  markAlive(windowsMs: number): Promise<void> {
+    if (this.#closed || this.#aliveWriting || this.#id === '') return Promise.resolve()
+    this.#aliveWriting = true
+    const text = `${JSON.stringify({ ledger: this.#id, windowsMs: Math.round(windowsMs) })}\n`
+    return writeFile(join(this.#dir, aliveName), text)
+      .catch(() => undefined)
+      .finally(() => {
+        this.#aliveWriting = false
+      })
+  }
+
+  /** The sign of life beside the ledger `id`, if it is that ledger's (undefined otherwise). */
+  async #readAlive(id: string): Promise<number | undefined> {
+    try {
+      const alive = JSON.parse(await readFile(join(this.#dir, aliveName), 'utf8')) as unknown
+      if (typeof alive !== 'object' || alive === null) return undefined
+      const { ledger, windowsMs } = alive as { ledger?: unknown; windowsMs?: unknown }
+      return ledger === id && typeof windowsMs === 'number' && Number.isFinite(windowsMs)
+        ? windowsMs
+        : undefined
+    } catch {
+      return undefined
+    }
   }
 
   async #takeDirectory(): Promise<boolean> {
@@ -156,6 +208,7 @@ export class FileLedger implements Ledger {
     }
     // Start from a clean file: the state as one snapshot, whatever tail there was.
     this.#id = parsed.id
+    this.#aliveWindowsMs = await this.#readAlive(parsed.id)
     this.#state = parsed.entries
     await this.#compact()
     return [...parsed.entries.values()]

@@ -165,6 +165,15 @@ export interface Ledger {
   readonly id: string
   /** `load` found no earlier ledger and made this one: nothing can be outstanding. */
   readonly fresh: boolean
+  /**
+   * A sign of life of the writer, as often as it likes (the coordinator: every
+   * `aliveEveryMs`): where its quota windows' clock stands. Kept beside the ledger and
+   * not made durable: it outlives its writer's death (a SIGKILL), not its machine's.
+   * Optional: a file ledger keeps one.
+   */
+  markAlive?(windowsMs: number): Promise<void> | void
+  /** Its writer's last `markAlive` as `load` found it (this ledger's, none other's). */
+  readonly aliveWindowsMs?: number | undefined
 }
 
 /**

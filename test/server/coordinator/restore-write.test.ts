@@ -19,6 +19,14 @@ class RecordingLedger implements Ledger {
   readonly fresh = false
   readonly synchronous = false
   readonly changes: LedgerChange[] = []
+  /** Its writer's last sign of life, as a file ledger's `load` finds it. */
+  aliveWindowsMs: number | undefined = undefined
+  /** What the coordinator said of its windows' clock, each time. */
+  readonly alive: number[] = []
+
+  markAlive(windowsMs: number): void {
+    this.alive.push(windowsMs)
+  }
 
   load(): Promise<LedgerEntry[] | undefined> {
     return Promise.resolve(undefined)
@@ -82,7 +90,11 @@ describe('a coordinator resuming its quota windows from a ledger', () => {
    * windows on its wall clock), saying its writer's writes took `writeLatencyMs`: how far the
    * restored windows trail the wall clock, as the restore's own write says (`windowLagMs`).
    */
-  async function lagAfterRestore(agoMs: number, writeLatencyMs?: number): Promise<number> {
+  async function lagAfterRestore(
+    agoMs: number,
+    writeLatencyMs?: number,
+    aliveAgoMs?: number,
+  ): Promise<number> {
     const clock = new ManualClock()
     const server = await createCoordinator({
       config: {
@@ -111,6 +123,7 @@ describe('a coordinator resuming its quota windows from a ledger', () => {
       ...(writeLatencyMs === undefined ? {} : { writeLatencyMs }),
     }
     const ledger = new RecordingLedger()
+    if (aliveAgoMs !== undefined) ledger.aliveWindowsMs = wallMs - aliveAgoMs
     server.coordinator.attachLedger(ledger, [entry])
     await server.coordinator.ledgerIdle()
     const put = ledger.changes.flatMap((c) => ('put' in c && c.put.resource === 'q' ? [c.put] : []))
@@ -126,5 +139,37 @@ describe('a coordinator resuming its quota windows from a ledger', () => {
     // Not beyond that: 5 s since, writes of 1 s, is a step of the wall clock (or a downtime it
     // cannot tell from one): resumed where the writer stood.
     expect(await lagAfterRestore(5_000, 1_000)).toBe(5_000)
+  })
+
+  it('on the wall clock when its writer’s last sign of life beside the ledger is recent', async () => {
+    // Its last write 5 s ago (a write of a window's edge in flight when it died), its last
+    // sign of life 0.4 s ago: resumed from the sign.
+    expect(await lagAfterRestore(5_000, 50, 400)).toBe(0)
+    // A sign older than the last write says nothing more.
+    expect(await lagAfterRestore(5_000, 50, 9_000)).toBe(5_000)
+  })
+
+  it('gives its ledger a sign of life every 250 ms: where its quota windows’ clock stands', async () => {
+    const clock = new ManualClock()
+    const server = await createCoordinator({
+      config: {
+        server: { limits: { roundDebounceMs: 0 } },
+        resources: [{ match: 'q', kind: 'quota', capacity: 100, window: '1h' }],
+      },
+      host: '127.0.0.1',
+      port: 0,
+      clock,
+      logger: silentLogger,
+      dataDir: false,
+    })
+    running.push(server)
+    const ledger = new RecordingLedger()
+    server.coordinator.attachLedger(ledger, [])
+    clock.advance(249)
+    expect(ledger.alive).toEqual([])
+    clock.advance(1)
+    clock.advance(250)
+    // No restore behind: the windows' clock is the wall clock.
+    expect(ledger.alive).toEqual([clock.wallNow() - 250, clock.wallNow()])
   })
 })

@@ -165,6 +165,35 @@ describe('file ledger', () => {
     await again.close()
   })
 
+  it('keeps its writer’s last sign of life beside it, for the next load: its own, not another ledger’s', async () => {
+    const path = dir()
+    const ledger = new FileLedger(path)
+    await ledger.load()
+    expect(ledger.aliveWindowsMs).toBeUndefined()
+    await ledger.markAlive(1_800_000_000_123.4)
+    await ledger.markAlive(1_800_000_000_373.4)
+    await ledger.close()
+    const again = new FileLedger(path)
+    await again.load()
+    expect(again.aliveWindowsMs).toBe(1_800_000_000_373)
+    await again.close()
+    // A sign of another ledger's writer (this one lost and a new one started) says nothing.
+    writeFileSync(
+      join(path, 'ledger.alive'),
+      JSON.stringify({ ledger: 'f'.repeat(32), windowsMs: 5 }),
+    )
+    const third = new FileLedger(path)
+    await third.load()
+    expect(third.aliveWindowsMs).toBeUndefined()
+    await third.close()
+    // Nor does a damaged one.
+    writeFileSync(join(path, 'ledger.alive'), '{"ledger":')
+    const fourth = new FileLedger(path)
+    await fourth.load()
+    expect(fourth.aliveWindowsMs).toBeUndefined()
+    await fourth.close()
+  })
+
   it('has nothing to say in a data directory that holds files but no ledger (a lost one)', async () => {
     const path = dir()
     writeFileSync(join(path, 'something-else'), 'x')
