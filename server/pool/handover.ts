@@ -1,6 +1,7 @@
 import type { Entry, ResourceState } from './entry.js'
 import { send } from './lease-out.js'
 import { unsubscribe } from './registry.js'
+import { centralClientId } from './shapes/index.js'
 import type { PoolState } from './state.js'
 
 /**
@@ -161,6 +162,13 @@ function heirOf(
     // no default share: handed one, it would decide locally what the part decides for the
     // others (a dead part's share, central-spend.ts, went to a gateway, not to the new part).
     if (e.decidedCentrally) continue
+    // A dead coordinator's part's share goes to the new part only: it stands for the processes
+    // the part decided for. Right after a restart no flag says so yet (the processes' restored
+    // entries say nothing of how they check), and the share went to a gateway that asked the
+    // coordinator for every check; carried into each next window as the split it ended with,
+    // the new part held nothing of the family for 50 s (#41, the keyed quota over 30 gateways).
+    if (vacancy.client.clientId === centralClientId && e.client.clientId !== centralClientId)
+      continue
     // One handover at a time: the next once it acknowledged the last.
     if (e.inherit !== undefined && !inherited(e, windowIndex)) continue
     if (e.inheritedWindow !== windowIndex) {

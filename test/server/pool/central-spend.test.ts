@@ -171,6 +171,46 @@ describe("a keyed quota's share of the coordinator's own part, taken over", () =
       expect(restarted.leasesTo(p, 'q/*').filter((l) => l.inherit !== undefined)).toEqual([])
   })
 
+  it('goes to the new part, not to a process that checked here after the restart (the split by traffic then)', () => {
+    const { pool, window } = crowded()
+    const ledger = new MemoryLedger()
+    pool.reserveSpend('central', 'q/*', window, [['b', 7]])
+    ledger.write(pool.takeChanges((ms) => ms))
+    const restarted = world(
+      new Pool(0, (id) => config.settingsFor(id), { track: true, learn: false }),
+    )
+    restarted.pool.restore(ledger.entries(), (ms) => ms, 6500)
+    // The processes are back first, and a round runs before any of them has checked (a restored
+    // process's entry says nothing of how it checks yet) or the new part comes: the dead part's
+    // share went to one of them (#41, a keyed quota over 30 gateways: the new part held a 31st
+    // of the family to the window's end, and each key nobody had asked of it was refused).
+    for (const p of processes) {
+      restarted.pool.connect(p, p, undefined, `${p}-2`, 6600)
+      // Its first report on the new connection: checked here, not asking the coordinator (the
+      // family is crowded only once the new part is there).
+      restarted.take(
+        restarted.pool.reportDemand(p, [{ resource: 'q/*', wants: 5 }], 6650).batches,
+        6650,
+      )
+    }
+    restarted.take(restarted.pool.roundMany(restarted.pool.familyIds('q/*'), 6700), 6700)
+    restarted.pool.connect('central', centralClientId, undefined, 'central-2', 6800)
+    // The new part asks and a round runs before the processes say they ask the coordinator
+    // (the split by traffic gives them the default: the dead part's share went to one of them,
+    // the new part held nothing of the family to the window's end and after, #41); then they do.
+    restarted.take(
+      restarted.pool.reportDemand('central', [{ resource: 'q/*', wants: 100, remote: true }], 6900)
+        .batches,
+      6900,
+    )
+    restarted.take(restarted.pool.roundMany(restarted.pool.familyIds('q/*'), 6900), 6900)
+    for (let t = 7000; t <= 12_000; t += 1000) restarted.period(t)
+    const handed = restarted.leasesTo('central', 'q/*').find((l) => l.inherit !== undefined)
+    expect(handed?.inherit?.keys).toEqual([['b', 7]])
+    for (const p of processes)
+      expect(restarted.leasesTo(p, 'q/*').filter((l) => l.inherit !== undefined)).toEqual([])
+  })
+
   it('stays spent when the dead part cannot vouch for what it spent', () => {
     // A ledger written by a part that did not reserve (no `reserved`): spent to the window's end.
     {
