@@ -85,16 +85,8 @@ describe('a coordinator resuming from a ledger', () => {
 })
 
 describe('a coordinator resuming its quota windows from a ledger', () => {
-  /**
-   * Restored from one entry of a quota `q` written `agoMs` before the restart (its writer's
-   * windows on its wall clock), saying its writer's writes took `writeLatencyMs`: how far the
-   * restored windows trail the wall clock, as the restore's own write says (`windowLagMs`).
-   */
-  async function lagAfterRestore(
-    agoMs: number,
-    writeLatencyMs?: number,
-    aliveAgoMs?: number,
-  ): Promise<number> {
+  /** A coordinator on a manual clock with one quota `q` (100 an hour), no ledger attached yet. */
+  async function quotaCoordinator() {
     const clock = new ManualClock()
     const server = await createCoordinator({
       config: {
@@ -108,6 +100,20 @@ describe('a coordinator resuming its quota windows from a ledger', () => {
       dataDir: false,
     })
     running.push(server)
+    return { clock, server }
+  }
+
+  /**
+   * Restored from one entry of a quota `q` written `agoMs` before the restart (its writer's
+   * windows on its wall clock), saying its writer's writes took `writeLatencyMs`: how far the
+   * restored windows trail the wall clock, as the restore's own write says (`windowLagMs`).
+   */
+  async function lagAfterRestore(
+    agoMs: number,
+    writeLatencyMs?: number,
+    aliveAgoMs?: number,
+  ): Promise<number> {
+    const { clock, server } = await quotaCoordinator()
     const wallMs = clock.wallNow()
     const entry: LedgerEntry = {
       clientKey: 'a',
@@ -150,19 +156,7 @@ describe('a coordinator resuming its quota windows from a ledger', () => {
   })
 
   it('gives its ledger a sign of life every 250 ms: where its quota windows’ clock stands', async () => {
-    const clock = new ManualClock()
-    const server = await createCoordinator({
-      config: {
-        server: { limits: { roundDebounceMs: 0 } },
-        resources: [{ match: 'q', kind: 'quota', capacity: 100, window: '1h' }],
-      },
-      host: '127.0.0.1',
-      port: 0,
-      clock,
-      logger: silentLogger,
-      dataDir: false,
-    })
-    running.push(server)
+    const { clock, server } = await quotaCoordinator()
     const ledger = new RecordingLedger()
     server.coordinator.attachLedger(ledger, [])
     clock.advance(249)

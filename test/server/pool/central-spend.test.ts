@@ -133,7 +133,13 @@ describe("a keyed quota's share of the coordinator's own part, taken over", () =
     expect(restarted.pool.committed('q/a', 8000)).toBeLessThanOrEqual(100)
   })
 
-  it('goes to the new part, not to a process restored but not heard from yet (the first round before the part came)', () => {
+  /**
+   * A restart from the crowded family's ledger (the dead part reserved b's 7) in which the
+   * processes come back first, each reporting `wants` (0: nothing checked yet; more: checked
+   * here, not asking the coordinator), and a round runs before the new part comes, as the
+   * processes of the efficiency bench reconnect faster than the coordinator's part is made.
+   */
+  function processesBackFirst(wants: number) {
     const { pool, window } = crowded()
     const ledger = new MemoryLedger()
     pool.reserveSpend('central', 'q/*', window, [['b', 7]])
@@ -142,22 +148,17 @@ describe("a keyed quota's share of the coordinator's own part, taken over", () =
       new Pool(0, (id) => config.settingsFor(id), { track: true, learn: false }),
     )
     restarted.pool.restore(ledger.entries(), (ms) => ms, 6500)
-    // The processes are back first, and a round runs before any of them has checked (a restored
-    // process's entry says nothing of how it checks yet) or the new part comes: the dead part's
-    // share went to one of them (#41, a keyed quota over 30 gateways: the new part held a 31st
-    // of the family to the window's end, and each key nobody had asked of it was refused).
     for (const p of processes) {
       restarted.pool.connect(p, p, undefined, `${p}-2`, 6600)
-      // Its first report on the new connection: nothing checked yet.
       restarted.take(
-        restarted.pool.reportDemand(p, [{ resource: 'q/*', wants: 0 }], 6650).batches,
+        restarted.pool.reportDemand(p, [{ resource: 'q/*', wants }], 6650).batches,
         6650,
       )
     }
     restarted.take(restarted.pool.roundMany(restarted.pool.familyIds('q/*'), 6700), 6700)
     restarted.pool.connect('central', centralClientId, undefined, 'central-2', 6800)
-    // The new part asks, the family's rounds run, the processes not heard from yet.
-    for (let t = 7000; t <= 12_000; t += 1000) {
+    /** The new part asks, a round runs (the processes not heard from again). */
+    const partAsks = (t: number): void => {
       restarted.take(
         restarted.pool.reportDemand('central', [{ resource: 'q/*', wants: 100, remote: true }], t)
           .batches,
@@ -165,50 +166,33 @@ describe("a keyed quota's share of the coordinator's own part, taken over", () =
       )
       restarted.take(restarted.pool.roundMany(restarted.pool.familyIds('q/*'), t), t)
     }
-    const handed = restarted.leasesTo('central', 'q/*').find((l) => l.inherit !== undefined)
-    expect(handed?.inherit?.keys).toEqual([['b', 7]])
-    for (const p of processes)
-      expect(restarted.leasesTo(p, 'q/*').filter((l) => l.inherit !== undefined)).toEqual([])
+    /** The share went to the new part with b's 7 spent, to no process. */
+    const expectHandedToPart = (): void => {
+      const handed = restarted.leasesTo('central', 'q/*').find((l) => l.inherit !== undefined)
+      expect(handed?.inherit?.keys).toEqual([['b', 7]])
+      for (const p of processes)
+        expect(restarted.leasesTo(p, 'q/*').filter((l) => l.inherit !== undefined)).toEqual([])
+    }
+    return { restarted, partAsks, expectHandedToPart }
+  }
+
+  it('goes to the new part, not to a process restored but not heard from yet (the first round before the part came)', () => {
+    // The dead part's share went to a process not heard from yet (#41, a keyed quota over 30
+    // gateways: the new part held a 31st of the family to the window's end, and each key
+    // nobody had asked of it was refused).
+    const { partAsks, expectHandedToPart } = processesBackFirst(0)
+    for (let t = 7000; t <= 12_000; t += 1000) partAsks(t)
+    expectHandedToPart()
   })
 
   it('goes to the new part, not to a process that checked here after the restart (the split by traffic then)', () => {
-    const { pool, window } = crowded()
-    const ledger = new MemoryLedger()
-    pool.reserveSpend('central', 'q/*', window, [['b', 7]])
-    ledger.write(pool.takeChanges((ms) => ms))
-    const restarted = world(
-      new Pool(0, (id) => config.settingsFor(id), { track: true, learn: false }),
-    )
-    restarted.pool.restore(ledger.entries(), (ms) => ms, 6500)
-    // The processes are back first, and a round runs before any of them has checked (a restored
-    // process's entry says nothing of how it checks yet) or the new part comes: the dead part's
-    // share went to one of them (#41, a keyed quota over 30 gateways: the new part held a 31st
-    // of the family to the window's end, and each key nobody had asked of it was refused).
-    for (const p of processes) {
-      restarted.pool.connect(p, p, undefined, `${p}-2`, 6600)
-      // Its first report on the new connection: checked here, not asking the coordinator (the
-      // family is crowded only once the new part is there).
-      restarted.take(
-        restarted.pool.reportDemand(p, [{ resource: 'q/*', wants: 5 }], 6650).batches,
-        6650,
-      )
-    }
-    restarted.take(restarted.pool.roundMany(restarted.pool.familyIds('q/*'), 6700), 6700)
-    restarted.pool.connect('central', centralClientId, undefined, 'central-2', 6800)
-    // The new part asks and a round runs before the processes say they ask the coordinator
-    // (the split by traffic gives them the default: the dead part's share went to one of them,
-    // the new part held nothing of the family to the window's end and after, #41); then they do.
-    restarted.take(
-      restarted.pool.reportDemand('central', [{ resource: 'q/*', wants: 100, remote: true }], 6900)
-        .batches,
-      6900,
-    )
-    restarted.take(restarted.pool.roundMany(restarted.pool.familyIds('q/*'), 6900), 6900)
+    // A process that checked here before the new part came makes the split go by traffic: the
+    // dead part's share went to one of them, and the new part held nothing of the family to the
+    // window's end and after (#41). Then the processes say they ask the coordinator.
+    const { restarted, partAsks, expectHandedToPart } = processesBackFirst(5)
+    partAsks(6900)
     for (let t = 7000; t <= 12_000; t += 1000) restarted.period(t)
-    const handed = restarted.leasesTo('central', 'q/*').find((l) => l.inherit !== undefined)
-    expect(handed?.inherit?.keys).toEqual([['b', 7]])
-    for (const p of processes)
-      expect(restarted.leasesTo(p, 'q/*').filter((l) => l.inherit !== undefined)).toEqual([])
+    expectHandedToPart()
   })
 
   it('stays spent when the dead part cannot vouch for what it spent', () => {
