@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import type { Ledger, LedgerChange, LedgerEntry } from '../../../server/ledger/index.js'
+import type { ConfigInput } from '../../../server/config/index.js'
 import { createCoordinator } from '../../../server/index.js'
 import { ManualClock } from '../../../shared/index.js'
 import { apiAndDbConfig, closedAfterEach, silentLogger } from '../../helpers/coordinator.js'
@@ -44,18 +45,24 @@ class RecordingLedger implements Ledger {
 
 const { running } = closedAfterEach()
 
+/** A coordinator of `config` on a manual clock, no ledger attached yet. */
+async function coordinatorOn(config: ConfigInput) {
+  const clock = new ManualClock()
+  const server = await createCoordinator({
+    config,
+    host: '127.0.0.1',
+    port: 0,
+    clock,
+    logger: silentLogger,
+    dataDir: false,
+  })
+  running.push(server)
+  return { clock, server }
+}
+
 describe('a coordinator resuming from a ledger', () => {
   it('writes a pinned concurrency lease as lapsing a lease life from the restart, before any client comes', async () => {
-    const clock = new ManualClock()
-    const server = await createCoordinator({
-      config: apiAndDbConfig(),
-      host: '127.0.0.1',
-      port: 0,
-      clock,
-      logger: silentLogger,
-      dataDir: false,
-    })
-    running.push(server)
+    const { clock, server } = await coordinatorOn(apiAndDbConfig())
     const wallMs = clock.wallNow()
     const pinned: LedgerEntry = {
       clientKey: 'a',
@@ -86,22 +93,11 @@ describe('a coordinator resuming from a ledger', () => {
 
 describe('a coordinator resuming its quota windows from a ledger', () => {
   /** A coordinator on a manual clock with one quota `q` (100 an hour), no ledger attached yet. */
-  async function quotaCoordinator() {
-    const clock = new ManualClock()
-    const server = await createCoordinator({
-      config: {
-        server: { limits: { roundDebounceMs: 0 } },
-        resources: [{ match: 'q', kind: 'quota', capacity: 100, window: '1h' }],
-      },
-      host: '127.0.0.1',
-      port: 0,
-      clock,
-      logger: silentLogger,
-      dataDir: false,
+  const quotaCoordinator = () =>
+    coordinatorOn({
+      server: { limits: { roundDebounceMs: 0 } },
+      resources: [{ match: 'q', kind: 'quota', capacity: 100, window: '1h' }],
     })
-    running.push(server)
-    return { clock, server }
-  }
 
   /**
    * Restored from one entry of a quota `q` written `agoMs` before the restart (its writer's
