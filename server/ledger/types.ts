@@ -8,6 +8,11 @@ export interface LedgerCommitment {
   readonly untilMs: number
   readonly fallback: number
   readonly fallbackUntilMs: number
+  /**
+   * The lease lapsed while its client was away (absent: it did not): it counts as its fallback
+   * until `fallbackUntilMs` and no more, whatever happens to the client after a restart.
+   */
+  readonly lapsed?: true | undefined
 }
 
 /** What one client is committed of one resource: every lease that still counts. */

@@ -120,6 +120,9 @@ function ledgerEntry(
       untilMs: Math.ceil(toWallMs(l.holdUntilMs)),
       fallback: l.fallback,
       fallbackUntilMs: Math.ceil(toWallMs(l.fallbackUntilMs)),
+      // Restored as such: a restart that finds its client away does not hold it anew (model,
+      // seed 1975823762: a slot that lapsed at a reconnect counted again at a second restart).
+      ...(l.lapsed ? { lapsed: true as const } : {}),
     })),
     writtenMs: stamp.writtenMs,
     writtenMono: stamp.writtenMono,
@@ -208,7 +211,7 @@ export function restoreEntries(
       fallback: c.fallback,
       fallbackUntilMs: toMonoMs(c.fallbackUntilMs, le),
       acked: true,
-      lapsed: false,
+      lapsed: c.lapsed === true,
     }))
     entry.restore(records, nowMs)
     if (le.used !== undefined) {

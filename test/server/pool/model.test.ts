@@ -567,4 +567,39 @@ describe('pool (model) regressions', () => {
     step(() => w.crash())
     expect(w.pool.committed(SLOTS, w.nowMs)).toBe(0)
   })
+
+  // CI, seed 1975823762: a slot lease lapsed when its process came back after a crash (it had
+  // ended while the process was away), the ledger kept it as a lease of its fallback, and a second
+  // crash restored it as not lapsed: the restore held it anew for the process that was away
+  // (entry.ts, `disconnected`), 1 committed of a capacity cut to 0. The ledger says `lapsed` now.
+  it('a slot that lapsed at a reconnect is restored lapsed: a second crash does not hold it anew', () => {
+    const w = new World(0, 0, { headroomTolerance: 0 })
+    const step = (run: () => void) => {
+      run()
+      w.check()
+    }
+    const b = w.processes.get('b')!
+    const capacity = (c: number) => {
+      w.bound.set(SLOTS, Math.max(w.bound.get(SLOTS)!, c))
+      w.settings.set(SLOTS, { ...w.settings.get(SLOTS)!, capacity: c, burst: c })
+      w.pool.refreshSettings(SLOTS)
+    }
+    const join = (slots: number) => {
+      b.wants = { [RATE]: 1, [SLOTS]: slots }
+      w.connect(b)
+    }
+    step(() => capacity(1))
+    step(() => join(1))
+    step(() => w.enqueue(w.pool.round(SLOTS, w.nowMs)))
+    step(() => capacity(0))
+    step(() => (w.disconnect(b), w.connect(b)))
+    step(() => w.crash())
+    for (const ms of [358, 509, 333]) step(() => w.advance(ms))
+    step(() => join(0))
+    expect(w.ledger.entries()[0]!.commitments[0]!.lapsed).toBe(true)
+    step(() => w.advance(500))
+    expect(w.pool.committed(SLOTS, w.nowMs)).toBe(0)
+    step(() => w.crash())
+    expect(w.pool.committed(SLOTS, w.nowMs)).toBe(0)
+  })
 })
