@@ -63,6 +63,8 @@ export interface QuotaResult {
   readonly spilled: number
   /** Lease batches the coordinator sent shortened, written late (runQuotaScenario only). */
   readonly shortenedBatches?: number
+  /** With `killOnceAhead`: processes whose block of the next window the ledger held at the kill. */
+  readonly aheadAtKill?: number
 }
 
 /** Runs the quota scenario with real processes; counts what the client processes logged. */
@@ -94,6 +96,7 @@ export async function runQuotaScenario(s: QuotaScenario = quotaScenario): Promis
   return {
     ...measureQuota(s, run.outputs, run.firstMs, run.faults),
     shortenedBatches: run.shortenedBatches,
+    ...(run.aheadAtKill === undefined ? {} : { aheadAtKill: run.aheadAtKill }),
   }
 }
 

@@ -147,7 +147,12 @@ if (only === undefined || 'clock'.includes(only)) {
   // Quota windows under a stepped wall clock (#39.2).
   const rows = []
   for (const [name, v] of Object.entries(clockStepVariants)) {
-    const q = await runQuotaScenario({ ...quotaScenario, ...v, capacity: 1500 })
+    const q = await runQuotaScenario({
+      ...quotaScenario,
+      ...v,
+      capacity: 1500,
+      killOnceAhead: true,
+    })
     const k = await runKeyedQuotaScenario({ ...keyedQuotaScenario, ...v })
     rows.push(
       `| ${name} | ${q.windows.map((w) => w.used).join(', ')} | ${q.leaseWindows.map((w) => w.used).join(', ')} | ${k.windows.map((w) => w.keysOver).join(', ')} (most ${Math.max(...k.windows.map((w) => w.mostUsed))}) |`,

@@ -9,6 +9,7 @@ import {
   sleep,
   type LedgerDamage,
 } from './harness.js'
+import { parseLedger } from '../../server/ledger/file-format.js'
 import { TcpProxy } from './proxy.js'
 import { startWorker, type WorkerProcess } from './workers.js'
 
@@ -33,6 +34,13 @@ export interface WindowedFaults {
    * `ledgerMaxWriteMs`: lease batches leave late, shortened (server/coordinator/leaving.ts).
    */
   readonly slowDisk?: { readonly fsyncMs: number; readonly ledgerMaxWriteMs: number } | undefined
+  /**
+   * The kill (`coordinatorKillMs`, before the first window's edge) waits, the ledger read every
+   * 5 ms, until the ledger holds every process's block of the next window, 5 ms before the edge
+   * at the latest: a loaded machine may send them later than a fixed time (CI: none of them 50 ms
+   * before the edge once). The run says how many it held (`aheadAtKill`).
+   */
+  readonly killOnceAhead?: boolean | undefined
   /** While the coordinator is down (`coordinatorKillMs`): its ledger file damaged this way. */
   readonly ledgerDamage?: LedgerDamage | undefined
   /** The restarted coordinator's wall clock, seconds off the host's (libfaketime, the coordinator only). */
@@ -102,6 +110,20 @@ export interface WindowedRun {
   }[]
   /** Lease batches the coordinator sent shortened, written late (its log). */
   readonly shortenedBatches: number
+  /** With `killOnceAhead`: the processes whose block of the next window the ledger held at the kill. */
+  readonly aheadAtKill?: number
+}
+
+/** How many entries of a file ledger at `path` hold a block of window `next` sent ahead. */
+async function blocksAhead(path: string, next: number): Promise<number> {
+  try {
+    let n = 0
+    for (const e of parseLedger(await readFile(path, 'utf8')).entries.values())
+      if (e.ahead?.window === next) n++
+    return n
+  } catch {
+    return 0
+  }
 }
 
 /** A worker's spec, given its number, the coordinator's URL and the wall-clock times it asks in. */
@@ -168,11 +190,21 @@ export async function runWindowedFaults(
     for (let i = 0; i < s.processes; i++) spawnWorker(i, firstMs)
     const at = async (wallMs: number): Promise<void> => sleep(wallMs - Date.now())
     const events: { atMs: number; run: () => Promise<void> }[] = []
+    let aheadAtKill: number | undefined
     if (s.coordinatorKillMs !== undefined) {
       const damage = s.ledgerDamage
+      const ledgerPath = join(coordinator.dataDir, 'ledger.log')
       events.push({
         atMs: s.coordinatorKillMs,
         run: async () => {
+          if (s.killOnceAhead === true) {
+            const next = firstMs / s.windowMs + 1
+            for (;;) {
+              aheadAtKill = await blocksAhead(ledgerPath, next)
+              if (aheadAtKill >= s.processes || Date.now() >= firstMs + s.windowMs - 5) break
+              await sleep(5)
+            }
+          }
           await coordinator.stop()
           if (damage === undefined) return
           const path = join(coordinator.dataDir, 'ledger.log')
@@ -261,6 +293,7 @@ export async function runWindowedFaults(
       faults: [windowedFaultText(s)],
       resets,
       shortenedBatches: shortenedInLog(coordinator.log),
+      ...(aheadAtKill === undefined ? {} : { aheadAtKill }),
     }
   } finally {
     for (const w of workers) if (w.child.exitCode === null) w.child.kill('SIGKILL')

@@ -4,8 +4,8 @@ import { keyedQuotaScenario, runKeyedQuotaScenario } from '../../bench/faults/ke
 import { quotaScenario, runQuotaScenario } from '../../bench/faults/quota.js'
 import { assertBuilt } from '../helpers/replica.js'
 
-// A named quota's coordinator SIGKILLed 50 ms before a window's edge, once the processes hold
-// the next window's blocks sent ahead (and the ledger keeps them), restarted 300 ms after: from
+// A named quota's coordinator SIGKILLed 50 ms before a window's edge (or later, 5 ms before it at
+// the latest, once the ledger keeps every process's block of the next window sent ahead), restarted 300 ms after: from
 // its ledger and from a damaged ledger (with its wall clock stepped back 30 s: `npm run faults --
 // window-edge`). Real processes, three
 // asking 300/s in all against 1,500 a 10 s window (the budget spent about 5 s in); counted from
@@ -22,8 +22,18 @@ describe('a named quota whose coordinator dies in a window’s last 100 ms (real
   for (const name of ['from its ledger', 'its ledger damaged (half)'] as const)
     it(`${name}: no window's budget is given out twice`, { timeout: timeoutMs }, async () => {
       const v = edgeRestartVariants[name]
-      const r = await runQuotaScenario({ ...quotaScenario, ...v, capacity: 1500 })
+      const r = await runQuotaScenario({
+        ...quotaScenario,
+        ...v,
+        capacity: 1500,
+        killOnceAhead: true,
+      })
       expect(r.windows).toHaveLength(2)
+      // The kill waits for them (5 ms before the edge at the latest): CI once killed it 50 ms
+      // before the edge with none sent yet, and nothing of the second window was spent.
+      expect(r.aheadAtKill, 'blocks of the next window the ledger held at the kill').toBe(
+        quotaScenario.processes,
+      )
       // The blocks of the second window were sent before the kill: the processes spend them.
       expect(r.leaseWindows.map((w) => w.index)).toContain(r.windows[1]!.index)
       for (const w of r.leaseWindows)
