@@ -41,11 +41,19 @@ export const keyedQuotaShareShape: Shape = Object.freeze<Shape>({
   // one ended with, and its rounds grow it from there; a holder without a share of this window
   // (none was free) gets its first at the next window's first round, as before. The entries
   // are those whose lease of this window is renewed (edge-renewal.ts).
+  // A holder the last round marked as decided centrally (it asks the coordinator, which decides
+  // for it: default-holders.ts) gets none ahead: it has no default share in a crowded family,
+  // and a share it got before that was known (after a restart, its restored entry said nothing
+  // of how it checks) was carried into every next window unused while the coordinator's part,
+  // deciding for it, went without (#41, the keyed quota over 30 gateways through a restart). Its
+  // part goes to the default holders at the next window's first round.
   nextBlocks(r, entries, _next, left) {
     const parts = new Float64Array(entries.length)
     let free = left
     for (let i = 0; i < entries.length && free > r.epsilon; i++) {
-      parts[i] = Math.min(entries[i]!.newest, free)
+      const e = entries[i]!
+      if (e.decidedCentrally) continue
+      parts[i] = Math.min(e.newest, free)
       free -= parts[i]!
     }
     return parts
