@@ -206,8 +206,12 @@ export class Central {
       clock: this.#clock,
       socketFactory: () => new InProcessSocket(this.#host, tenant),
     })
+    // Stopped for good (a new part is made at the next ask), or one message refused (the part
+    // goes on): every `error` event had said "stopped", a refused report too.
     client.on('error', (error) =>
-      this.#log.warn({ tenant, err: error }, 'remote decisions: the central part stopped'),
+      client.failure === undefined
+        ? this.#log.warn({ tenant, err: error }, 'remote decisions: the central part was refused')
+        : this.#log.warn({ tenant, err: error }, 'remote decisions: the central part stopped'),
     )
     this.#clients.set(name, client)
     return client
