@@ -42,11 +42,15 @@ describe('keyed family under faults (real processes)', () => {
     { timeout: crowdedKeyedScenario.durationMs + 60_000 },
     async () => {
       const r = await runKeyedScenario(crowdedKeyedScenario)
+      // The steady window opens later by a restart slower than 1 s (measured 1.5 s here).
+      const steady = `from ${r.steadyFromMs} ms, the restart took ${Math.round(r.restartTookMs ?? 0)} ms`
       expect(r.keysSeen, 'keys asked for').toBeGreaterThan(5000)
       expect(r.remoteChecks, 'checks the coordinator decided').toBeGreaterThan(r.admitted)
       expect(r.keysOver, `keys over their bound (worst ${r.worstKey}: ${r.worstExcess})`).toBe(0)
-      expect(r.hotShareMean, 'the 20 hottest keys, mean').toBeGreaterThanOrEqual(0.95)
-      expect(r.hotShareMin, 'the 20 hottest keys, the lowest').toBeGreaterThanOrEqual(0.95)
+      expect(r.hotShareMean, `the 20 hottest keys, mean (${steady})`).toBeGreaterThanOrEqual(0.95)
+      expect(r.hotShareMin, `the 20 hottest keys, the lowest (${steady})`).toBeGreaterThanOrEqual(
+        0.95,
+      )
       expect(r.firstAdmitted, 'first checks of new keys admitted').toBeGreaterThan(0.99)
     },
   )
