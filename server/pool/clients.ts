@@ -3,6 +3,7 @@ import { inKindUnits } from '../../shared/index.js'
 import { isFamilyKey } from '../config/index.js'
 import { ClientState, type Entry, type ResourceState } from './entry.js'
 import { promoteDue } from './ahead.js'
+import { renewLate } from './edge-renewal.js'
 import { seedKey } from './hot-keys.js'
 import { heldVacancy, heldWithin, type HeldVacancy } from './held-handover.js'
 import { grantIncreases } from './increases.js'
@@ -331,6 +332,7 @@ export function acknowledge(
     const before = entry.committed
     if (entry.acknowledge(seq, nowMs)) {
       pool.touch(entry)
+      renewLate(pool, entry, nowMs)
       if (entry.committed < before) {
         touched.add(entry.resource)
         if (given !== undefined) noteGiven(pool, entry, before, given, nowMs)

@@ -206,6 +206,11 @@ export class ResourceState {
    * young for a while after (shapes/keyed-quota-share.ts).
    */
   sharedSinceMs = Number.NaN
+  /**
+   * A quota's window whose leases were sent again before its end (edge-renewal.ts; NaN before
+   * any): a lease acknowledged after that, before the end, is sent again then.
+   */
+  renewedWindow = Number.NaN
   rounds = 0
   /** While learning: what each client's hello claimed, and what of it was confirmed (made when first needed). */
   #claims: Map<Entry, Claim> | undefined
@@ -361,6 +366,8 @@ export class Entry {
   charged = 0
   /** Quota: the window of the newest lease sent (`noWindow` before any, and for one a ledger restored). */
   leaseWindow = noWindow
+  /** The quota window whose end its lease was last sent again for (edge-renewal.ts): once a window. */
+  renewedWindow = noWindow
   /** A quota: its block (a family's share) of the next window, sent ahead (ahead.ts); in `committed`. */
   ahead: AheadRecord | undefined = undefined
   /** That block, once it became the newest lease, until a round has sent it again or a newer one. */

@@ -155,6 +155,30 @@ describe('a named quota’s next window sent ahead', () => {
     expect(pool.windowEndMs('q', 59_950)).toBe(60_000)
   })
 
+  it('goes to a client whose lease waited for its ack at the renewal once it acknowledges, before the end', () => {
+    const pool = steady(59_000)
+    // a asks far more at 59.5 s: the round grants it more, the lease not acknowledged yet when
+    // the leases go again 100 ms before the end.
+    pool.reportDemand('a', [{ resource: 'q', wants: 50, window: 0 }], 59_500, 1_000)
+    const raised = pool.round('q', 59_500).find((b) => b.clientKey === 'a')!
+    const renewed = pool.renewEdges(['q'], 59_900)
+    expect(renewed.map((b) => b.clientKey).sort()).toEqual(['b', 'c'])
+    // Its ack comes 50 ms before the end: its lease goes again with its block of the next window.
+    const late = pool.acknowledge('a', raised.seq, undefined, 59_950)
+    expect(late.map((b) => b.clientKey)).toEqual(['a'])
+    const lease = late.filter((b) => b.clientKey === 'a').flatMap((b) => b.leases)[0]!
+    expect(lease.window).toMatchObject({ index: 0, next: { index: 1 } })
+    expect(lease.window!.next!.capacity).toBeGreaterThan(0)
+    let ahead = lease.window!.next!.capacity
+    for (const b of renewed) ahead += b.leases[0]!.window!.next!.capacity
+    expect(ahead).toBeLessThanOrEqual(settings.capacity)
+    // Once: an ack after that sends nothing again for it.
+    const seq = late.find((b) => b.clientKey === 'a')!.seq
+    expect(pool.acknowledge('a', seq, undefined, 59_960)).toEqual([])
+    // Nor after the end.
+    expect(pool.renewEdges(['q'], 60_000)).toEqual([])
+  })
+
   it('is not sent once the window has ended', () => {
     const pool = steady(59_000)
     expect(pool.renewEdges(['q'], 60_000)).toEqual([])
