@@ -157,8 +157,11 @@ export function askKeysRemote(
     void decided.then((answer) => {
       const at = hostMs()
       const ok = answer.admitted
-      if (first) out.push(JSON.stringify({ t: at, first: k, ok }))
-      out.push(JSON.stringify({ t: at, [ok ? 'a' : 'r']: { [k]: 1 }, lat: at - t }))
+      // A refusal says the coordinator's retry-after (`ra`, -1: none, as for a family its part
+      // holds nothing of yet), for a look afterwards.
+      const ra = ok ? {} : { ra: Number.isFinite(answer.retryAfterMs) ? answer.retryAfterMs : -1 }
+      if (first) out.push(JSON.stringify({ t: at, first: k, ok, ...ra }))
+      out.push(JSON.stringify({ t: at, [ok ? 'a' : 'r']: { [k]: 1 }, lat: at - t, ...ra }))
     })
   }
   out.push(JSON.stringify({ t, a: admitted, r: refused }))
