@@ -502,26 +502,35 @@ describe('pool (model-based)', () => {
   })
 })
 
+/**
+ * A world for a counterexample replayed step by step: each step checked as the property checks
+ * it; the slot capacity set (its bound kept until the excess drains); a process joining.
+ */
+function replay() {
+  const w = new World(0, 0, { headroomTolerance: 0 })
+  const step = (run: () => void) => {
+    run()
+    w.check()
+  }
+  const P = (i: Id) => w.processes.get(i)!
+  const capacity = (c: number) => {
+    w.bound.set(SLOTS, Math.max(w.bound.get(SLOTS)!, c))
+    w.settings.set(SLOTS, { ...w.settings.get(SLOTS)!, capacity: c, burst: c })
+    w.pool.refreshSettings(SLOTS)
+  }
+  const join = (i: Id, rate: number, slots: number) => {
+    P(i).wants = { [RATE]: rate, [SLOTS]: slots }
+    w.connect(P(i))
+  }
+  return { w, step, P, capacity, join }
+}
+
 describe('pool (model) regressions', () => {
   // CI, seed -727381748: a concurrency lease restored from the ledger lapsed while its process was
   // away; the process came back and went away again, and the disconnect extended the lapsed lease,
   // counting 2 committed of a capacity cut to 1.
   it('a lease that lapsed while its process was away does not count again when it goes away once more', () => {
-    const w = new World(0, 0, { headroomTolerance: 0 })
-    const step = (run: () => void) => {
-      run()
-      w.check()
-    }
-    const P = (i: Id) => w.processes.get(i)!
-    const capacity = (c: number) => {
-      w.bound.set(SLOTS, Math.max(w.bound.get(SLOTS)!, c))
-      w.settings.set(SLOTS, { ...w.settings.get(SLOTS)!, capacity: c, burst: c })
-      w.pool.refreshSettings(SLOTS)
-    }
-    const join = (i: Id, rate: number, slots: number) => {
-      P(i).wants = { [RATE]: rate, [SLOTS]: slots }
-      w.connect(P(i))
-    }
+    const { w, step, P, capacity, join } = replay()
     step(() => capacity(2))
     step(() => join('d', 0, 2))
     step(() => w.enqueue(w.pool.round(SLOTS, w.nowMs)))
@@ -541,26 +550,11 @@ describe('pool (model) regressions', () => {
   // written restored it pinned again, counting 1 committed of a capacity cut to 0. The restore's
   // state is written at once now (coordinator.ts, #restore; World.crash does the same).
   it('a pinned lease restored after a crash lapses once: a second crash does not count it again', () => {
-    const w = new World(0, 0, { headroomTolerance: 0 })
-    const step = (run: () => void) => {
-      run()
-      w.check()
-    }
-    const a = w.processes.get('a')!
-    step(() => {
-      w.bound.set(SLOTS, 1)
-      w.settings.set(SLOTS, { ...w.settings.get(SLOTS)!, capacity: 1, burst: 1 })
-      w.pool.refreshSettings(SLOTS)
-    })
-    step(() => {
-      a.wants = { [RATE]: 0, [SLOTS]: 1 }
-      w.connect(a)
-    })
+    const { w, step, capacity, join } = replay()
+    step(() => capacity(1))
+    step(() => join('a', 0, 1))
     step(() => w.enqueue(w.pool.round(SLOTS, w.nowMs)))
-    step(() => {
-      w.settings.set(SLOTS, { ...w.settings.get(SLOTS)!, capacity: 0, burst: 0 })
-      w.pool.refreshSettings(SLOTS)
-    })
+    step(() => capacity(0))
     step(() => w.crash())
     for (const ms of [375, 444, 661, 220]) step(() => w.advance(ms))
     expect(w.pool.committed(SLOTS, w.nowMs)).toBe(0)
@@ -573,29 +567,16 @@ describe('pool (model) regressions', () => {
   // crash restored it as not lapsed: the restore held it anew for the process that was away
   // (entry.ts, `disconnected`), 1 committed of a capacity cut to 0. The ledger says `lapsed` now.
   it('a slot that lapsed at a reconnect is restored lapsed: a second crash does not hold it anew', () => {
-    const w = new World(0, 0, { headroomTolerance: 0 })
-    const step = (run: () => void) => {
-      run()
-      w.check()
-    }
-    const b = w.processes.get('b')!
-    const capacity = (c: number) => {
-      w.bound.set(SLOTS, Math.max(w.bound.get(SLOTS)!, c))
-      w.settings.set(SLOTS, { ...w.settings.get(SLOTS)!, capacity: c, burst: c })
-      w.pool.refreshSettings(SLOTS)
-    }
-    const join = (slots: number) => {
-      b.wants = { [RATE]: 1, [SLOTS]: slots }
-      w.connect(b)
-    }
+    const { w, step, P, capacity, join } = replay()
+    const b = P('b')
     step(() => capacity(1))
-    step(() => join(1))
+    step(() => join('b', 1, 1))
     step(() => w.enqueue(w.pool.round(SLOTS, w.nowMs)))
     step(() => capacity(0))
     step(() => (w.disconnect(b), w.connect(b)))
     step(() => w.crash())
     for (const ms of [358, 509, 333]) step(() => w.advance(ms))
-    step(() => join(0))
+    step(() => join('b', 1, 0))
     expect(w.ledger.entries()[0]!.commitments[0]!.lapsed).toBe(true)
     step(() => w.advance(500))
     expect(w.pool.committed(SLOTS, w.nowMs)).toBe(0)
