@@ -27,6 +27,13 @@ const troubleEveryMs = 30_000
  */
 const stableConnectionMs = 10_000
 
+/**
+ * How long `close()` waits for the coordinator's half of the WebSocket closing handshake before
+ * it destroys the socket, ms. Unbounded here, ws waits 30 s: a coordinator that stalled (stopped,
+ * a half-open link) held a SIGTERM handler's `await client.close()` that long.
+ */
+const closeHandshakeMs = 1_000
+
 /** Whether a connection attempt failed because nothing listens at the address (TCP refused). */
 function refusedOutright(error: Error | undefined): boolean {
   return (error as NodeJS.ErrnoException | undefined)?.code === 'ECONNREFUSED'
@@ -196,7 +203,11 @@ export class Connection {
     const ws = this.#ws
     if (ws !== undefined && ws.readyState !== socketStates.closed) {
       await new Promise<void>((resolve) => {
-        ws.once('close', () => resolve())
+        const timer = this.#options.clock.setTimeout(() => ws.terminate(), closeHandshakeMs)
+        ws.once('close', () => {
+          timer.cancel()
+          resolve()
+        })
         ws.close(1000)
       })
     }

@@ -96,4 +96,25 @@ describe('client liveness', () => {
     }
     expect(client.connected).toBe(true)
   })
+
+  it('closes within a second of its clock when the coordinator never answers the close', async () => {
+    const { clock, server, proxy, client } = await setup(60_000)
+    await once(client, 'connect')
+    proxy.set('stalled')
+    let closed = false
+    const closing = client.close().then(() => (closed = true))
+    // ws waits 30 s for the coordinator's half of the closing handshake; ours, one second.
+    for (let t = 0; t < 950; t += 50) {
+      clock.advance(50)
+      await fetch(`${server.url}/healthz`)
+    }
+    expect(closed).toBe(false)
+    for (let t = 0; t < 200 && !closed; t += 50) {
+      clock.advance(50)
+      await fetch(`${server.url}/healthz`)
+    }
+    await closing
+    expect(closed).toBe(true)
+    expect(client.connected).toBe(false)
+  })
 })
