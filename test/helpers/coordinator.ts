@@ -15,7 +15,7 @@ export async function startCoordinator(
   config: ConfigInput | string,
   clock = new ManualClock(),
   port = 0,
-  more: { readonly dataDir?: string; readonly watchConfig?: boolean } = {},
+  more: { readonly dataDir?: string | false; readonly watchConfig?: boolean } = {},
 ): Promise<{ server: RunningCoordinator; clock: ManualClock }> {
   const server = await createCoordinator({
     config,

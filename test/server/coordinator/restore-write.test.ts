@@ -1,9 +1,8 @@
 import { describe, expect, it } from 'vitest'
 import type { Ledger, LedgerChange, LedgerEntry } from '../../../server/ledger/index.js'
 import type { ConfigInput } from '../../../server/config/index.js'
-import { createCoordinator } from '../../../server/index.js'
 import { ManualClock } from '../../../shared/index.js'
-import { apiAndDbConfig, closedAfterEach, silentLogger } from '../../helpers/coordinator.js'
+import { apiAndDbConfig, closedAfterEach, startCoordinator } from '../../helpers/coordinator.js'
 
 /**
  * A coordinator that resumes from a ledger writes down at once what the restore learned: every
@@ -47,15 +46,7 @@ const { running } = closedAfterEach()
 
 /** A coordinator of `config` on a manual clock, no ledger attached yet. */
 async function coordinatorOn(config: ConfigInput) {
-  const clock = new ManualClock()
-  const server = await createCoordinator({
-    config,
-    host: '127.0.0.1',
-    port: 0,
-    clock,
-    logger: silentLogger,
-    dataDir: false,
-  })
+  const { server, clock } = await startCoordinator(config, new ManualClock(), 0, { dataDir: false })
   running.push(server)
   return { clock, server }
 }
