@@ -52,8 +52,6 @@ export function renewLate(pool: PoolState, entry: Entry, nowMs: number): void {
     return
   const window = pool.windowOf(r, nowMs)
   if (window === undefined || window.index !== r.renewedWindow || nowMs >= window.endMs) return
-  // Already has its block of the next window: nothing new to say.
-  if (r.shape.nextBlocks !== undefined && entry.ahead?.window === window.index + 1) return
   renew(pool, r, window, [entry], nowMs)
 }
 
