@@ -76,25 +76,34 @@ export function ledgerEntries(
 }
 
 /**
- * Whether `e` needs no record in the ledger: a keyed quota's key entry whose every lease is of 0
- * (capacity and fallback), with nothing else a record would say (no use reported, no block
- * ahead, nothing inherited). A quota's holders get one at each window's first family lease for
- * each of the family's hot keys they hold nothing of (lease-out.ts, `withFamilyLease`), and drop
- * it idle soon after (hot-keys.ts, `idleKey`): over 30 gateways, ~4,000 such entries at each
- * edge, written three times (about 4 MB) and removed again, 60% of the ledger's bytes, in the
- * writes the next window's leases wait for (#41: a keyed quota's edges refused everything for
- * seconds after a coordinator restart, its writes taking 2–3.4 s).
+ * Whether `e` needs no record in the ledger: a hot key's entry (a keyed family's, rate or
+ * quota) whose every lease is of 0 (capacity and fallback), with nothing else a record would
+ * say (not pinned, no use reported, no block ahead, nothing inherited). A family's holders get
+ * one for each hot key they hold nothing of with their first family lease (lease-out.ts,
+ * `withFamilyLease`; a keyed quota's at each window's), and one whenever a round cuts them to 0;
+ * such entries go idle soon after (hot-keys.ts, `idleKey`). Over 30 gateways a keyed quota had
+ * ~4,000 of them at each edge, written three times (about 4 MB) and removed again, 60% of the
+ * ledger's bytes (#41: its edges refused everything for seconds after a coordinator restart,
+ * its writes taking 2–3.4 s). A crowded rate family (8 processes, 10,000 keys, the keyed fault
+ * run) had tens of thousands: after a coordinator restart, with every hot key's lease sent
+ * again on each process's new connection, its writes grew to 11–25 MB a line, 0.5–1.5 s each,
+ * 130 MB in the 15 s after the restart against 1.7 MB before it; the shortened batches held
+ * the hot keys at a fifth of their rate in 1 run of 3.
  *
  * Safe unwritten: a restored pool that does not know such an entry counts its client as holding
- * nothing of the key by it, which is what it holds. What keeps the client off its default share
- * of the key, the lease of 0, travels in the same batch as the family lease of the window that
- * share would be of (`withFamilyLease`); a client that never got that batch holds no share of
- * the window at all, and its next family lease carries the 0 again (`again`). A key seeded from
- * a share (hot-keys.ts, `seedKey`) starts above 0 and is written; once written, an entry is
- * written (and removed) as any, whatever it holds later.
+ * nothing of the key by it, which is what it holds (a client never goes back from a key's own
+ * lease to its default share by time: a lease of 0 ends in a fallback of 0, then 0). What keeps
+ * a new holder off its default share of a hot key, the lease of 0, travels in the same batch as
+ * its first family lease (of the window, for a quota); a client that never got that batch holds
+ * no share at all, and its next family lease carries the 0 again (`again`), for every hot key
+ * the restored pool knows. A key seeded from a share (hot-keys.ts, `seedKey`) starts above 0 and
+ * is written; once written, an entry is written (and removed) as any, whatever it holds later:
+ * so a restored pool knows every hot key some holder held more than 0 of, and tells each of its
+ * holders when it goes cold (removing such records once they hold 0 would let a restart forget
+ * a key on its way to cold, whose holders then keep their 0 of it).
  */
 export function unrecorded(e: Entry): boolean {
-  if (!e.resource.shape.hotKey || e.resource.settings.quotaWindow === undefined) return false
+  if (!e.resource.shape.hotKey) return false
   if (e.pinned || e.usedWindow !== noWindow || e.ahead !== undefined) return false
   if (e.inherit !== undefined || e.inheritedWindow !== noWindow || reservesSpend(e)) return false
   for (const l of e.leases) if (l.capacity !== 0 || l.fallback !== 0) return false

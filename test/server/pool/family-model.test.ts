@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest'
 import { resolveKeyedOptions } from '../../../client/options.js'
 import { KeyedFamily } from '../../../client/keyed/index.js'
 import type { FamilySettings, ResourceSettings } from '../../../server/config/index.js'
+import { MemoryLedger } from '../../../server/ledger/index.js'
 import { Pool, centralClientId, type LeaseBatch } from '../../../server/pool/index.js'
 import { ManualClock, keyOfId } from '../../../shared/index.js'
 import { resourceSettings } from '../../helpers/settings.js'
@@ -107,12 +108,16 @@ class Process {
 
 class World {
   readonly clock = new ManualClock(0, 0)
-  readonly pool: Pool
+  pool: Pool
+  /** What the pool wrote down before each batch left it: a coordinator restart starts from this. */
+  readonly ledger = new MemoryLedger()
+  readonly #settings: ReadonlyMap<string, ResourceSettings>
 
   /** Keys leased on their own at most (the coordinator's admission refuses more: they stay on the default split). */
   readonly maxHotKeys: number
 
   constructor(settings: ReadonlyMap<string, ResourceSettings> = manyHotKeys) {
+    this.#settings = settings
     this.pool = new Pool(0, (id) => settings.get(id), { track: true })
     this.maxHotKeys = settings.get(FAMILY)?.family?.maxHotKeys ?? Infinity
   }
@@ -123,6 +128,8 @@ class World {
   }
 
   enqueue(batches: readonly LeaseBatch[]): void {
+    // Write-ahead, as the coordinator does: a batch leaves once what covers it is written.
+    this.ledger.write(this.pool.takeChanges((ms) => ms))
     for (const batch of batches) {
       const p = this.processes.get(batch.clientKey as Id)
       if (p !== undefined && p.connected) p.inFlight.push({ batch, sentMs: this.nowMs })
@@ -224,6 +231,27 @@ class World {
   centralRestarts = 0
 
   /**
+   * The coordinator is SIGKILLed and restarted from its ledger: every connection drops (what
+   * was on its way is lost), its own part dies with it (a new instance takes its id), and the
+   * processes go on enforcing what they hold until they connect again (`join`).
+   */
+  restartCoordinator(): void {
+    for (const p of this.processes.values()) {
+      p.connected = false
+      p.inFlight = []
+    }
+    const old = this.processes.get(central)!
+    const next = new Process(central, this.clock, `${central}-instance-${++this.centralRestarts}`)
+    next.wants = { ...old.wants }
+    this.processes.set(central, next)
+    const settings = this.#settings
+    this.pool = new Pool(this.nowMs, (id) => settings.get(id), { track: true, learn: false })
+    this.pool.restore(this.ledger.entries(), (ms) => ms, this.nowMs)
+    // As the coordinator does (coordinator.ts, #restore): what the restore learned is written.
+    this.ledger.write(this.pool.takeChanges((ms) => ms))
+  }
+
+  /**
    * Closed cleanly, for good (a rolling deploy's SIGTERM): it releases its share with what it
    * held (server/pool/held-handover.ts) and its keys, and enforces nothing from then on.
    */
@@ -278,7 +306,7 @@ class World {
 
 type Step =
   | { op: 'join' | 'report' | 'disconnect' | 'crash' | 'close'; p: Id }
-  | { op: 'restart-central' }
+  | { op: 'restart-central' | 'restart-coordinator' }
   | { op: 'deliver'; p: Id; ackLost: boolean }
   | { op: 'want'; p: Id; key: number; wants: number }
   | { op: 'round'; key: number }
@@ -291,7 +319,7 @@ const step: fc.Arbitrary<Step> = fc.oneof(
     op: fc.constantFrom('join', 'report', 'disconnect', 'crash', 'close'),
     p: fc.constantFrom(...ids),
   }),
-  fc.record({ op: fc.constant('restart-central') }),
+  fc.record({ op: fc.constantFrom('restart-central', 'restart-coordinator') }),
   fc.record({ op: fc.constant('deliver'), p: fc.constantFrom(...ids), ackLost: fc.boolean() }),
   fc.record({
     op: fc.constant('deliver'),
@@ -359,6 +387,9 @@ function run(steps: readonly Step[], settings = manyHotKeys): World {
         break
       case 'restart-central':
         w.restartCentral()
+        break
+      case 'restart-coordinator':
+        w.restartCoordinator()
         break
       case 'deliver':
         w.deliver(p!, s.ackLost)
