@@ -92,3 +92,57 @@ describe("a crowded rate family's key entries that never hold anything", () => {
       expect(restarted.pool.committed('r/a', t)).toBeLessThanOrEqual(20 + 1e-9)
   })
 })
+
+describe("a rate family's key entry written while it held a share, then cut to 0", () => {
+  it('is written once at 0, not again with each resend of its 0', () => {
+    const pool = newPool()
+    const written: LedgerChange[] = []
+    const take = (out: readonly LeaseBatch[], nowMs: number): void => {
+      written.push(...pool.takeChanges((ms) => ms))
+      for (const b of out) pool.acknowledge(b.clientKey, b.seq, undefined, nowMs)
+    }
+    // Until 4 s every process checks locally, asking a little of key a: a goes hot, and each
+    // holds a share of it (written). Then every process decides remotely: the family is
+    // crowded, the coordinator's part holds a, and each process holds 0 of it while it still
+    // asks (so its entry is not dropped idle).
+    const period = (nowMs: number): void => {
+      const remote = nowMs >= 4000
+      for (const key of ['central', ...processes])
+        take(
+          pool.reportDemand(
+            key,
+            [
+              { resource: 'r/*', wants: 100, ...(remote ? { remote: true } : {}) },
+              { resource: 'r/a', wants: key === 'central' ? 50 : 5 },
+            ],
+            nowMs,
+          ).batches,
+          nowMs,
+        )
+      take(pool.roundMany(pool.familyIds('r/*'), nowMs), nowMs)
+    }
+    pool.connect('central', centralClientId, undefined, 'central-1', 0)
+    for (const p of processes) pool.connect(p, p, undefined, `${p}-1`, 0)
+    let t = 1000
+    for (; t <= 12_000; t += 1000) period(t)
+    // q comes back on a new connection four times: each time its 0 of a is sent again.
+    for (let i = 0; i < 4; i++) {
+      pool.disconnect('q', t)
+      pool.connect('q', 'q', undefined, 'q-1', t)
+      for (const end = t + 3000; t <= end; t += 1000) period(t)
+    }
+    const putsOf = (key: string) =>
+      written.flatMap((c) =>
+        'put' in c && c.put.clientKey === key && c.put.resource === 'r/a' ? [c.put] : [],
+      )
+    const held = (e: ReturnType<typeof putsOf>[number]): boolean =>
+      e.commitments.some((c) => c.capacity > 0 || c.fallback > 0)
+    const puts = putsOf('q')
+    // Written while it held a share; then once saying it holds 0; never again (the code
+    // before wrote it again at each new connection).
+    expect(puts.some(held)).toBe(true)
+    const firstZero = puts.findIndex((e) => !held(e))
+    expect(firstZero).toBeGreaterThan(0)
+    expect(puts.slice(firstZero)).toHaveLength(1)
+  })
+})
