@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { inKindUnits } from '../../shared/index.js'
+import { inKindUnits, shareOfKey } from '../../shared/index.js'
 import { isFamilyKey } from '../config/index.js'
 import { ClientState, type Entry, type ResourceState } from './entry.js'
 import { promoteDue } from './ahead.js'
@@ -257,12 +257,20 @@ export function reportDemand(
     entry.history.record(report.wants)
     entry.reportedMs = Math.floor(nowMs)
     if (report.used !== undefined && report.window !== undefined) {
-      // What a client says it used is held to what it was ever leased of the window: a larger
-      // count (a bug, or a client taking the rest of a shared budget by reporting it spent) is
-      // counted as that much, and answered with an error.
-      const most = Math.max(entry.used, entry.heldMost())
+      // What a client says it used is held to what it was ever leased of the window, and what
+      // it says it was handed as spent by a leaver (handover.ts; never more than its share of
+      // the family allows it of the key): a larger count (a bug, or a client taking the rest of
+      // a shared budget by reporting it spent) is counted as that much, and answered with an
+      // error. A count of another window than the one in force is not kept (`recordUsed`), and
+      // not checked: its leases are gone.
+      const handed = Math.min(report.charged ?? 0, familyPartOf(entry))
+      const most = Math.max(entry.used, entry.heldMost() + handed)
       const used = Math.min(report.used, most)
-      if (report.used > most + entry.resource.epsilon) (overReported ??= []).push(report.resource)
+      if (
+        report.used > most + entry.resource.epsilon &&
+        pool.windowOf(entry.resource, nowMs)?.index === report.window
+      )
+        (overReported ??= []).push(report.resource)
       recordUsed(pool, entry, used, report.window, nowMs)
       if (report.charged !== undefined && entry.usedWindow === report.window)
         entry.charged = Math.min(report.charged, entry.used)
@@ -426,6 +434,27 @@ function sumGiven(gave: readonly (readonly [string, number])[]): Map<string, num
   const sums = new Map<string, number>()
   for (const [id, n] of gave) if (n > 0) sums.set(id, (sums.get(id) ?? 0) + n)
   return sums
+}
+
+/**
+ * What a keyed quota's holder may have been handed of a key as spent by a leaver: at most its
+ * share of the family (the most it was leased of it), of the key's budget. A key leased on its
+ * own while the holder was handed a leaver's share (handover.ts) is leased less what the leaver
+ * spent of it, and the client reports those units in its use (`charged`): its use may pass
+ * what the key's own leases say by that much (found by the keyed quota model: `used` 11 of
+ * which 5 charged, against key leases of 6 at most: answered SLUICE_ERR_REPORT_INVALID, and
+ * counted as 6).
+ */
+function familyPartOf(entry: Entry): number {
+  const family = entry.resource.settings.family
+  if (family === undefined || family.familyId === entry.resource.settings.id) return 0
+  const share = entry.client.entries.get(family.familyId)
+  if (share === undefined) return 0
+  return shareOfKey(
+    entry.resource.settings.kind,
+    share.heldMost(),
+    entry.resource.settings.capacity,
+  )
 }
 
 /**

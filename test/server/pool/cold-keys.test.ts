@@ -171,6 +171,62 @@ describe('a report of used', () => {
   })
 })
 
+describe("a keyed quota key's report of used", () => {
+  it('passes its leases by what it says it was handed as spent, never by more than its family share of the key', () => {
+    const config = new CompiledConfig(
+      parseConfig({
+        resources: [
+          {
+            match: 'q/*',
+            keyed: true,
+            kind: 'quota',
+            capacity: 100,
+            window: '1h',
+            refreshMs: 1000,
+          },
+        ],
+      }),
+    )
+    const pool = new Pool(0, (id) => config.settingsFor(id), { learn: false })
+    const ack = (batches: readonly LeaseBatch[], nowMs: number): void => {
+      for (const b of batches) pool.acknowledge(b.clientKey, b.seq, undefined, nowMs)
+    }
+    for (const c of ['a', 'b']) {
+      pool.connect(c, c, undefined, `${c}-i`, 0)
+      ack(pool.reportDemand(c, [{ resource: 'q/*', wants: 1 }], 0).batches, 0)
+    }
+    ack(pool.roundMany(pool.familyIds('q/*'), 1), 1)
+    // Key k goes hot at a: a is leased a part of it on its own.
+    const window = pool.snapshot('q/*', 2)!.window!.index
+    ack(pool.reportDemand('a', [{ resource: 'q/k', wants: 5, used: 0, window }], 2).batches, 2)
+    const keyLease = pool.committedBy('a', 'q/k', 3)
+    const familyPart = pool.committedBy('a', 'q/*', 3) * 100
+    expect(keyLease).toBeGreaterThan(0)
+    // A count passing the key's lease by what was handed as spent (within the family part): taken.
+    const handed = pool.reportDemand(
+      'a',
+      [{ resource: 'q/k', wants: 5, used: keyLease + 3, charged: 3, window }],
+      4,
+    )
+    expect(handed.overReported).toEqual([])
+    // A hostile count, handed units and all: held to the key's lease and the family part.
+    const hostile = pool.reportDemand(
+      'a',
+      [{ resource: 'q/k', wants: 5, used: 1e15, charged: 1e15, window }],
+      5,
+    )
+    expect(hostile.overReported).toEqual(['q/k'])
+    expect(pool.keyLookup('q', 'k', 5)!.used).toBeLessThanOrEqual(keyLease + familyPart + 1e-9)
+    // A count of a window no longer in force is not kept, nor answered as over.
+    const past = pool.reportDemand(
+      'a',
+      [{ resource: 'q/k', wants: 5, used: 1e15, window: window - 1 }],
+      6,
+    )
+    expect(past.overReported).toEqual([])
+  })
+})
+
 describe('a batch', () => {
   it('carries one lease per resource, and its ack puts the last one sent in force', () => {
     const { pool, batches, period } = family(3)

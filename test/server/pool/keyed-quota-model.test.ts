@@ -152,7 +152,13 @@ class World {
 
   report(p: Process): void {
     if (!p.connected) return
-    this.enqueue(this.pool.reportDemand(p.id, p.family.takeReport(), this.nowMs).batches)
+    const report = p.family.takeReport()
+    const out = this.pool.reportDemand(p.id, report, this.nowMs)
+    // The client reports what it spent, as it counts it: never answered as more than it may
+    // have spent (SLUICE_ERR_REPORT_INVALID).
+    const over = report.filter((r) => out.overReported.includes(r.resource))
+    expect(over, `${p.id} at ${this.nowMs}`).toEqual([])
+    this.enqueue(out.batches)
   }
 
   deliver(p: Process, ackLost: boolean): void {
