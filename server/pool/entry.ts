@@ -355,15 +355,10 @@ export class Entry {
   resendDue = false
   /**
    * Whether the ledger may hold a record of this entry (a put written, or restored from one):
-   * a hot key's entry that never committed anything is not written (ledger-projection.ts,
+   * a keyed quota's key entry that never committed anything is not written (ledger-projection.ts,
    * `unrecorded`), and then neither is its removal.
    */
   ledgered = false
-  /**
-   * Whether the ledger's record of it says no more than that it holds 0 (written or restored
-   * while `unrecorded`): it is not written again while that stays so (ledger-projection.ts).
-   */
-  ledgeredZero = false
   /** Quota: units the client reported used in window `usedWindow` (`noWindow`: none reported). */
   used = 0
   usedWindow = noWindow

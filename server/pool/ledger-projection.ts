@@ -32,15 +32,8 @@ export function takeChanges(
   for (const removed of pool.removed.splice(0)) changes.push({ remove: removed })
   for (const e of pool.dirty) {
     if (e.client.entries.get(e.resource.settings.id) !== e) continue
-    const zero = unrecorded(e)
-    // Not written, or written as holding 0 and holding 0 still: a record would add nothing (the
-    // later ends of leases of 0, a resend's) but bytes. After a coordinator restart every hot
-    // key's lease is sent again to each process, on each new connection and with each family
-    // lease while it waits for the ack: the crowded keyed fault run rewrote thousands of such
-    // records a write (5-33 MB in the 15 s after the restart; 0.5 s writes).
-    if (zero && (!e.ledgered || e.ledgeredZero)) continue
+    if (!e.ledgered && unrecorded(e)) continue
     e.ledgered = true
-    e.ledgeredZero = zero
     changes.push({ put: ledgerEntry(e, toWallMs, stamp) })
   }
   pool.dirty.clear()
@@ -74,7 +67,6 @@ export function ledgerEntries(
       if (!e.ledgered && unrecorded(e)) continue
       // In the file from now (its removal, once it goes, is written too).
       e.ledgered = true
-      e.ledgeredZero = unrecorded(e)
       entries.push(ledgerEntry(e, toWallMs, stamp))
       if (reservesSpend(e))
         for (const x of e.reserved ?? [])
@@ -105,9 +97,8 @@ export function ledgerEntries(
  * its first family lease (of the window, for a quota); a client that never got that batch holds
  * no share at all, and its next family lease carries the 0 again (`again`), for every hot key
  * the restored pool knows. A key seeded from a share (hot-keys.ts, `seedKey`) starts above 0 and
- * is written; once written, an entry is written (and removed) as any, whatever it holds later
- * (but a record saying it holds 0 is not rewritten while it still does, `ledgeredZero`): so a
- * restored pool knows every hot key some holder held more than 0 of, and tells each of its
+ * is written; once written, an entry is written (and removed) as any, whatever it holds later:
+ * so a restored pool knows every hot key some holder held more than 0 of, and tells each of its
  * holders when it goes cold (removing such records once they hold 0 would let a restart forget
  * a key on its way to cold, whose holders then keep their 0 of it).
  */
@@ -278,7 +269,6 @@ export function restoreEntries(
         holdUntilMs: toMonoMs(le.ahead.untilMs, le),
       }
     if (le.pinned) entry.disconnected(nowMs)
-    entry.ledgeredZero = unrecorded(entry)
     entry.refresh(nowMs)
     pool.touch(entry)
     restored.push(entry)
