@@ -156,6 +156,8 @@ export class WriteAhead {
       if (this.#latencies.length > latencyWrites) this.#latencies.shift()
     }
     let unsent: LeaseBatch[] | undefined
+    /** Clients a batch of which was not sent: none of their later batches made so far goes. */
+    let gap: Set<string> | undefined
     let shortened = 0
     for (const item of items) {
       const sent: LeaseBatch[] = []
@@ -163,14 +165,17 @@ export class WriteAhead {
         // From the making of its leases (the pool counted them from then), else the enqueueing.
         const waitedMs = nowMs - (batch.madeMs ?? item.atMs)
         const lateMs = waitedMs - limitMs
-        if (!leaveAfter(batch, waitedMs, lateMs)) (unsent ??= []).push(batch)
-        else {
+        if (gap?.has(batch.clientKey) === true || !leaveAfter(batch, waitedMs, lateMs)) {
+          ;(unsent ??= []).push(batch)
+          ;(gap ??= new Set()).add(batch.clientKey)
+        } else {
           sent.push(batch)
           if (lateMs > 0) shortened++
         }
       }
       this.#host.deliver(sent)
     }
+    if (gap !== undefined) this.#dropAfterGap(gap, (unsent ??= []))
     if (shortened > 0 || unsent !== undefined)
       this.#writtenLate(shortened, unsent ?? [], nowMs - items[0]!.atMs)
     for (const item of items) for (const then of item.then) then(true)
@@ -197,9 +202,27 @@ export class WriteAhead {
     )
   }
 
+  /**
+   * A client's batches go in the order they were made, none after one that did not go: a
+   * later batch may carry a family lease that lets its client take its default share of
+   * every key not leased on its own, and a lease of 0 of a hot key in the batch that did not
+   * go is what keeps it off that key's. Those of `gap`'s clients waiting for the next write
+   * (made before the pool heard of the gap: they do not carry what it lost again) go unsent
+   * too, into `unsent`; batches made from now on carry again what did not go (`Pool.unsent`).
+   */
+  #dropAfterGap(gap: ReadonlySet<string>, unsent: LeaseBatch[]): void {
+    for (const item of this.#pending) {
+      const keep: LeaseBatch[] = []
+      for (const batch of item.batches) (gap.has(batch.clientKey) ? unsent : keep).push(batch)
+      if (keep.length < item.batches.length) item.batches.splice(0, item.batches.length, ...keep)
+    }
+  }
+
   /** A failed write sends nothing: its leases stay counted and lapse. */
   #writeFailed(items: readonly Item[], error: unknown): void {
-    this.#host.unsent(items.flatMap((i) => i.batches))
+    const unsent = items.flatMap((i) => i.batches)
+    this.#dropAfterGap(new Set(unsent.map((b) => b.clientKey)), unsent)
+    this.#host.unsent(unsent)
     this.#host.metrics.errors.inc({ code: 'SLUICE_ERR_LEDGER_WRITE' })
     this.#host.log.error({ err: error }, 'ledger write failed; the leases it covers were not sent')
     for (const item of items) for (const then of item.then) then(false)

@@ -179,8 +179,13 @@ class World {
   deliver(p: Process, ackLost: boolean): void {
     const next = p.inFlight.shift()
     if (next === undefined || !p.connected) return
-    // A message later than graceMs is lost (the protocol's assumption).
-    if (this.nowMs - next.sentMs > 200) return
+    // A message later than graceMs is lost (the protocol's assumption): on one connection,
+    // with every later one (a connection that holds a message that long is dropped, by the
+    // heartbeat at the latest); the process connects again at once.
+    if (this.nowMs - next.sentMs > 200) {
+      this.disconnect(p)
+      return this.connect(p)
+    }
     for (const l of next.batch.leases)
       if (l.resource === FAMILY) p.family.applyFamilyLease(l)
       else p.family.applyKeyLease(keyOfId('k', l.resource)!, l)

@@ -19,7 +19,9 @@ function manyHolders(n: number) {
   const take = (batches: readonly LeaseBatch[], nowMs: number): void => {
     for (const b of batches) {
       for (const l of b.leases) if (l.resource === 'key/hot') leases.set(b.clientKey, l.capacity)
-      pool.acknowledge(b.clientKey, b.seq, undefined, nowMs)
+      // What an ack frees goes out at once (an increase waiting for it), as the coordinator
+      // sends it.
+      take(pool.acknowledge(b.clientKey, b.seq, undefined, nowMs), nowMs)
     }
   }
   const clients = Array.from({ length: n }, (_, i) => `p${String(i).padStart(3, '0')}`)
