@@ -713,10 +713,12 @@ describe('keyed quotas in the pool (model, against the client)', () => {
     expect(w.admitted.get('b@0')).toBeLessThanOrEqual(12)
     // 10 were admitted while the lost lease left q's connection up (the model's messages were
     // lost one at a time until 2026-12-06); with the connection lost too, q spends 4 of b and
-    // then holds a lease of 6 of it that it cannot spend: r's 5 of b count twice, in r's
-    // released key lease of b (6, committed for the window) and in q's use (handed as spent,
-    // `charged`), so q's target of 9 never fits beside r's 6 in b's 12. Three units of b lost
-    // to the handover, not fixed yet.
+    // then holds a lease of 6 of it that it cannot spend: b went hot after r had closed, and
+    // seedKey (hot-keys.ts) seeded r's share, set aside for its heir, with a key lease of b of
+    // its whole half (6, committed for the window), while q's use counts r's 5 as handed
+    // (`charged`): r's spending counts twice, and q's target of 9 never fits beside r's 6 in
+    // b's 12. Three units of b lost to the handover, not fixed yet (a vacant share's key seed
+    // should be what it said it spent of the key, and go once its heir has it).
     expect(w.admitted.get('b@0')).toBeGreaterThanOrEqual(9)
   })
 
