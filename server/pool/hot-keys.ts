@@ -151,13 +151,30 @@ export function seedKey(pool: PoolState, r: ResourceState, nowMs: number, send: 
     // share less those units (never less than its share before: the leaver spent at most its
     // own), so each lease is seeded less them.
     const charge = key === undefined ? 0 : inheritedCharge(fe, key, window)
+    // A share released, set aside for an heir with what its process spent of each key
+    // (handover.ts, `vacancy`): its process spends no more, so its part of the key is what it
+    // spent, no more. Seeded its whole part, the rest stayed stranded for the window (the keyed
+    // quota model: q stopped at 9 of b's 12). What it spent is counted twice once its heir has
+    // heard it was handed those units (the heir's use counts them too): not while the heir may
+    // not have heard (its lease of the key is seeded less them, and nothing else counts them).
+    const v = fe.vacancy
+    const vacantMost =
+      v === undefined || window === undefined || v.window !== window.index
+        ? Infinity
+        : spentOf(v.keys, key)
     entry.restore(
       fe.leases.map((l) => ({
         ...l,
         seq: 0,
         acked: true,
-        capacity: Math.max(0, shareOfKey(kind, l.capacity, capacity) - charge),
-        fallback: Math.max(0, shareOfKey(kind, l.fallback, capacity) - charge),
+        capacity: Math.min(
+          vacantMost,
+          Math.max(0, shareOfKey(kind, l.capacity, capacity) - charge),
+        ),
+        fallback: Math.min(
+          vacantMost,
+          Math.max(0, shareOfKey(kind, l.fallback, capacity) - charge),
+        ),
       })),
       nowMs,
     )
@@ -174,4 +191,11 @@ export function seedKey(pool: PoolState, r: ResourceState, nowMs: number, send: 
     seeded.push(entry)
   }
   for (const entry of seeded) send(entry, entry.newest, nowMs)
+}
+
+/** Units of `key` a released share said its process spent (0: none, or no key). */
+function spentOf(keys: readonly (readonly [string, number])[], key: string | undefined): number {
+  let units = 0
+  if (key !== undefined) for (const [k, n] of keys) if (k === key) units += n
+  return units
 }
