@@ -681,6 +681,19 @@ describe('keyed quotas in the pool (model, against the client)', () => {
     expect(w.admitted.get('b@3')).toBeLessThanOrEqual(12)
   })
 
+  /** r alone, then q joins; r spends 5 of b's 12 and closes, saying so. */
+  const rClosesHavingSpentB: Step[] = [
+    { op: 'join', p: 'r' },
+    tick([]),
+    tick([]),
+    tick([]),
+    { op: 'join', p: 'q' },
+    tick([]),
+    tick([]),
+    { op: 'spend', p: 'r', key: 'b', n: 5, ghost: false },
+    { op: 'release', p: 'r' },
+  ]
+
   it('hands a released share on with what it spent, even when the lease that carried it is lost (found by the model: 13 of 12)', () => {
     // r alone holds half of every key (a third in the family's first two refresh periods, then
     // grown); q joins (a third); r spends 5 of b's 12 and closes,
@@ -690,15 +703,7 @@ describe('keyed quotas in the pool (model, against the client)', () => {
     // lease must not give q r's half of b whole). Then q comes back on a new connection: the
     // family lease that goes again must still say b's 5 are spent.
     const steps: Step[] = [
-      { op: 'join', p: 'r' },
-      tick([]),
-      tick([]),
-      tick([]),
-      { op: 'join', p: 'q' },
-      tick([]),
-      tick([]),
-      { op: 'spend', p: 'r', key: 'b', n: 5, ghost: false },
-      { op: 'release', p: 'r' },
+      ...rClosesHavingSpentB,
       { op: 'advance', ms: 700 },
       { op: 'round' },
       ...Array.from({ length: 6 }, () => tick([['b', 4]])),
@@ -724,18 +729,7 @@ describe('keyed quotas in the pool (model, against the client)', () => {
   it("seeds a closed process's share with what it spent of a key that goes hot, not its whole part", () => {
     // As above, but q spends b at once after r closes, b going hot as r's share is handed on:
     // r's entry of b holds what r spent of it at most, and q spends the 7 that are left.
-    const w = run([
-      { op: 'join', p: 'r' },
-      tick([]),
-      tick([]),
-      tick([]),
-      { op: 'join', p: 'q' },
-      tick([]),
-      tick([]),
-      { op: 'spend', p: 'r', key: 'b', n: 5, ghost: false },
-      { op: 'release', p: 'r' },
-      ...Array.from({ length: 14 }, () => tick([['b', 4]])),
-    ])
+    const w = run([...rClosesHavingSpentB, ...Array.from({ length: 14 }, () => tick([['b', 4]]))])
     expect(w.admitted.get('b@0')).toBeLessThanOrEqual(12)
     // All of b, as one central counter admits (11 when r's entry was seeded its whole half).
     expect(w.admitted.get('b@0')).toBe(12)
