@@ -198,7 +198,12 @@ export function inheritedCharge(
 ): number {
   const inherit = entry.inherit
   if (inherit === undefined || window === undefined || inherit.window !== window.index) return 0
+  return unitsOf(inherit.keys, key)
+}
+
+/** Units of `key` in a list of spent keys (a release's, a handover's): 0 when it is not named. */
+export function unitsOf(keys: readonly (readonly [string, number])[], key: string): number {
   let units = 0
-  for (const [k, n] of inherit.keys) if (k === key) units += n
+  for (const [k, n] of keys) if (k === key) units += n
   return units
 }

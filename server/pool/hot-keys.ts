@@ -3,7 +3,7 @@ import type { ResourceSettings } from '../config/index.js'
 import { batchOf, putLease } from './batches.js'
 import type { ClientState, Entry, ResourceState } from './entry.js'
 import { promoteDue } from './ahead.js'
-import { inheritedCharge } from './handover.js'
+import { inheritedCharge, unitsOf } from './handover.js'
 import { forget, subscribe, unsubscribe } from './registry.js'
 import type { PoolState } from './state.js'
 
@@ -161,7 +161,9 @@ export function seedKey(pool: PoolState, r: ResourceState, nowMs: number, send: 
     const vacantMost =
       v === undefined || window === undefined || v.window !== window.index
         ? Infinity
-        : spentOf(v.keys, key)
+        : key === undefined
+          ? 0
+          : unitsOf(v.keys, key)
     entry.restore(
       fe.leases.map((l) => ({
         ...l,
@@ -191,11 +193,4 @@ export function seedKey(pool: PoolState, r: ResourceState, nowMs: number, send: 
     seeded.push(entry)
   }
   for (const entry of seeded) send(entry, entry.newest, nowMs)
-}
-
-/** Units of `key` a released share said its process spent (0: none, or no key). */
-function spentOf(keys: readonly (readonly [string, number])[], key: string | undefined): number {
-  let units = 0
-  if (key !== undefined) for (const [k, n] of keys) if (k === key) units += n
-  return units
 }
