@@ -50,6 +50,8 @@ export interface Vacancy {
   readonly id: string
   /** The holder it was handed to, until that one acknowledges. */
   heir?: Entry | undefined
+  /** Its process's entries of keys that went hot while it waited, seeded from it (`dropSeeded`). */
+  seeded?: Entry[] | undefined
 }
 
 /**
@@ -84,7 +86,10 @@ export function handOver(
       continue
     }
     if (v.heir !== undefined) {
-      if (inherited(v.heir, windowIndex, v.id)) unsubscribe(pool, e)
+      if (inherited(v.heir, windowIndex, v.id)) {
+        dropSeeded(pool, v)
+        unsubscribe(pool, e)
+      }
       continue
     }
     const heir = heirOf(sharing, (taken ??= new Set()), e, windowIndex, v.keys.length)
@@ -103,6 +108,21 @@ export function handOver(
     }
     send(pool, heir, heir.newest + e.committed, nowMs)
   }
+}
+
+/**
+ * The keys of `vacancy`'s family that went hot while it waited for its heir were seeded with
+ * what its process spent of them (hot-keys.ts, `seedKey`): once the heir has acknowledged, its
+ * use of each counts those units (the client charges them, client/keyed/family.ts), so the
+ * leaver's entries of them go: kept to the window's end, they counted the units twice and
+ * the heir could never be leased the whole of what was left (the keyed quota model: 9 of a
+ * key's 12 admitted). A key leased on its own before the process closed is not seeded from
+ * the vacancy (its release names only what it spent of its default share): its entry stays.
+ */
+function dropSeeded(pool: PoolState, v: Vacancy): void {
+  for (const k of v.seeded ?? [])
+    if (k.client.entries.get(k.resource.settings.id) === k) unsubscribe(pool, k)
+  v.seeded = undefined
 }
 
 /**
