@@ -724,6 +724,42 @@ describe('keyed quotas in the pool (model, against the client)', () => {
     expect(w.admitted.get('b@0')).toBe(12)
   })
 
+  it('keeps what a closed process spent of a key leased to it on its own, once its heir has what it spent of the rest', () => {
+    // r spends a fast, so a goes hot and r is leased a on its own; r closes having spent of a
+    // and of b (b by its default part, so its release names b only), and q is handed r's
+    // share. Once q has acknowledged, r's entries seeded from its share may go
+    // (handover.ts, dropSeeded), but not its own lease of a: what r spent of a counts to the
+    // window's end.
+    const steps: Step[] = [
+      { op: 'join', p: 'r' },
+      tick([]),
+      tick([]),
+      tick([]),
+      { op: 'join', p: 'q' },
+      tick([]),
+      tick([]),
+      ...Array.from({ length: 4 }, (): Step[] => [
+        { op: 'spend', p: 'r', key: 'a', n: 3, ghost: false },
+        tick([]),
+      ]).flat(),
+      { op: 'spend', p: 'r', key: 'b', n: 5, ghost: false },
+      { op: 'release', p: 'r' },
+      ...Array.from({ length: 20 }, () =>
+        tick([
+          ['a', 4],
+          ['b', 4],
+        ]),
+      ),
+    ]
+    const w = run(steps)
+    // Dropping r's entry of a with the seeded one of b let q be leased what r had spent of a:
+    // 33 of 30 (the model's check of every step fails first).
+    expect(w.admitted.get('a@0')).toBeLessThanOrEqual(budget)
+    // Both keys whole, as one central counter admits.
+    expect(w.admitted.get('a@0')).toBe(budget)
+    expect(w.admitted.get('b@0')).toBe(12)
+  })
+
   it("seeds a closed process's share with what it spent of a key that goes hot, not its whole part", () => {
     // As above, but q spends b at once after r closes, b going hot as r's share is handed on:
     // r's entry of b holds what r spent of it at most, and q spends the 7 that are left.
