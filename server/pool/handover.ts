@@ -50,8 +50,12 @@ export interface Vacancy {
   readonly id: string
   /** The holder it was handed to, until that one acknowledges. */
   heir?: Entry | undefined
-  /** Its process's entries of keys that went hot while it waited, seeded from it (`dropSeeded`). */
-  seeded?: Entry[] | undefined
+  /**
+   * Let go by the live coordinator's part for a process that joined (central-room.ts): it goes
+   * to any holder. Without it a share of the coordinator's part is a dead part's, and goes to
+   * the new part only (`heirOf`).
+   */
+  anyHeir?: true
 }
 
 /**
@@ -86,13 +90,10 @@ export function handOver(
       continue
     }
     if (v.heir !== undefined) {
-      if (inherited(v.heir, windowIndex, v.id)) {
-        dropSeeded(pool, v)
-        unsubscribe(pool, e)
-      }
+      if (inherited(v.heir, windowIndex, v.id)) unsubscribe(pool, e)
       continue
     }
-    const heir = heirOf(sharing, (taken ??= new Set()), e, windowIndex, v.keys.length)
+    const heir = heirOf(sharing, (taken ??= new Set()), e, v, windowIndex, v.keys.length)
     if (heir === undefined) continue
     const patient = nowMs - v.sinceMs < patienceRefreshes * r.settings.refreshMs
     if (patient && heir.newest > r.epsilon) continue
@@ -108,21 +109,6 @@ export function handOver(
     }
     send(pool, heir, heir.newest + e.committed, nowMs)
   }
-}
-
-/**
- * The keys of `vacancy`'s family that went hot while it waited for its heir were seeded with
- * what its process spent of them (hot-keys.ts, `seedKey`): once the heir has acknowledged, its
- * use of each counts those units (the client charges them, client/keyed/family.ts), so the
- * leaver's entries of them go: kept to the window's end, they counted the units twice and
- * the heir could never be leased the whole of what was left (the keyed quota model: 9 of a
- * key's 12 admitted). A key leased on its own before the process closed is not seeded from
- * the vacancy (its release names only what it spent of its default share): its entry stays.
- */
-function dropSeeded(pool: PoolState, v: Vacancy): void {
-  for (const k of v.seeded ?? [])
-    if (k.client.entries.get(k.resource.settings.id) === k) unsubscribe(pool, k)
-  v.seeded = undefined
 }
 
 /**
@@ -168,6 +154,7 @@ function heirOf(
   sharing: readonly Entry[],
   taken: ReadonlySet<Entry>,
   vacancy: Entry,
+  v: Vacancy,
   windowIndex: number,
   keys: number,
 ): Entry | undefined {
@@ -187,8 +174,8 @@ function heirOf(
     // entries say nothing of how they check), and the share went to a gateway that asked the
     // coordinator for every check; carried into each next window as the split it ended with,
     // the new part held nothing of the family for 50 s (#41, the keyed quota over 30 gateways).
-    if (vacancy.client.clientId === centralClientId && e.client.clientId !== centralClientId)
-      continue
+    const deadPart = vacancy.client.clientId === centralClientId && v.anyHeir !== true
+    if (deadPart && e.client.clientId !== centralClientId) continue
     // One handover at a time: the next once it acknowledged the last.
     if (e.inherit !== undefined && !inherited(e, windowIndex)) continue
     if (e.inheritedWindow !== windowIndex) {

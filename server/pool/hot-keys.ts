@@ -189,7 +189,6 @@ export function seedKey(pool: PoolState, r: ResourceState, nowMs: number, send: 
       entry.refresh(nowMs)
     }
     entry.seededMs = Math.floor(nowMs)
-    if (vacantMost !== Infinity) (v!.seeded ??= []).push(entry)
     pool.touch(entry)
     seeded.push(entry)
   }

@@ -9,6 +9,7 @@ export type {
   Holding,
   KeyResetOutcome,
   LeaseBatch,
+  PoolOptions,
   QuotaClock,
   SettingsLookup,
 } from './pool.js'

@@ -11,14 +11,16 @@ import { ManualClock, domainLimits } from '../../../shared/index.js'
  */
 function world() {
   const clock = new ManualClock()
-  const family = new KeyedFamily('k', resolveKeyedOptions('k', {}), clock, clock, {
-    requestEarlyReport: () => undefined,
-    drained: () => undefined,
-  })
+  const newFamily = (): KeyedFamily =>
+    new KeyedFamily('k', resolveKeyedOptions('k', {}), clock, clock, {
+      requestEarlyReport: () => undefined,
+      drained: () => undefined,
+    })
+  let family = newFamily()
   const window = { index: 3, lengthMs: 60_000, endsInMs: 60_000, quota: 100 }
-  family.applyFamilyLease({
+  const lease = {
     resource: 'k/*',
-    kind: 'quota',
+    kind: 'quota' as const,
     capacity: 1,
     burst: 1,
     ttlMs: 60_000,
@@ -26,8 +28,9 @@ function world() {
     safeCapacity: 0,
     safeHoldMs: 0,
     window,
-    family: { kind: 'quota', capacity: 100, burst: 100 },
-  })
+    family: { kind: 'quota' as const, capacity: 100, burst: 100 },
+  }
+  family.applyFamilyLease(lease)
   const reserved: [string, number, [string, number][]][] = []
   // Writes asked for, in order; what waits for the next write goes with the next one asked for
   // (as the coordinator's write-ahead queue does it, where the leases' writes come too).
@@ -61,7 +64,14 @@ function world() {
     reserve.settle(waits, (ok) => void sent.push(ok))
     return waits
   }
-  return { ask, reserved, full, writes, withNext, sent, clock }
+  /** The part's handle of the family dropped (its share handed on), a new one in its place. */
+  const letGo = (forget: boolean): void => {
+    family.close()
+    if (forget) reserve.forget(undefined, 'k/*')
+    family = newFamily()
+    family.applyFamilyLease(lease)
+  }
+  return { ask, reserved, full, writes, withNext, sent, clock, letGo }
 }
 
 describe("the coordinator's part's keyed quota answers, written ahead", () => {
@@ -99,6 +109,25 @@ describe("the coordinator's part's keyed quota answers, written ahead", () => {
     expect(sent).toHaveLength(before + waited + 1)
     // Never reserved past the key's budget.
     expect(reservedOf(3)).toBeLessThanOrEqual(100)
+  })
+
+  it("counts a new handle's admissions afresh once the part's share was let go: each is reserved for the share it is spent of", () => {
+    // The pool hands the old handle's share on with what was reserved (server/pool/
+    // central-room.ts); the new handle's share is a new entry, whose reservations start empty.
+    for (const forget of [true, false]) {
+      const { ask, reserved, writes, letGo, clock } = world()
+      ask('a')
+      writes.shift()!(true)
+      // A slow key: its next unit was reserved ahead.
+      clock.advance(2000)
+      letGo(forget)
+      const ofThisWindow = (): number => reserved.filter(([, w]) => w === 3).length
+      const before = ofThisWindow()
+      ask('a')
+      // Forgotten, its first unit is reserved again; kept, the old count (reserved ahead of
+      // it) covered it, and the new share's reservations would not name it.
+      expect(ofThisWindow() > before).toBe(forget)
+    }
   })
 
   it('refuses the answers a failed write was to cover (their units stay counted at the part)', () => {
