@@ -747,8 +747,10 @@ describe('keyed quotas in the pool (model, against the client)', () => {
     // dropping r's entry of b once q has acknowledged the handover (tried, 2026-12-06) loses
     // the 5 where q's own lease of b is below them (the lease q cannot acknowledge commits
     // nothing beyond itself): 31 of 30, found by the model with the coordinator's part
-    // holding the room. r's entry could go once q has acknowledged a lease of b sent after it
-    // counted the units (that lease then covers them); not built.
+    // holding the room. Nor can it wait for q to acknowledge a lease of b sent after it counted
+    // the units (tried too): q counts 9 used of b and holds a lease of 6, which no increase can
+    // reach while r's 5 count (q acknowledges only a lease its use fits in). What would do: the
+    // pool counting a quota key's reported use as committed (q's 9 then cover r's 5); not built.
     expect(w.admitted.get('b@0')).toBeGreaterThanOrEqual(9)
   })
 
