@@ -282,23 +282,6 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
     if (this.connected) this.#report(false)
   }
 
-  /**
-   * Drops the handle of the keyed family `prefix` without releasing it: it admits nothing
-   * more, and `keyed(prefix)` makes a new one, which starts afresh. For the coordinator's own
-   * part, whose share the coordinator hands on itself (server/pool/central-room.ts); a process
-   * that calls it keeps its share counted to the window's end (or its lease's). @internal
-   */
-  dropKeyed(prefix: string): void {
-    const familyId = familyIdOf(prefix)
-    const f = this.#holders.get(familyId)
-    if (!(f instanceof KeyedFamily)) return
-    this.#holders.delete(familyId)
-    this.#families.splice(this.#families.indexOf(f), 1)
-    for (const id of [...this.#pendingAcks.keys()])
-      if (id === familyId || f.holds(id)) this.#pendingAcks.delete(id)
-    f.close()
-  }
-
   /** The holder a lease of `id` is for: a resource, a family, or the family of a key. */
   #holderOf(id: string): Holder | undefined {
     return this.#holders.get(id) ?? this.#families.find((f) => f.holds(id))

@@ -217,19 +217,6 @@ export class Central {
     return client
   }
 
-  /**
-   * The pool hands the part's share of the keyed quota `familyId` on to a process that joined
-   * (server/pool/central-room.ts): the part admits nothing more of it, at once (its handle is
-   * dropped; the next ask makes a new one, which starts afresh).
-   */
-  letGo(tenant: string | undefined, familyId: string): void {
-    const family = this.#host.familyOf(familyId)
-    const client = this.#clients.get(tenant ?? '')
-    if (family === undefined || client === undefined) return
-    client.dropKeyed(family.prefix)
-    this.#reserve.forget(tenant, familyId)
-  }
-
   /** The central parts close (a step-down, a shutdown): their leases lapse as a closed client's. */
   closeAll(): void {
     for (const client of this.#clients.values()) void client.close()

@@ -103,12 +103,7 @@ export class Coordinator {
     this.#core = this.#makeCore()
     this.#rounds = new Rounds(clock, () => this.limits.roundDebounceMs, this.#core)
     this.#outbox = new Outbox(this.#core)
-    this.#start = new PoolStart(
-      clock,
-      this.#settings,
-      () => this.#outbox.ledger,
-      (tenant, familyId) => this.#central.letGo(tenant, familyId),
-    )
+    this.#start = new PoolStart(clock, this.#settings, () => this.#outbox.ledger)
     this.#pool = this.#start.pool()
     this.#central = new Central(
       {

@@ -5,7 +5,7 @@ import {
   type Ledger,
   type LedgerEntry,
 } from '../ledger/index.js'
-import { Pool, type PoolOptions } from '../pool/index.js'
+import { Pool } from '../pool/index.js'
 import { QuotaWindows } from './quota-clock.js'
 import type { SettingsSource } from './settings.js'
 
@@ -34,19 +34,10 @@ export class PoolStart {
   /** Its ledger was new (nothing was ever leased from it): a first lease may start full. */
   #neverLeased = false
 
-  /** The coordinator's own part lets a keyed quota share go (PoolOptions, `letGoCentral`). */
-  readonly #letGoCentral: PoolOptions['letGoCentral']
-
-  constructor(
-    clock: Clock,
-    settings: SettingsSource,
-    ledger: () => Ledger | undefined,
-    letGoCentral?: PoolOptions['letGoCentral'],
-  ) {
+  constructor(clock: Clock, settings: SettingsSource, ledger: () => Ledger | undefined) {
     this.#clock = clock
     this.#settings = settings
     this.#ledger = ledger
-    this.#letGoCentral = letGoCentral
     this.#startedMs = clock.now()
     this.#windows = new QuotaWindows(clock)
   }
@@ -105,7 +96,6 @@ export class PoolStart {
       quotaClock: this.#windows.at,
       // From now on the pool sees every lease (before: what the ledger restored, or learning).
       quietSinceMs: this.#neverLeased ? -Infinity : this.#clock.now(),
-      ...(this.#letGoCentral === undefined ? {} : { letGoCentral: this.#letGoCentral }),
     })
   }
 

@@ -209,16 +209,6 @@ export class SpendReserve {
     covering.waiting.push(send)
   }
 
-  /**
-   * The part's handle of `familyId` was dropped, its share handed on with what the pool holds
-   * reserved (server/pool/central-room.ts): a new handle's counts start from nothing, so each of
-   * its admissions is reserved for the share it is spent of. (Everything raised was handed to
-   * the pool already: `settle` writes it before each frame's answers.)
-   */
-  forget(tenant: string | undefined, familyId: string): void {
-    this.#families.delete(`${tenant ?? ''}\u0000${familyId}`)
-  }
-
   #familyOf(tenant: string | undefined, familyId: string): FamilyCounts {
     const name = `${tenant ?? ''}\u0000${familyId}`
     let counts = this.#families.get(name)

@@ -234,60 +234,43 @@ export function deadCentralSpent(
   const ids: string[] = []
   const spent: SpentReport[] = []
   for (const e of client.entries.values()) {
-    const one = centralSpentOf(pool, client, e, nowMs)
-    if (one === undefined) continue
-    ids.push(...one.ids)
-    spent.push(...one.spent)
+    if (!reservesSpend(e) || e.reserved === undefined || e.vacancy !== undefined) continue
+    promoteDue(pool, e, nowMs)
+    const w = pool.windowOf(e.resource, nowMs)?.index
+    if (w === undefined || e.leaseWindow !== w) continue
+    if (e.inheritedWindow === w || e.inherit?.window === w) continue
+    // Reserved of the next window (ahead of its first checks, or spent by a check between the
+    // two) while a block of it sent ahead is held: the release would free that block.
+    const aheadSpent = e.reserved.some(
+      (x) => x.window > w && (x.full === true || [...x.keys.values()].some((n) => n > 0)),
+    )
+    if (aheadSpent && e.ahead !== undefined && e.ahead.window > w) continue
+    const record = e.reserved.find((x) => x.window === w)
+    // More keys than a release may say.
+    if (record?.full === true) continue
+    const units = record?.keys
+    const family = e.resource.settings.family!
+    const hotIds: string[] = []
+    const hotSpent: SpentReport[] = []
+    const hot = new Set<string>()
+    let vouches = true
+    for (const h of client.entries.values()) {
+      if (!h.resource.shape.hotKey || h.resource.settings.family?.familyId !== family.familyId)
+        continue
+      const id = h.resource.settings.id
+      const key = keyOfId(family.prefix, id)
+      promoteDue(pool, h, nowMs)
+      if (key === undefined || h.leaseWindow !== w) continue
+      if (aheadSpent && h.ahead !== undefined && h.ahead.window > w) vouches = false
+      hot.add(key)
+      hotIds.push(id)
+      hotSpent.push({ resource: id, window: w, used: units?.get(key) ?? 0 })
+    }
+    const keys: [string, number][] = []
+    for (const [key, n] of units ?? []) if (n > 0 && !hot.has(key)) keys.push([key, n])
+    if (!vouches || keys.length > domainLimits.maxSpentKeys) continue
+    ids.push(family.familyId, ...hotIds)
+    spent.push({ resource: family.familyId, window: w, keys }, ...hotSpent)
   }
   return { ids, spent }
-}
-
-/**
- * What the coordinator's own part of `client` spent of one keyed quota share `e`, as a release
- * says it (see `deadCentralSpent`): undefined when `e` is no such share or cannot be vouched for.
- */
-export function centralSpentOf(
-  pool: PoolState,
-  client: ClientState,
-  e: Entry,
-  nowMs: number,
-): { ids: string[]; spent: SpentReport[] } | undefined {
-  if (!reservesSpend(e) || e.reserved === undefined || e.vacancy !== undefined) return undefined
-  promoteDue(pool, e, nowMs)
-  const w = pool.windowOf(e.resource, nowMs)?.index
-  if (w === undefined || e.leaseWindow !== w) return undefined
-  if (e.inheritedWindow === w || e.inherit?.window === w) return undefined
-  // Reserved of the next window (ahead of its first checks, or spent by a check between the
-  // two) while a block of it sent ahead is held: the release would free that block.
-  const aheadSpent = e.reserved.some(
-    (x) => x.window > w && (x.full === true || [...x.keys.values()].some((n) => n > 0)),
-  )
-  if (aheadSpent && e.ahead !== undefined && e.ahead.window > w) return undefined
-  const record = e.reserved.find((x) => x.window === w)
-  // More keys than a release may say.
-  if (record?.full === true) return undefined
-  const units = record?.keys
-  const family = e.resource.settings.family!
-  const hotIds: string[] = []
-  const hotSpent: SpentReport[] = []
-  const hot = new Set<string>()
-  for (const h of client.entries.values()) {
-    if (!h.resource.shape.hotKey || h.resource.settings.family?.familyId !== family.familyId)
-      continue
-    const id = h.resource.settings.id
-    const key = keyOfId(family.prefix, id)
-    promoteDue(pool, h, nowMs)
-    if (key === undefined || h.leaseWindow !== w) continue
-    if (aheadSpent && h.ahead !== undefined && h.ahead.window > w) return undefined
-    hot.add(key)
-    hotIds.push(id)
-    hotSpent.push({ resource: id, window: w, used: units?.get(key) ?? 0 })
-  }
-  const keys: [string, number][] = []
-  for (const [key, n] of units ?? []) if (n > 0 && !hot.has(key)) keys.push([key, n])
-  if (keys.length > domainLimits.maxSpentKeys) return undefined
-  return {
-    ids: [family.familyId, ...hotIds],
-    spent: [{ resource: family.familyId, window: w, keys }, ...hotSpent],
-  }
 }

@@ -478,8 +478,7 @@ export function unsent(pool: PoolState, batches: readonly LeaseBatch[]): void {
  * The client gives resources up: it promises not to use them, so their leases stop counting.
  * A quota's are spent, not given back: what was used of a block (reported or not) is gone for
  * the window, so a released quota's leases count apart until the window ends, as a replaced
- * process's do, and the client starts afresh if it takes the quota up again. Returns the
- * keyed quota shares set aside as vacancies (handover.ts).
+ * process's do, and the client starts afresh if it takes the quota up again.
  */
 export function release(
   pool: PoolState,
@@ -488,10 +487,9 @@ export function release(
   nowMs: number,
   spent: readonly SpentReport[] = [],
   held: readonly HeldReport[] = [],
-): Entry[] {
+): void {
   const client = pool.clients.get(key)
-  if (client === undefined) return []
-  const vacant: Entry[] = []
+  if (client === undefined) return
   const touched: ResourceState[] = []
   let aside: Entry[] | undefined
   let vacancies: [Entry, HeldVacancy][] | undefined
@@ -541,7 +539,6 @@ export function release(
       // be handed on (handover.ts).
       if (e.resource.shape.familyShare && said.keys !== undefined) {
         e.vacancy = { window: said.window, keys: said.keys, sinceMs: nowMs, id: randomUUID() }
-        vacant.push(e)
         // Its share of the next window sent ahead comes back too: it says what it spent of this
         // one, so it spent none of the next (a client that had says nothing: its share stays
         // spent, client/keyed/family.ts `spentInWindow`).
@@ -579,7 +576,6 @@ export function release(
     }
   }
   for (const r of touched) grantIncreases(pool, r, nowMs, false)
-  return vacant
 }
 
 /**

@@ -50,12 +50,6 @@ export interface Vacancy {
   readonly id: string
   /** The holder it was handed to, until that one acknowledges. */
   heir?: Entry | undefined
-  /**
-   * Let go by the live coordinator's part for a process that joined (central-room.ts): it goes
-   * to any holder. Without it a share of the coordinator's part is a dead part's, and goes to
-   * the new part only (`heirOf`).
-   */
-  anyHeir?: true
 }
 
 /**
@@ -93,7 +87,7 @@ export function handOver(
       if (inherited(v.heir, windowIndex, v.id)) unsubscribe(pool, e)
       continue
     }
-    const heir = heirOf(sharing, (taken ??= new Set()), e, v, windowIndex, v.keys.length)
+    const heir = heirOf(sharing, (taken ??= new Set()), e, windowIndex, v.keys.length)
     if (heir === undefined) continue
     const patient = nowMs - v.sinceMs < patienceRefreshes * r.settings.refreshMs
     if (patient && heir.newest > r.epsilon) continue
@@ -154,7 +148,6 @@ function heirOf(
   sharing: readonly Entry[],
   taken: ReadonlySet<Entry>,
   vacancy: Entry,
-  v: Vacancy,
   windowIndex: number,
   keys: number,
 ): Entry | undefined {
@@ -174,8 +167,8 @@ function heirOf(
     // entries say nothing of how they check), and the share went to a gateway that asked the
     // coordinator for every check; carried into each next window as the split it ended with,
     // the new part held nothing of the family for 50 s (#41, the keyed quota over 30 gateways).
-    const deadPart = vacancy.client.clientId === centralClientId && v.anyHeir !== true
-    if (deadPart && e.client.clientId !== centralClientId) continue
+    if (vacancy.client.clientId === centralClientId && e.client.clientId !== centralClientId)
+      continue
     // One handover at a time: the next once it acknowledged the last.
     if (e.inherit !== undefined && !inherited(e, windowIndex)) continue
     if (e.inheritedWindow !== windowIndex) {

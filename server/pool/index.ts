@@ -9,7 +9,6 @@ export type {
   Holding,
   KeyResetOutcome,
   LeaseBatch,
-  PoolOptions,
   QuotaClock,
   SettingsLookup,
 } from './pool.js'

@@ -38,7 +38,7 @@ import {
 export type { ConnectOutcome, DemandReport, Holding } from './clients.js'
 export type { KeyResetOutcome } from './reset.js'
 export { clientKey } from './state.js'
-export type { LeaseBatch, PoolOptions, QuotaClock, SettingsLookup } from './state.js'
+export type { LeaseBatch, QuotaClock, SettingsLookup } from './state.js'
 
 /**
  * Lease bookkeeping for every resource and client of one coordinator. Pure:

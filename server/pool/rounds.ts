@@ -56,12 +56,6 @@ export function round(pool: PoolState, resourceId: string, nowMs: number): void 
   for (const e of sharing) {
     const record = e.promoted
     if (record === undefined) continue
-    // Set aside by the round (the coordinator's part's room let go, central-room.ts): its
-    // client holds it no more, and no lease of it may reach that client.
-    if (e.client.entries.get(e.resource.settings.id) !== e) {
-      e.promoted = undefined
-      continue
-    }
     if (e.leases.at(-1) === record) send(pool, e, e.newest, nowMs)
     e.promoted = undefined
   }

@@ -46,13 +46,6 @@ export interface PoolOptions {
    * was ever leased).
    */
   quietSinceMs?: number
-  /**
-   * The coordinator's own part (coordinator/central.ts) of `tenant` lets its share of the keyed
-   * quota `familyId` go, for a process that joined (central-room.ts): it must admit nothing
-   * more of it, at once (its handle of the family is dropped: a new one starts afresh). Without
-   * it the part holds no room of an uncrowded keyed quota.
-   */
-  letGoCentral?: (tenant: string | undefined, familyId: string) => void
 }
 
 /** Shared empty answers: most reports change nothing, and need not allocate to say so. */
@@ -121,8 +114,6 @@ export class PoolState {
   readonly quotaClock: QuotaClock
   /** The shape a resource of these settings takes (shapes/index.ts), chosen when its state is made. */
   readonly shapeOf: (settings: ResourceSettings) => Shape
-  /** See PoolOptions. */
-  readonly letGoCentral: ((tenant: string | undefined, familyId: string) => void) | undefined
 
   constructor(
     startMs: number,
@@ -135,7 +126,6 @@ export class PoolState {
     this.quietSinceMs = options.quietSinceMs ?? startMs
     this.settingsFor = settingsFor
     this.learn = options.learn ?? true
-    this.letGoCentral = options.letGoCentral
     this.track = options.track ?? false
     this.sendDelayMs = options.sendDelayMs ?? 0
     this.quotaClock = options.quotaClock ?? sameClockWindows

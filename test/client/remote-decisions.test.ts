@@ -252,52 +252,19 @@ describe('remote decisions (real sockets, manual clock)', () => {
     let admitted = 0
     for (let i = 0; i < 60; i++) if (await one.check('customer')) admitted++
     // Its quarter here; past it, the coordinator is asked (with 3 gateways a rate family's
-    // refusal stands: a quota's may have budget elsewhere). The coordinator's part holds the
-    // family since the gateways' first checks said they ask it, and with it the room kept for
-    // one more gateway (server/pool/central-room.ts): a quarter more admitted there, as a
-    // central counter would (before, the room was kept free: 10 in all, 1 or 2 asked). Once
-    // refused there, the key is not asked again within the refresh period.
-    expect(admitted).toBe(20)
-    expect(one.remoteAsks).toBeGreaterThanOrEqual(11)
-    expect(one.remoteAsks).toBeLessThanOrEqual(12)
+    // refusal stands: a quota's may have budget elsewhere). Refused there (its part holds
+    // nothing of the key yet), the key is not asked again within the refresh period.
+    expect(admitted).toBeGreaterThanOrEqual(10)
+    expect(one.remoteAsks).toBeGreaterThanOrEqual(1)
+    expect(one.remoteAsks).toBeLessThanOrEqual(2)
     // A period on, asked again; as rounds move the key's budget, at most its 40 in all.
     for (let i = 0; i < 60; i++) {
       if (await families[i % 3]!.check('customer')) admitted++
       await cluster!.step(refreshMs / 2)
     }
-    expect(one.remoteAsks).toBeGreaterThan(12)
+    expect(one.remoteAsks).toBeGreaterThan(1)
     expect(admitted).toBeGreaterThanOrEqual(30)
     expect(admitted).toBeLessThanOrEqual(40)
-  })
-
-  it("holds an uncrowded keyed quota's room at the coordinator, and lets it go to a gateway that joins, with what it spent (#41)", async () => {
-    // 3 gateways: each holds a quarter of every key's 40 for the window; the quarter kept for
-    // one more process is held by the coordinator's part once it is asked (central-room.ts).
-    const families = await gateways(3, { kind: 'quota', capacity: 40, window: '1h' })
-    for (const f of families) await f.check('warm')
-    // A key spent at one gateway: asked of the coordinator, whose part then holds the family.
-    for (let i = 0; i < 11; i++) await families[0]!.check('first')
-    for (let i = 0; i < 10; i++) await cluster!.step(refreshMs / 2)
-    // A customer's 40 at once over the three: their quarters, and the room at the coordinator
-    // (30 without it: the room was kept free, and nobody could spend it).
-    const burst = Array.from({ length: 40 }, (_, i) => families[i % 3]!.check('customer'))
-    await cluster!.step(1)
-    const admitted = (await Promise.all(burst)).filter((ok) => ok).length
-    expect(admitted).toBe(40)
-    // A fourth gateway joins: the room goes to it, with the 10 of the customer's key the
-    // coordinator's part spent of it, so it decides a new key at once and the customer's not
-    // at all.
-    const late = (await cluster!.client('g3')).keyed('apikey')
-    await late.check('warm')
-    for (let i = 0; i < 10; i++) await cluster!.step(refreshMs / 2)
-    expect(late.lease?.capacity).toBeCloseTo(0.25)
-    let fresh = 0
-    for (let i = 0; i < 10; i++) if (late.tryAcquire('fresh')) fresh++
-    expect(fresh).toBe(10)
-    let more = 0
-    for (const f of [...families, late])
-      for (let i = 0; i < 5; i++) if (await f.check('customer')) more++
-    expect(more).toBe(0)
   })
 
   it('refuses what it may not decide (no such family, a slot), and keeps its client id its own', async () => {

@@ -1,4 +1,3 @@
-import { letGoRoom, roomTarget } from '../central-room.js'
 import { handOver } from '../handover.js'
 import { grantIncreases } from '../increases.js'
 import { send } from '../lease-out.js'
@@ -59,21 +58,14 @@ export const keyedQuotaShareShape: Shape = Object.freeze<Shape>({
     }
     return parts
   },
-  round(pool, r, all, _reserved, nowMs) {
+  round(pool, r, sharing, _reserved, nowMs) {
     const windowIndex = pool.windowOf(r, nowMs)!.index
-    let sharing = all
     // A vacancy goes only to a holder the default split gives a share to now: split first, so a
     // process restored from a ledger and not heard from since (its entry says nothing of how it
     // checks) is no heir in a crowded family. The dead coordinator's part's share went to such a
     // gateway after a restart, before the new part came (#41: the new part held a 31st of the
     // family to the window's end, and each key nobody had asked of it was refused).
-    let defaults = defaultHolders(r, sharing)
-    // The coordinator's part lets the room it holds go to a process that joined: set aside,
-    // handed on below (central-room.ts).
-    if (letGoRoom(pool, r, sharing, defaults, windowIndex, nowMs)) {
-      sharing = sharing.filter((e) => e.client.connected)
-      defaults = defaultHolders(r, sharing)
-    }
+    const defaults = defaultHolders(r, sharing)
     handOver(
       pool,
       r,
@@ -104,11 +96,6 @@ export const keyedQuotaShareShape: Shape = Object.freeze<Shape>({
     const whole = r.settings.family!.defaultShare ?? 1
     for (let i = 0; i < sharing.length; i++) {
       const e = sharing[i]!
-      // The coordinator's part of an uncrowded family holds the room (central-room.ts).
-      if (defaults[i]! <= 0) {
-        e.target = roomTarget(pool, r, e, weights > 0 ? (whole * spare) / weights : 0, windowIndex)
-        if (e.target > 0) continue
-      }
       const fair = defaults[i]! > 0 ? (whole * weightOf[i]!) / weights : 0
       // What it holds of an earlier window is no share of this one (it lapses with its window).
       e.target = Math.max(e.leaseWindow === windowIndex ? e.newest : 0, fair)

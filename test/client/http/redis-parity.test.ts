@@ -249,11 +249,8 @@ describe('parity with express-rate-limit on a Redis store (rate-limit-redis), 3 
         expect(Number(y.get('retry-after')), at).toBeLessThanOrEqual(60)
       }
     }
-    // Measured (mean |gap| 7.2, from 37 under to 13 over): on the default shares a gateway's
-    // part scaled to the key counts the coordinator's own part as spent like the rest (under;
-    // 37 under for three requests admitted by the coordinator's part, which holds the room
-    // kept for one more gateway since 2026-12-06, server/pool/central-room.ts, while the
-    // asking gateway's part is spent and the key not yet leased on its own: 22 under before);
+    // Measured (mean |gap| 6.7, from 22 under to 10 over): on the default shares a gateway's
+    // part scaled to the key counts the coordinator's own part as spent like the rest (under);
     // once the key is leased on its own, the others' spending since their last report (a
     // refresh period: 10 requests here) is not in it (over). With `remaining: 'here'` (what
     // this gateway will admit now) the mean was 35.1, up to 75 under.
@@ -261,7 +258,7 @@ describe('parity with express-rate-limit on a Redis store (rate-limit-redis), 3 
     expect(mean, JSON.stringify(gaps)).toBeLessThan(10)
     for (const g of gaps) {
       expect(g, JSON.stringify(gaps)).toBeLessThanOrEqual(15)
-      expect(g, JSON.stringify(gaps)).toBeGreaterThanOrEqual(-40)
+      expect(g, JSON.stringify(gaps)).toBeGreaterThanOrEqual(-25)
     }
   })
 })

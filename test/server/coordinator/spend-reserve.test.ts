@@ -11,16 +11,14 @@ import { ManualClock, domainLimits } from '../../../shared/index.js'
  */
 function world() {
   const clock = new ManualClock()
-  const newFamily = (): KeyedFamily =>
-    new KeyedFamily('k', resolveKeyedOptions('k', {}), clock, clock, {
-      requestEarlyReport: () => undefined,
-      drained: () => undefined,
-    })
-  let family = newFamily()
+  const family = new KeyedFamily('k', resolveKeyedOptions('k', {}), clock, clock, {
+    requestEarlyReport: () => undefined,
+    drained: () => undefined,
+  })
   const window = { index: 3, lengthMs: 60_000, endsInMs: 60_000, quota: 100 }
-  const lease = {
+  family.applyFamilyLease({
     resource: 'k/*',
-    kind: 'quota' as const,
+    kind: 'quota',
     capacity: 1,
     burst: 1,
     ttlMs: 60_000,
@@ -28,9 +26,8 @@ function world() {
     safeCapacity: 0,
     safeHoldMs: 0,
     window,
-    family: { kind: 'quota' as const, capacity: 100, burst: 100 },
-  }
-  family.applyFamilyLease(lease)
+    family: { kind: 'quota', capacity: 100, burst: 100 },
+  })
   const reserved: [string, number, [string, number][]][] = []
   // Writes asked for, in order; what waits for the next write goes with the next one asked for
   // (as the coordinator's write-ahead queue does it, where the leases' writes come too).
@@ -64,14 +61,7 @@ function world() {
     reserve.settle(waits, (ok) => void sent.push(ok))
     return waits
   }
-  /** The part's handle of the family dropped (its share handed on), a new one in its place. */
-  const letGo = (forget: boolean): void => {
-    family.close()
-    if (forget) reserve.forget(undefined, 'k/*')
-    family = newFamily()
-    family.applyFamilyLease(lease)
-  }
-  return { ask, reserved, full, writes, withNext, sent, clock, letGo }
+  return { ask, reserved, full, writes, withNext, sent, clock }
 }
 
 describe("the coordinator's part's keyed quota answers, written ahead", () => {
@@ -109,25 +99,6 @@ describe("the coordinator's part's keyed quota answers, written ahead", () => {
     expect(sent).toHaveLength(before + waited + 1)
     // Never reserved past the key's budget.
     expect(reservedOf(3)).toBeLessThanOrEqual(100)
-  })
-
-  it("counts a new handle's admissions afresh once the part's share was let go: each is reserved for the share it is spent of", () => {
-    // The pool hands the old handle's share on with what was reserved (server/pool/
-    // central-room.ts); the new handle's share is a new entry, whose reservations start empty.
-    for (const forget of [true, false]) {
-      const { ask, reserved, writes, letGo, clock } = world()
-      ask('a')
-      writes.shift()!(true)
-      // A slow key: its next unit was reserved ahead.
-      clock.advance(2000)
-      letGo(forget)
-      const ofThisWindow = (): number => reserved.filter(([, w]) => w === 3).length
-      const before = ofThisWindow()
-      ask('a')
-      // Forgotten, its first unit is reserved again; kept, the old count (reserved ahead of
-      // it) covered it, and the new share's reservations would not name it.
-      expect(ofThisWindow() > before).toBe(forget)
-    }
   })
 
   it('refuses the answers a failed write was to cover (their units stay counted at the part)', () => {

@@ -89,19 +89,6 @@ class Process {
     )
   }
 
-  /** Its handle of the family dropped, a new one made (client.ts `dropKeyed`): the same process. */
-  dropFamily(): void {
-    this.family.close()
-    this.family = new KeyedFamily(
-      'k',
-      resolveKeyedOptions('k', { maxKeys: 2 }),
-      this.clock,
-      this.clock,
-      owner,
-    )
-    this.held.clear()
-  }
-
   renew(): void {
     this.family.close()
     this.family = new KeyedFamily(
@@ -130,8 +117,6 @@ class World {
    * what was admitted when it took effect, so from then on at most one whole budget.
    */
   readonly givenBack = new Map<string, number>()
-  /** Times the coordinator's part let its room go. */
-  letGo = 0
 
   constructor(config: CompiledConfig) {
     this.config = config
@@ -140,16 +125,7 @@ class World {
 
   #newPool(): Pool {
     const { config } = this
-    return new Pool(this.clock.now(), (id) => config.settingsFor(id), {
-      track: true,
-      learn: false,
-      // The coordinator's part lets its room go (central-room.ts): its handle of the family is
-      // dropped at once, as central.ts drops it; a new one starts afresh.
-      letGoCentral: () => {
-        this.letGo++
-        this.processes.get(centralId)!.dropFamily()
-      },
-    })
+    return new Pool(this.clock.now(), (id) => config.settingsFor(id), { track: true, learn: false })
   }
 
   get nowMs(): number {
@@ -740,17 +716,16 @@ describe('keyed quotas in the pool (model, against the client)', () => {
     // q holds r's half and its own third (five sixths of every key).
     expect(w.processes.get('q')!.family.leaseOf('a')).toMatchObject({ capacity: 25 })
     expect(w.admitted.get('b@0')).toBeLessThanOrEqual(12)
-    // q spends 4 of b and then holds a lease of 6 of it that it cannot spend: b went hot after
-    // r had closed, and r's share, set aside for q, was seeded with what r spent of b
-    // (hot-keys.ts, seedKey), which q's use counts too once it has heard it was handed those
-    // units (`charged`): r's 5 count twice, and q's target never fits in b's 12. Not fixed:
-    // dropping r's entry of b once q has acknowledged the handover (tried, 2026-12-06) loses
-    // the 5 where q's own lease of b is below them (the lease q cannot acknowledge commits
-    // nothing beyond itself): 31 of 30, found by the model with the coordinator's part
-    // holding the room. Nor can it wait for q to acknowledge a lease of b sent after it counted
-    // the units (tried too): q counts 9 used of b and holds a lease of 6, which no increase can
-    // reach while r's 5 count (q acknowledges only a lease its use fits in). What would do: the
-    // pool counting a quota key's reported use as committed (q's 9 then cover r's 5); not built.
+    // 10 were admitted while the lost lease left q's connection up (the model's messages were
+    // lost one at a time until 2026-12-06); with the connection lost too, q spends 4 of b and
+    // then holds a lease of 6 of it that it cannot spend: b went hot after r had closed, and r's
+    // share, set aside for q, was seeded with what r spent of b (hot-keys.ts, seedKey), which
+    // q's use counts too once it has heard it was handed (`charged`): r's 5 count twice, and q's
+    // target never fits in b's 12. Three units of b lost to the handover. Tried (2026-12-06):
+    // dropping r's entry of b once q acknowledged the handover loses the 5 where q's lease of b
+    // is below them (31 of 30, found by the model); waiting for q to acknowledge a later lease
+    // of b deadlocks (q counts 9 used under a lease of 6, and acknowledges no lease its use does
+    // not fit in). What would do: the pool counting a quota key's reported use as committed.
     expect(w.admitted.get('b@0')).toBeGreaterThanOrEqual(9)
   })
 
@@ -782,8 +757,8 @@ describe('keyed quotas in the pool (model, against the client)', () => {
     ]
     const w = run(steps)
     // Dropping r's entries once q had acknowledged (all of them, not only those seeded from
-    // its share) let q be leased what r had spent of a: 33 of 30 (the model's check of every
-    // step fails first).
+    // its share: tried 2026-12-06) let q be leased what r had spent of a: 33 of 30 (the model's
+    // check of every step fails first).
     expect(w.admitted.get('a@0')).toBeLessThanOrEqual(budget)
     // Both keys whole, as one central counter admits.
     expect(w.admitted.get('a@0')).toBe(budget)
@@ -1049,32 +1024,6 @@ describe('keyed quotas in the pool (model, against the client)', () => {
     expect(w.ledger.entries().some((e) => e.resource.startsWith('\u0000reserved'))).toBe(true)
   })
 
-  it("keeps a closed process's units of a key counted while its heir's lease of the key is below them (found by the model: 31 of 30)", () => {
-    // x, the coordinator's part, holds the room (a third); q spends 2 of a and closes; a new q
-    // comes, x's report makes a hot (r and x seeded with their thirds, the closed q's share
-    // with its 2), x grows to what is free, and the new q is handed the closed q's share with
-    // its 2 of a, but leased none of a (nothing free). Dropping the closed q's entry of a then
-    // left its 2 counted nowhere: r and x spent their leases, 31 of a's 30.
-    const steps: Step[] = [
-      { op: 'join', p: centralId },
-      { op: 'join', p: 'q' },
-      { op: 'join', p: 'r' },
-      tick([]),
-      tick([]),
-      { op: 'spend', p: 'q', key: 'a', n: 2, ghost: false },
-      { op: 'tick', ms: 200, spend: [[centralId, 'a', 6]], lost: false },
-      { op: 'release', p: 'q' },
-      { op: 'join', p: 'q' },
-      { op: 'tick', ms: 200, spend: [], lost: false },
-      { op: 'tick', ms: 100, spend: [['r', 'a', 9]], lost: false },
-      { op: 'spend', p: centralId, key: 'a', n: 5, ghost: false },
-      { op: 'tick', ms: 100, spend: [[centralId, 'a', 9]], lost: false },
-    ]
-    const w = run(steps)
-    expect(w.admitted.get('a@0')).toBeLessThanOrEqual(budget)
-    expect(w.admitted.get('a@0')).toBeGreaterThanOrEqual(budget - 2)
-  })
-
   it('never admits more of a key in a window than its budget, through crashes, releases, restarts, lost acks and window ends', () => {
     fc.assert(
       fc.property(
@@ -1086,38 +1035,6 @@ describe('keyed quotas in the pool (model, against the client)', () => {
       ),
       { numRuns: fc.readConfigureGlobal().numRuns ?? 100 },
     )
-  })
-
-  it("never admits more of a key in a window than its budget with the coordinator's part holding the room and letting it go to processes that join (#41)", () => {
-    // Few processes: the coordinator's part (x) holds the room for one more, spends of it, and
-    // lets it go to a process that joins (server/pool/central-room.ts), with what it spent.
-    // Beside the common steps, the part spending and a process joining (after a crash or a
-    // release, or one not there yet): rare among the common steps alone (300 runs had none).
-    const central: Step = { op: 'join', p: centralId }
-    const spendThenJoin: fc.Arbitrary<Step[]> = fc
-      .tuple(key, fc.integer({ min: 1, max: 10 }), fc.constantFrom(...ids), fc.boolean())
-      .map(([k, n, p, crash]): Step[] => [
-        { op: 'tick', ms: 200, spend: [[centralId, k, n]], lost: false },
-        { op: crash ? 'crash' : 'release', p },
-        { op: 'join', p },
-        tick([]),
-      ])
-    const steps = fc
-      .array(fc.oneof({ weight: 8, arbitrary: step.map((x) => [x]) }, spendThenJoin), {
-        minLength: 1,
-        maxLength: 120,
-        size: 'max',
-      })
-      .map((groups) => groups.flat())
-    let letGo = 0
-    fc.assert(
-      fc.property(fc.subarray([...joinAll], { minLength: 1 }), steps, (joins, steps) => {
-        letGo += run([central, ...joins, tick([]), tick([]), ...steps]).letGo
-      }),
-      { numRuns: fc.readConfigureGlobal().numRuns ?? 100 },
-    )
-    // The runs reach what they are for.
-    expect(letGo).toBeGreaterThan(0)
   })
 
   it("never admits more of a key in a window than its budget with the coordinator's part holding the default share, through its deaths and takeovers (#41)", () => {
