@@ -681,8 +681,8 @@ describe('keyed quotas in the pool (model, against the client)', () => {
     expect(w.admitted.get('b@3')).toBeLessThanOrEqual(12)
   })
 
-  /** r alone, then q joins; r spends 5 of b's 12 and closes, saying so. */
-  const rClosesHavingSpentB: Step[] = [
+  /** r alone for three refresh periods, then q joins. */
+  const rThenQ: Step[] = [
     { op: 'join', p: 'r' },
     tick([]),
     tick([]),
@@ -690,6 +690,10 @@ describe('keyed quotas in the pool (model, against the client)', () => {
     { op: 'join', p: 'q' },
     tick([]),
     tick([]),
+  ]
+  /** r alone, then q joins; r spends 5 of b's 12 and closes, saying so. */
+  const rClosesHavingSpentB: Step[] = [
+    ...rThenQ,
     { op: 'spend', p: 'r', key: 'b', n: 5, ghost: false },
     { op: 'release', p: 'r' },
   ]
@@ -735,13 +739,7 @@ describe('keyed quotas in the pool (model, against the client)', () => {
     // share. Once q has acknowledged, r's own lease of a stays: what r spent of a counts to the
     // window's end.
     const steps: Step[] = [
-      { op: 'join', p: 'r' },
-      tick([]),
-      tick([]),
-      tick([]),
-      { op: 'join', p: 'q' },
-      tick([]),
-      tick([]),
+      ...rThenQ,
       ...Array.from({ length: 4 }, (): Step[] => [
         { op: 'spend', p: 'r', key: 'a', n: 3, ghost: false },
         tick([]),
