@@ -104,6 +104,12 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
   #closed = false
   /** Whether any family lease of more than 0 ever came (a handover goes only to one that never held). */
   #everHeld = false
+  /**
+   * What the default share held of a key never seen here (a share of its burst) just before the
+   * last family lease, and when (hot clock): a key leased on its own in the same batch starts
+   * with no more (`applyKeyLease`).
+   */
+  #priorShare = { atMs: Number.NaN, earned: 0 }
   /** What the last fall a joiner waited for gave up, until its ack takes it (`takeFallHeld`). */
   #fallHeld: FallHeld | undefined = undefined
   /** Keys with callers waiting in `acquire`, and the one timer that wakes them as buckets refill. */
@@ -560,6 +566,9 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
       this.#shares.lease !== undefined &&
       grant.capacity < this.#shares.share
     const beforeFall = handOn ? this.#beforeFall() : undefined
+    const hotNow = this.#hotClock.now()
+    this.#priorShare.atMs = hotNow
+    this.#priorShare.earned = this.#shares.share > 0 ? this.#shares.earnedShare(hotNow) : 0
     const changed = this.#shares.applyLease(grant, family)
     this.#keyKind = keyKinds[this.#shares.kind]
     if (grant.inherit !== undefined) this.#inherit(grant.inherit)
@@ -586,15 +595,31 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     // it says the kind, so a quota's budget is never taken for a bucket's rate.
     if (this.#shares.setKind(grant.kind)) this.#keyKind = keyKinds[grant.kind]
     let state = this.#keys.get(key)
+    // Tokens a key first seen with this lease starts with, when fewer than its new bucket's.
+    let startWith = Infinity
     if (state === undefined) {
       // Leased without asking (it went hot elsewhere): tracked whatever the bound, since
       // forgetting it would bring back the default share here.
       state = this.#keyKind.newState(this.#shares, key)
       this.#keys.set(key, state)
-      // A lease of nothing for a key this process never held (it was hot before this process
-      // joined): no default share of it was ever this process's, whatever a new key of the
-      // default split starts with here (a first share may start full), so it starts empty.
-      if (grant.capacity === 0 && this.#keyKind.refills) state.bucket.setRate(0, 0)
+      if (this.#keyKind.refills) {
+        // A lease of nothing for a key this process never held (it was hot before this process
+        // joined): no default share of it was ever this process's, whatever a new key of the
+        // default split starts with here (a first share may start full), so it starts empty.
+        // A key's lease in the batch of a family lease (a joiner's, or one again on a new
+        // connection) continues what the default share held of it before that lease: what the
+        // family lease starts its keys with (`full`, `fill`, a rise) is the default split's,
+        // and this key was not on it. Found by the family model: a holder whose share had
+        // lapsed while the coordinator restarted came back with a full first share and its
+        // seeded lease of a hot key, and held 12 tokens of the key where the key's central
+        // bucket held 9.
+        const prior = this.#priorShare
+        if (grant.capacity === 0) startWith = 0
+        else if (prior.atMs === this.#hotClock.now())
+          startWith = prior.earned * this.#shares.keyLimits(key).burst
+        if (state.bucket.tokens > startWith) state.bucket.setRate(0, 0)
+        else startWith = Infinity
+      }
     }
     // What the key may use changed since it was last used (a lease's end, the default share's
     // moves): the bucket moves as of then, before this lease moves it now.
@@ -638,6 +663,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     // A rate key reset (server/pool/reset.ts): its bucket is full again, once, at this lease's burst.
     if (grant.full === true && this.#keyKind.refills) state.bucket.fill()
     else if (handFill) state.bucket.refund(Math.min(grant.fill!, state.bucket.burst))
+    else if (startWith > 0 && startWith < Infinity) state.bucket.refund(startWith)
     if (state.waiters !== undefined) this.#serve(state)
     // In force once what this process holds (slots) or spent (a quota) of the key fits it.
     return this.#keyKind.fits(state)

@@ -117,7 +117,7 @@ export class FamilyShares {
    * more than the share). One fraction for every key: a key that refills faster earns more
    * than this says.
    */
-  #earnedShare(nowMs: number): number {
+  earnedShare(nowMs: number): number {
     const refillMs = slowestRefillMs(this.defaultLimits, this.plan)
     const risen = Math.max(0, this.share - this.baseShare)
     const earned =
@@ -169,11 +169,11 @@ export class FamilyShares {
     } else if (grant.fill !== undefined && grant.capacity > this.share) {
       // Part of the burst was free (a first share, lease-out.ts's firstShareFill): a key starts
       // with that part (or what it had earned, if more) and earns the rest of the share.
-      this.baseShare = Math.min(grant.capacity, Math.max(grant.fill, this.#earnedShare(nowMs)))
+      this.baseShare = Math.min(grant.capacity, Math.max(grant.fill, this.earnedShare(nowMs)))
       this.increasedAtMs = nowMs
     } else if (grant.capacity > this.share) {
       // A rise: a new key starts with what it had earned of the share before it, no more.
-      this.baseShare = this.#earnedShare(nowMs)
+      this.baseShare = this.earnedShare(nowMs)
       this.increasedAtMs = nowMs
     } else if (grant.capacity < this.share) {
       // A fall: what it had earned is kept (never above the new share), and the rest of the
@@ -181,7 +181,7 @@ export class FamilyShares {
       // counted the time since the rise twice: a process's keys never seen started with a
       // token more than they had earned, 3 where 2 were, past the central bucket; found by
       // the family model holding the buckets to it.)
-      this.baseShare = Math.min(this.#earnedShare(nowMs), grant.capacity)
+      this.baseShare = Math.min(this.earnedShare(nowMs), grant.capacity)
       this.increasedAtMs = nowMs
     }
     // The same share again (a renewal): a new key's level goes on as it was.
@@ -304,7 +304,7 @@ export class FamilyShares {
 
   /** What a key never seen here holds now of its burst, as a share (a rate family's). */
   untrackedLevel(): number {
-    return this.#earnedShare(this.hotClock.now())
+    return this.earnedShare(this.hotClock.now())
   }
 
   /** A key never seen here starts with `level` more of its burst (a share handed on), never above the share. */

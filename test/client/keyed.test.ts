@@ -579,6 +579,47 @@ describe('a keyed family’s buckets', () => {
     g.close()
   })
 
+  it('start a key leased on its own in a family lease’s batch from what the share held before that lease, not from what the lease starts the default split with', () => {
+    const clock = new ManualClock()
+    const family = (): KeyedFamily =>
+      new KeyedFamily('k', resolveKeyedOptions('k', {}), clock, clock, owner)
+    const keyLease = (capacity: number): LeaseGrant => ({
+      ...grant(capacity / 10),
+      resource: 'k/a',
+      capacity,
+      burst: capacity,
+      family: undefined,
+      limit: { capacity: 10, burst: 10 },
+    })
+    // A share that had lapsed (a restart of the coordinator), then a batch: a first share that
+    // starts full and the lease of a key hot meanwhile. The key was never on this share.
+    const f = family()
+    f.applyFamilyLease({ ...grant(1), full: true })
+    expect(f.remaining('a')).toBe(10)
+    f.applyKeyLease('a', keyLease(3))
+    expect(f.remaining('a')).toBe(0)
+    // It earns at its lease's rate from there: 3 a second.
+    clock.advance(1000)
+    expect(f.remaining('a')).toBe(3)
+    // A key never seen on the default split starts full as before.
+    expect(f.remaining('b')).toBe(10)
+    f.close()
+    // A share held long before the batch: the key starts with what the share held of it
+    // (half of 10), not with the whole share the lease gives now.
+    const g = family()
+    g.applyFamilyLease(grant(0.5))
+    clock.advance(5000)
+    g.applyFamilyLease({ ...grant(1), full: true })
+    g.applyKeyLease('a', keyLease(8))
+    expect(g.remaining('a')).toBe(5)
+    // A key's lease later (it went hot while this share held): seeded from the default share
+    // this process held, it starts with that (10), what is above its lease going as a fall's.
+    clock.advance(10)
+    g.applyKeyLease('c', keyLease(6))
+    expect(g.remaining('c')).toBe(10)
+    g.close()
+  })
+
   it('start a new key with no more than it earned when the share falls soon after a rise', () => {
     const clock = new ManualClock()
     const f = new KeyedFamily('k', resolveKeyedOptions('k', {}), clock, clock, owner)

@@ -745,4 +745,36 @@ describe('keyed families in the pool (model)', () => {
       )
     },
   )
+
+  // Found by the property below in a clean-clone CI (seed 1311708754, 958 runs in): the
+  // coordinator restarts, c asks k/a (hot: p, q and r seeded from their restored shares), p's
+  // share lapses meanwhile, and p comes back with a first share that starts full and its seeded
+  // lease of k/a in the same batch. It started k/a full of that share (12) while c spent 3 of
+  // the key's central bucket: the key's lease continues what p's share held before (nothing).
+  it('starts a key leased in the batch of a first share after a restart from what the old share held of it, not full', () => {
+    const L = ids.map(() => false)
+    const w = run(
+      [
+        { op: 'join', p: 'p' },
+        { op: 'join', p: 'q' },
+        { op: 'join', p: 'r' },
+        tick,
+        tick,
+        { op: 'restart-coordinator' },
+        { op: 'want', p: 'c', key: 0, wants: 5 },
+        { op: 'tick', ms: 250, deliveries: [3, 3, 3, 3, 3, 3, 3], lost: L },
+        { op: 'join', p: 'c' },
+        { op: 'advance', ms: 1200 },
+        { op: 'tick', ms: 20, deliveries: [0, 0, 0, 0, 0, 0, 2], lost: L },
+        { op: 'join', p: 'p' },
+        { op: 'advance', ms: 1200 },
+        { op: 'tick', ms: 20, deliveries: [3, 3, 3, 3, 3, 3, 3], lost: L },
+        { op: 'round', key: 0 },
+      ],
+      familySettings(1),
+    )
+    // p holds its seeded lease of k/a, empty as its share was when the batch came.
+    expect(w.processes.get('p')!.family.leaseOf('a').source).toBe('key')
+    expect(w.processes.get('p')!.family.remaining('a')).toBe(0)
+  })
 })
