@@ -21,6 +21,7 @@ import type { FallHeld, HelloHolding, Holder } from '../holder.js'
 import type { ResolvedKeyedOptions } from '../options.js'
 import type { RemoteAnswer } from '../remote.js'
 import { EdgeWaits } from './edge-waits.js'
+import { KeyLeaseWaits } from './key-lease-waits.js'
 import type { KeyKind } from './key-kind.js'
 import type { KeyState } from './key-state.js'
 import { KeyView } from './key-view.js'
@@ -39,6 +40,9 @@ const maxEdgeWaits = 10_000
 
 /** A check not answered (the family closed while it waited): refused, no retry time known. */
 const notAnswered: RemoteAnswer = Object.freeze({ admitted: false, retryAfterMs: 0 })
+
+/** Checks waiting for a key's own lease at once (`waitForKeyLease`): the coordinator's part's. */
+const maxKeyLeaseWaits = 10_000
 
 /** Callers one key may have waiting in `acquire` at once (past it: SLUICE_ERR_CLIENT_QUEUE_FULL). */
 const maxWaitersPerKey = 10_000
@@ -115,6 +119,8 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
   /** Keys with callers waiting in `acquire`, and the one timer that wakes them as buckets refill. */
   readonly #waiting = new Set<KeyState>()
   #wake: Timer | undefined = undefined
+  /** Checks waiting for a key's own lease (`waitForKeyLease`). */
+  readonly #keyLeaseWaits: KeyLeaseWaits
   /** Checks made at a quota window's edge, waiting for the next window's lease (`decide`). */
   readonly #edgeWaits: EdgeWaits
   /** Keys refused because every tracked key was in use (maxKeys), since the start. */
@@ -147,6 +153,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     this.#maxKeysPerReport = options.maxKeysPerReport
     this.#shares = new FamilyShares(hotClock)
     this.#edgeWaits = new EdgeWaits(clock, maxEdgeWaits)
+    this.#keyLeaseWaits = new KeyLeaseWaits(clock, maxKeyLeaseWaits)
     this.#reportStartMs = clock.now()
     this.#usage = new DemandMeter(clock.now())
   }
@@ -225,9 +232,10 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
    * not asked again for a refresh period). With a few processes, a rate family's refusal here
    * stands, as `tryAcquire`'s: measured (npm run bench --
    * efficiency), asking there too cost 1.5 points at 3 gateways and gained nothing; at 30 and
-   * 100 it is what admits. A process holding a part counts a remote ask as its demand (it is
-   * leased more); one holding none does not: the coordinator's part counts it, so a key asked
-   * for thinly at many processes moves to the coordinator's part whole.
+   * 100 it is what admits. A process holding a part of a rate key counts a remote ask as its
+   * demand (it is leased more); one holding none does not, nor one whose keyed quota's part is
+   * spent: the coordinator's part counts it, so a key asked for thinly at many processes moves
+   * to the coordinator's part whole, and a quota's budget nobody holds goes where it is asked.
    */
   decide(key: string, cost = 1): boolean | Promise<RemoteAnswer> {
     return this.#decide(key, cost, true)
@@ -269,7 +277,12 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
       this.#usage.refused(cost)
       return this.#refuse(state, cost)
     }
-    if (holdsPart) {
+    // A keyed quota's key asked there because its part here is spent is the coordinator's
+    // part's demand, not this process's: counted here too, the key's budget nobody held went
+    // mostly to the processes whose checks had gone there (a customer's 40 at once over 3
+    // gateways got 32, the coordinator's part 2 of the 10 free, the gateways 8 they were not
+    // asked for again).
+    if (holdsPart && !this.#keyKind.asksWhenSpent) {
       state.asked += cost
       this.#familyAsked += cost
     }
@@ -395,6 +408,29 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     this.#waiting.add(state)
     this.#serve(state)
     return waiting
+  }
+
+  /**
+   * Whether `key` is a keyed quota's this process holds nothing of and has no lease of its own
+   * (its default share here is none): one the coordinator may lease it from what no process
+   * holds, once asked (a refusal asks, in an early report). The coordinator's part waits for that
+   * lease before it refuses a remote check (`waitForKeyLease`).
+   */
+  awaitsOwnLease(key: string): boolean {
+    if (this.#closed || this.#shares.kind !== 'quota') return false
+    const state = this.#keys.get(key)
+    if (state === undefined || state.lease !== undefined) return false
+    if (this.#keyKind.lapsed(this.#shares, state)) return false
+    return this.#keyKind.leaseOf(this.#shares, key, state).capacity <= 0
+  }
+
+  /**
+   * Resolves at `key`'s next own lease here, or in `maxWaitMs`, or at the close; undefined when
+   * too many checks wait already (10,000). For the coordinator's part: see `awaitsOwnLease`.
+   */
+  waitForKeyLease(key: string, maxWaitMs: number): Promise<void> | undefined {
+    if (this.#closed) return undefined
+    return this.#keyLeaseWaits.wait(key, maxWaitMs)
   }
 
   /** Gives back slots of `key` taken by `tryAcquire` (concurrency): its waiters may be served. */
@@ -665,6 +701,8 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     else if (handFill) state.bucket.refund(Math.min(grant.fill!, state.bucket.burst))
     else if (startWith > 0 && startWith < Infinity) state.bucket.refund(startWith)
     if (state.waiters !== undefined) this.#serve(state)
+    // A lease of more than nothing: a first of 0 is often followed by a rise at the key's round.
+    if (grant.capacity > 0) this.#keyLeaseWaits.wake(key)
     // In force once what this process holds (slots) or spent (a quota) of the key fits it.
     return this.#keyKind.fits(state)
   }
@@ -871,6 +909,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     for (const w of this.#readyWaiters.splice(0))
       w.reject(new SluiceError('SLUICE_ERR_CLIENT_CLOSED', this.familyId))
     this.#edgeWaits.answerAll(notAnswered)
+    this.#keyLeaseWaits.settleAll()
     for (const state of this.#waiting) {
       state.waiters?.rejectAll('SLUICE_ERR_CLIENT_CLOSED', keyIdOf(this.prefix, state.key))
       state.waiters = undefined

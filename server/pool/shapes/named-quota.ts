@@ -157,9 +157,23 @@ export function quotaBlocks(
       Math.max(demand, first) * wholeSec +
       Math.max(0, untilNext + arrivalAllowance(untilNext) - demand * wholeSec)
     const tenant = tenantOf(r, e)
-    const band = 3 * e.priority
+    // Four bands a priority: the coordinator's part's checks waiting now, then the three parts.
+    const band = 4 * e.priority
+    // The coordinator's own part, where the family is not crowded, is asked only what a process
+    // could not decide (its part spent): each a request waiting now for its answer
+    // (server/coordinator/central.ts waits for this lease), so what it asks comes above every
+    // process's block, as a central counter admits them now. Beside them, the budget nobody
+    // held went to the processes whose checks had gone there (a customer's 40 at once over 3
+    // gateways: the part got 2 of the 10 free, and refused 8).
+    const now = !crowded && e.client.clientId === centralClientId
     clients.push(
-      { id: e.client.key, wants: asked, weight: e.weight, priority: band + 2, tenant },
+      {
+        id: e.client.key,
+        wants: asked,
+        weight: e.weight,
+        priority: band + (now ? 3 : 2),
+        tenant,
+      },
       {
         id: `${e.client.key}\0standing`,
         wants: Math.max(0, standing - asked),
