@@ -430,7 +430,15 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
    */
   waitForKeyLease(key: string, maxWaitMs: number): Promise<void> | undefined {
     if (this.#closed) return undefined
-    return this.#keyLeaseWaits.wait(key, maxWaitMs)
+    const waiting = this.#keyLeaseWaits.wait(key, maxWaitMs)
+    // Asked for at once (an early report), not at the next period's: a refusal alone asks for
+    // a report that says nothing of a family (`takeEarlyReportWish`), so the key waited for
+    // the period (0.4 s measured, and past `maxWaitMs` as often as not with a longer period).
+    if (waiting !== undefined) {
+      this.#earlyReportWish = true
+      this.#owner.requestEarlyReport()
+    }
+    return waiting
   }
 
   /** Gives back slots of `key` taken by `tryAcquire` (concurrency): its waiters may be served. */

@@ -299,6 +299,32 @@ describe('remote decisions (real sockets, manual clock)', () => {
     for (const f of families) expect(await stepped(f.check('customer'))).toBe(false)
   })
 
+  it("asks for the key at once when it waits for it: answered within the early report's delay, not a refresh period", async () => {
+    // A refresh period of 1 s: the coordinator's part reports a fifth of a period after it is
+    // asked (an early report), where its next report could be a whole period away, past the
+    // 500 ms a check waits for the key.
+    const families = await gateways(3, {
+      kind: 'quota',
+      capacity: 40,
+      window: '1h',
+      refreshMs: 1000,
+      leaseTtlMs: 10_000,
+    })
+    for (const f of families) await f.check('warm')
+    for (let i = 0; i < 40; i++) await cluster!.step(100)
+    for (let round = 0; round < 3; round++) {
+      const key = `customer-${round}`
+      const startMs = cluster!.clock.now()
+      const checks: Promise<boolean>[] = []
+      for (let i = 0; i < 40; i++) checks.push(families[i % 3]!.check(key))
+      const answers = await stepped(Promise.all(checks))
+      expect(answers.filter((ok) => ok).length, key).toBe(40)
+      expect(cluster!.clock.now() - startMs, key).toBeLessThanOrEqual(300)
+      // The next customer comes at another phase of the part's reports.
+      await cluster!.step(330)
+    }
+  })
+
   it('refuses what it may not decide (no such family, a slot), and keeps its client id its own', async () => {
     await gateways(1, {})
     const family = cluster!.clients[0]!.keyed('apikey')
