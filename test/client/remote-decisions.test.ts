@@ -325,6 +325,29 @@ describe('remote decisions (real sockets, manual clock)', () => {
     }
   })
 
+  it('lets a gateway that leaves while its ask waits for a key go: refused at once there, and the coordinator goes on deciding', async () => {
+    const families = await gateways(3, { kind: 'quota', capacity: 40, window: '1h' })
+    for (const f of families) await f.check('warm')
+    for (let i = 0; i < 10; i++) await cluster!.step(refreshMs / 2)
+    // Gateway 0 spends its quarter of the key; its next check waits at the coordinator.
+    const leaver = families[0]!
+    for (let i = 0; i < 10; i++) expect(leaver.tryAcquire('customer')).toBe(true)
+    const waiting = leaver.check('customer')
+    await cluster!.clients[0]!.close()
+    expect(await waiting).toBe(false)
+    // The key's lease comes to the part meanwhile; the answer to the closed connection goes
+    // nowhere, and the others' checks are decided as before.
+    for (let i = 0; i < 20; i++) await cluster!.step(10)
+    const checks: Promise<boolean>[] = []
+    for (let i = 0; i < 30; i++) checks.push(families[1 + (i % 2)]!.check('customer'))
+    const admitted = (await stepped(Promise.all(checks))).filter((ok) => ok).length
+    // What is left of 40 after the leaver's 10 (its share stays spent: it closed cleanly, and
+    // said it spent 10 of the key): 30, never more.
+    expect(admitted).toBeGreaterThanOrEqual(20)
+    expect(admitted).toBeLessThanOrEqual(30)
+    expect((await fetch(`${cluster!.server.url}/healthz`)).status).toBe(200)
+  })
+
   it('refuses what it may not decide (no such family, a slot), and keeps its client id its own', async () => {
     await gateways(1, {})
     const family = cluster!.clients[0]!.keyed('apikey')
