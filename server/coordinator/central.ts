@@ -126,24 +126,15 @@ export class Central {
       // Its first ask of a family makes the central part's holder of it: refused until its
       // first lease comes (a round trip in the process, and a round).
       const key = keyOfId(family.prefix, resource)!
-      const quota = family.windowSec !== undefined
-      if (quota) this.#reserve.before(family, key)
-      if (family.tryAcquire(key, cost)) {
-        this.admitted += cost
-        const window = family.leaseOf(key).window
-        answers.push(window === undefined ? [n, 1, 0] : [n, 1, 0, window])
+      const admitted = this.#take(tenant, family, key, n, cost)
+      if (admitted !== undefined) {
+        answers.push(admitted)
         count(family.familyId, 'admitted')
-        // A quota's admission leaves once the ledger holds it (spend-reserve.ts).
-        if (quota && this.#reserve.admitted(tenant, family, key, this.#clock.now())) waits = true
-      } else if (
-        quota &&
-        family.awaitsOwnLease(key) &&
-        this.#later(session, family, key, n, cost)
-      ) {
+        if (this.#tookWaits) waits = true
+      } else if (family.awaitsOwnLease(key) && this.#later(session, family, key, n, cost)) {
         continue
       } else {
-        const ms = family.msUntil(key, cost)
-        answers.push([n, 0, Number.isFinite(ms) ? Math.ceil(ms) : -1])
+        answers.push(refusal(family, key, n, cost))
         count(family.familyId, 'refused')
       }
     }
@@ -162,6 +153,30 @@ export class Central {
         if (c[outcome] > 0) this.#count(family, outcome, c[outcome])
   }
 
+  /** Whether the last admission `#take` made must wait for a write before its answer leaves. */
+  #tookWaits = false
+
+  /**
+   * `cost` of `key` taken from the part now: the answer admitting it, or undefined when the part
+   * cannot. A keyed quota's admission leaves once the ledger holds it (spend-reserve.ts):
+   * `#tookWaits` says whether it must wait for a write.
+   */
+  #take(
+    tenant: string | undefined,
+    family: KeyedFamily,
+    key: string,
+    n: number,
+    cost: number,
+  ): DecidedMessage['answers'][number] | undefined {
+    const quota = family.windowSec !== undefined
+    if (quota) this.#reserve.before(family, key)
+    if (!family.tryAcquire(key, cost)) return undefined
+    this.admitted += cost
+    this.#tookWaits = quota && this.#reserve.admitted(tenant, family, key, this.#clock.now())
+    const window = family.leaseOf(key).window
+    return window === undefined ? [n, 1, 0] : [n, 1, 0, window]
+  }
+
   /**
    * A keyed quota's key the part holds nothing of, and no lease of its own: what no process holds
    * of it (the room kept for one process more; after a rolling deploy, 9 of a customer's 100 at
@@ -173,22 +188,10 @@ export class Central {
     const waiting = family.waitForKeyLease(key, keyLeaseWaitMs)
     if (waiting === undefined) return false
     void waiting.then(() => {
-      const tenant = session.tenant
-      this.#reserve.before(family, key)
-      let answer: DecidedMessage['answers'][number]
-      let waits = false
-      if (family.tryAcquire(key, cost)) {
-        this.admitted += cost
-        const window = family.leaseOf(key).window
-        answer = window === undefined ? [n, 1, 0] : [n, 1, 0, window]
-        this.#count(family.familyId, 'admitted', 1)
-        waits = this.#reserve.admitted(tenant, family, key, this.#clock.now())
-      } else {
-        const ms = family.msUntil(key, cost)
-        answer = [n, 0, Number.isFinite(ms) ? Math.ceil(ms) : -1]
-        this.#count(family.familyId, 'refused', 1)
-      }
-      this.#reserve.settle(waits, (ok) =>
+      const admitted = this.#take(session.tenant, family, key, n, cost)
+      const answer = admitted ?? refusal(family, key, n, cost)
+      this.#count(family.familyId, admitted === undefined ? 'refused' : 'admitted', 1)
+      this.#reserve.settle(admitted !== undefined && this.#tookWaits, (ok) =>
         session.send({
           type: 'decided',
           answers: ok ? [answer] : [[n, 0, answer[1] === 1 ? -1 : answer[2]]],
@@ -274,6 +277,17 @@ export class Central {
     for (const client of this.#clients.values()) void client.close()
     this.#clients.clear()
   }
+}
+
+/** A refused ask's answer: when asking again may succeed at the part (-1: not by waiting). */
+function refusal(
+  family: KeyedFamily,
+  key: string,
+  n: number,
+  cost: number,
+): DecidedMessage['answers'][number] {
+  const ms = family.msUntil(key, cost)
+  return [n, 0, Number.isFinite(ms) ? Math.ceil(ms) : -1]
 }
 
 /**
