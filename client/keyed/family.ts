@@ -232,10 +232,9 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
    * not asked again for a refresh period). With a few processes, a rate family's refusal here
    * stands, as `tryAcquire`'s: measured (npm run bench --
    * efficiency), asking there too cost 1.5 points at 3 gateways and gained nothing; at 30 and
-   * 100 it is what admits. A process holding a part of a rate key counts a remote ask as its
-   * demand (it is leased more); one holding none does not, nor one whose keyed quota's part is
-   * spent: the coordinator's part counts it, so a key asked for thinly at many processes moves
-   * to the coordinator's part whole, and a quota's budget nobody holds goes where it is asked.
+   * 100 it is what admits. A process holding a part counts a remote ask as its demand (it is
+   * leased more); one holding none does not: the coordinator's part counts it, so a key asked
+   * for thinly at many processes moves to the coordinator's part whole.
    */
   decide(key: string, cost = 1): boolean | Promise<RemoteAnswer> {
     return this.#decide(key, cost, true)
@@ -277,12 +276,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
       this.#usage.refused(cost)
       return this.#refuse(state, cost)
     }
-    // A keyed quota's key asked there because its part here is spent is the coordinator's
-    // part's demand, not this process's: counted here too, the key's budget nobody held went
-    // mostly to the processes whose checks had gone there (a customer's 40 at once over 3
-    // gateways got 32, the coordinator's part 2 of the 10 free, the gateways 8 they were not
-    // asked for again).
-    if (holdsPart && !this.#keyKind.asksWhenSpent) {
+    if (holdsPart) {
       state.asked += cost
       this.#familyAsked += cost
     }
