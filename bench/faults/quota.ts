@@ -42,6 +42,15 @@ export interface QuotaWindowResult {
   readonly asked: number
   /** What happened in it. */
   readonly fault: string
+  /**
+   * Of each process (in the order started, a replacement last), what it was granted of the
+   * window's budget and did not spend (its last `budget` line less what it admitted under the
+   * window's leases): where a window's budget went unused. The rest, the budget less what all
+   * were granted, was never granted.
+   */
+  readonly unspent: readonly number[]
+  /** The budget less what every process was granted of it. */
+  readonly neverGranted: number
 }
 
 export interface QuotaResult {
@@ -111,8 +120,12 @@ export function measureQuota(
   const used = new Array<number>(s.windows).fill(0)
   const asked = new Array<number>(s.windows).fill(0)
   const byLease = new Map<number, number>()
+  // Per process and window of the scenario: granted (its newest lease's budget of the window, which
+  // counts the window's whole), and admitted under the window's leases.
+  const granted = outputs.map(() => new Array<number>(s.windows).fill(0))
+  const spent = outputs.map(() => new Array<number>(s.windows).fill(0))
   let spilled = 0
-  for (const output of outputs)
+  for (const [p, output] of outputs.entries())
     for (const line of output.split('\n')) {
       if (line === '') continue
       const r = JSON.parse(line) as {
@@ -121,9 +134,17 @@ export function measureQuota(
         j?: number
         admitted?: number
         refused?: number
+        budget?: number
+        window?: number
+      }
+      if (r.budget !== undefined && r.window !== undefined) {
+        const k = r.window - first
+        if (k >= 0 && k < s.windows) granted[p]![k] = r.budget
       }
       if (r.w === undefined || r.admitted === undefined) continue
       if (r.i !== undefined) byLease.set(r.i, (byLease.get(r.i) ?? 0) + r.admitted)
+      if (r.i !== undefined && r.i - first >= 0 && r.i - first < s.windows)
+        spent[p]![r.i - first]! += r.admitted
       // Spent of an ended window only: a unit spent from the next window's block too (`j`,
       // admitted between the windows) counts in the window of its time.
       const at = Math.floor(r.w / s.windowMs)
@@ -145,6 +166,8 @@ export function measureQuota(
       used: u,
       asked: asked[i]!,
       fault: faults[i] ?? 'none',
+      unspent: granted.map((g, p) => g[i]! - spent[p]![i]!),
+      neverGranted: s.capacity - granted.reduce((sum, g) => sum + g[i]!, 0),
     })),
   }
 }

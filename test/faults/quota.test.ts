@@ -34,12 +34,22 @@ describe('quota under faults (real processes)', () => {
       const r = await runQuotaScenario()
       expect(r.windows).toHaveLength(quotaScenario.windows)
       for (const w of r.windows) {
-        const label = `window ${w.index} (${w.fault}): ${w.used} used of ${r.capacity}, ${w.asked} asked`
+        // Where the rest went: each process's unspent grant (a replacement last), and what was
+        // never granted; a failure says which.
+        const label = `window ${w.index} (${w.fault}): ${w.used} used of ${r.capacity}, ${w.asked} asked; unspent per process ${w.unspent.join(', ')}, never granted ${w.neverGranted}`
         expect(w.asked, label).toBeGreaterThan(1.5 * r.capacity)
         expect(w.used, label).toBeLessThanOrEqual(r.capacity)
-        // Demand is twice the budget: what is not used is a crashed client's block, and the
-        // restart's outage beyond what blocks held.
-        expect(w.used, label).toBeGreaterThanOrEqual(0.97 * r.capacity)
+        // Demand is twice the budget: what is not used is the SIGKILLed process's block, granted
+        // and not spent (its log's last lease less what it admitted), or sent and not yet taken
+        // in (never granted, by the logs). Nothing else is lost, the restart included.
+        const stranded = w.unspent[1]! + w.neverGranted
+        expect(w.used + stranded, label).toBeGreaterThanOrEqual(0.99 * r.capacity)
+        // A block is what its process asks over the quota's horizon and its link's round trip:
+        // alone 24-55 units (100/s asked, horizon 0.5 s); a process stalled 0.9 s just before
+        // its kill asks its stall's backlog at once, and its block grows with it (105 measured,
+        // SIGSTOP/SIGCONT). A CI run under the whole suite's load measured 2,785 used (before
+        // these figures were logged, 5084ea2): the bound is 10% of the budget.
+        expect(stranded, label).toBeLessThanOrEqual(0.1 * r.capacity)
       }
     },
   )
