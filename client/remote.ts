@@ -8,6 +8,12 @@ export interface RemoteAnswer {
   readonly retryAfterMs: number
   /** A keyed quota: the window whose budget an admitted check was taken from. */
   readonly window?: number | undefined
+  /**
+   * An admission: what the key has left after it, as the coordinator's part knows it (its part
+   * plus what its lease says is left elsewhere, or its part scaled to the whole key: the HTTP
+   * edge's `remaining: 'cluster'`); undefined when not decided there.
+   */
+  readonly remaining?: number | undefined
 }
 
 /**
@@ -107,11 +113,13 @@ export class RemoteDecisions {
       const resolve = this.#pending.get(n)
       if (resolve === undefined) continue
       this.#pending.delete(n)
-      const retryAfterMs = retryMs < 0 ? Infinity : retryMs
+      // An admission's third is what the key has left (docs/protocol.md), a refusal's its wait.
       resolve(
         answer.length === 4
-          ? { admitted: true, retryAfterMs, window: answer[3] }
-          : { admitted: admitted === 1, retryAfterMs },
+          ? { admitted: true, retryAfterMs: 0, remaining: Math.max(0, retryMs), window: answer[3] }
+          : admitted === 1
+            ? { admitted: true, retryAfterMs: 0, remaining: Math.max(0, retryMs) }
+            : { admitted: false, retryAfterMs: retryMs < 0 ? Infinity : retryMs },
       )
     }
   }

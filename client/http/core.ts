@@ -56,6 +56,12 @@ export interface Decision {
   readonly limiter: Limiter | undefined
   readonly shared: SharedLimit | undefined
   /**
+   * A request the coordinator admitted (remote decisions): what it said the key has left after
+   * it, the shared limit's remaining with `remaining: 'cluster'` (this gateway holds nothing of
+   * the key to say it by). Undefined otherwise.
+   */
+  readonly remoteRemaining: number | undefined
+  /**
    * A refusal's context (what `onLimited` and `errorResponse` were given); undefined when
    * allowed, and for a request refused for its key (400: the key cannot be a family's).
    */
@@ -365,7 +371,8 @@ export class RateLimitCore {
       limit = this.#policyOf(decision.limiter)?.quota ?? 0
     }
     const shared = decision.shared
-    const sharedRemaining = shared === undefined ? Infinity : this.#remainingOf(shared)
+    const sharedRemaining =
+      shared === undefined ? Infinity : (decision.remoteRemaining ?? this.#remainingOf(shared))
     if (shared !== undefined && sharedRemaining < remaining) {
       remaining = sharedRemaining
       resetMs = shared.msUntilReset()
@@ -402,7 +409,8 @@ export class RateLimitCore {
     decided: Promise<RemoteAnswer>,
   ): Promise<Decision> {
     const answer = await decided
-    if (answer.admitted) return this.#allowed(req, key, limiter, view, cost, first, true)
+    if (answer.admitted)
+      return this.#allowed(req, key, limiter, view, cost, first, true, answer.remaining)
     if (charged && limiter?.refund !== undefined) {
       limiter.refund(cost)
       charged = false
@@ -447,18 +455,22 @@ export class RateLimitCore {
     cost: number,
     first: boolean,
     tookNow = false,
+    remoteRemaining?: number,
   ): Decision {
     this.options.onExceeding?.(req, key)
+    // The coordinator's figure counts with `remaining: 'cluster'` only.
+    const remote = this.#clusterRemaining ? remoteRemaining : undefined
     return {
       allowed: true,
       statusCode: 200,
-      headers: this.#headers(limiter, resource, first, tookNow),
+      headers: this.#headers(limiter, resource, first, tookNow, false, remote),
       body: undefined,
       charged: this.settles ? limiter : undefined,
       cost,
       key,
       limiter,
       shared: resource,
+      remoteRemaining: remote,
       context: undefined,
     }
   }
@@ -531,6 +543,7 @@ export class RateLimitCore {
       key: '',
       limiter: undefined,
       shared: undefined,
+      remoteRemaining: undefined,
       context: undefined,
     }
   }
@@ -553,6 +566,7 @@ export class RateLimitCore {
       key: typeof key === 'string' ? key : '',
       limiter: undefined,
       shared: undefined,
+      remoteRemaining: undefined,
       context: undefined,
     }
   }
@@ -622,6 +636,7 @@ export class RateLimitCore {
       key,
       limiter,
       shared: resource,
+      remoteRemaining: undefined,
       context,
     }
   }
@@ -647,6 +662,7 @@ export class RateLimitCore {
     first: boolean,
     took = false,
     refusal = false,
+    remoteRemaining?: number,
   ): Record<string, string> {
     const headers: Record<string, string> = {}
     if (this.#headerSet === 'none') return headers
@@ -682,7 +698,7 @@ export class RateLimitCore {
       states.push({
         name: resource.id,
         policy: withPolicy ? derivePolicy(resource.describe()) : undefined,
-        remaining: this.#remainingOf(resource),
+        remaining: remoteRemaining ?? this.#remainingOf(resource),
         resetSec: resource.msUntilReset() / 1000,
       })
     }

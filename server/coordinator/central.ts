@@ -173,8 +173,11 @@ export class Central {
     if (!family.tryAcquire(key, cost)) return undefined
     this.admitted += cost
     this.#tookWaits = quota && this.#reserve.admitted(tenant, family, key, this.#clock.now())
+    // What the key has left after it, as the part knows it (the HTTP edge's `remaining`): a
+    // gateway that holds nothing of the key has nothing of its own to say (docs/protocol.md).
+    const left = family.clusterRemaining(key)
     const window = family.leaseOf(key).window
-    return window === undefined ? [n, 1, 0] : [n, 1, 0, window]
+    return window === undefined ? [n, 1, left] : [n, 1, left, window]
   }
 
   /**

@@ -465,10 +465,12 @@ export const redirectMessage = z.strictObject({
 })
 
 /**
- * The answers to a `decide`, each `[n, admitted, retryAfterMs]`: `admitted` 1 when the
- * coordinator took the cost from what it holds of the key, 0 when not; then `retryAfterMs` is
- * when asking again may succeed (Infinity is sent as -1: not by waiting). A keyed quota's
- * admitted check adds the window its budget was taken from: `[n, 1, 0, window]`.
+ * The answers to a `decide`, each `[n, admitted, retryAfterMs | remaining]`: `admitted` 1 when
+ * the coordinator took the cost from what it holds of the key, 0 when not. A refusal's third is
+ * when asking again may succeed (Infinity is sent as -1: not by waiting); an admission's is what
+ * the key has left after it, as the coordinator's part knows it (0 from a coordinator that
+ * does not say). A keyed quota's admitted check adds the window its budget was taken from:
+ * `[n, 1, remaining, window]`.
  */
 export const decidedMessage = z.strictObject({
   type: z.literal('decided'),

@@ -1,8 +1,14 @@
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import Fastify from 'fastify'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createClient, type KeyedFamily } from '../../client/index.js'
 import type { RemoteAnswer } from '../../client/remote.js'
-import { fastifyRateLimit } from '../../client/http/index.js'
+import {
+  createRateLimitMiddleware,
+  fastifyRateLimit,
+  rateLimitOf,
+} from '../../client/http/index.js'
 import type { ConfigInput } from '../../server/config/index.js'
 import { decodeClientMessage, decodeServerMessage } from '../../shared/index.js'
 import { Cluster } from '../helpers/cluster.js'
@@ -32,8 +38,11 @@ const config = (extra: Record<string, unknown> = {}): ConfigInput => ({
 
 let cluster: Cluster | undefined
 const apps: ReturnType<typeof Fastify>[] = []
+const servers: Server[] = []
 afterEach(async () => {
   for (const app of apps.splice(0)) await app.close()
+  for (const server of servers.splice(0))
+    await new Promise((resolve) => server.close(resolve).closeAllConnections())
   await cluster?.close()
   cluster = undefined
 })
@@ -143,6 +152,64 @@ describe('remote decisions (real sockets, manual clock)', () => {
     const local = await servers[5]!.inject({ url: '/', headers: { 'x-api-key': 'tenant-8' } })
     expect(local.statusCode).toBe(429)
     expect(families[5]!.remoteAsks).toBe(0)
+  })
+
+  it("says what the coordinator says the key has left, for a request it admitted: a keyed quota's remaining as a central counter's", async () => {
+    // 6 gateways, one default holder: gateways 1 and 2 hold nothing of any key, so each request
+    // of a key there is decided at the coordinator. Their remaining was their part, 0, on every
+    // admission; the coordinator's answer now says what the key has left after it. Gateway 1
+    // is the fastify plugin (RateLimit), gateway 2 the middleware on node:http
+    // (req.rateLimit), a load balancer alternating between them.
+    const families = await gateways(6, {
+      maxDefaultHolders: 1,
+      kind: 'quota',
+      capacity: 30,
+      window: '1h',
+    })
+    const app = Fastify()
+    apps.push(app)
+    await app.register(fastifyRateLimit, {
+      resource: families[1]!,
+      key: { header: 'x-api-key' },
+      clock: cluster!.clock,
+    })
+    app.get('/', async () => 'ok')
+    const limit = createRateLimitMiddleware({
+      resource: families[2]!,
+      key: { header: 'x-api-key' },
+      clock: cluster!.clock,
+    })
+    const server = createServer((req, res) => {
+      void limit(req, res, () =>
+        res.end(JSON.stringify({ remaining: rateLimitOf(req)?.remaining })),
+      )
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    servers.push(server)
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`
+    const seen: { status: number; r: number }[] = []
+    for (let i = 0; i < 36; i++) {
+      if (i % 2 === 0) {
+        const res = await stepped(app.inject({ url: '/', headers: { 'x-api-key': 'customer' } }))
+        const r = Number(/;r=(\d+)/.exec(String(res.headers.ratelimit))?.[1])
+        seen.push({ status: res.statusCode, r })
+      } else {
+        const res = await stepped(fetch(url, { headers: { 'x-api-key': 'customer' } }))
+        const body = (await res.text()) || '{}'
+        const r = res.status === 200 ? (JSON.parse(body) as { remaining: number }).remaining : NaN
+        seen.push({ status: res.status, r })
+      }
+      await cluster!.step(50)
+    }
+    const ok = seen.filter((s) => s.status === 200)
+    expect(families[1]!.remoteAdmitted + families[2]!.remoteAdmitted).toBe(ok.length)
+    // All of the key's 30 (the first asks wait at the coordinator for the key's lease), never
+    // more.
+    expect(ok.length).toBeLessThanOrEqual(30)
+    expect(ok.length).toBeGreaterThanOrEqual(25)
+    // Each admission's remaining is the central counter's: 30 less what was admitted so far
+    // (the key's other holders spent none), in RateLimit and in req.rateLimit alike.
+    for (const [i, s] of ok.entries()) expect(s.r, `admission ${i + 1}`).toBe(30 - (i + 1))
   })
 
   it('acquire asks the coordinator first for a key held nothing of, then waits here for what is left of maxWaitMs', async () => {
