@@ -1194,8 +1194,8 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
    * up, as a release says it (`heldAtClose`), for the coordinator to hand to the joiner's first
    * share (server/pool/fall-gifts.ts). A key never seen here now starts from the new share (it
    * always did: `FamilyShares.applyLease`), so what it held above is given, going at the rate
-   * that fell; a tracked key whose bucket was plain gives all it holds above its new burst
-   * (its excess, going at the rate that fell); one that held an excess already (a gift it took,
+   * that fell; a tracked key whose bucket was plain gives the fall's part of all it holds (its
+   * excess, going at the rate that fell, then the rest from its part); one that held an excess already (a gift it took,
    * a fall's) gives the fall's part of its excess, with that part of the rate it goes at, and
    * keeps the rest going at the rest; so does a gift's level for keys never seen. A key leased
    * on its own is named with 0 (its lease is not the share). `goesAtShare` is the fastest any
@@ -1212,10 +1212,19 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     if (giftLevel > 0) goesAtShare = Math.max(goesAtShare, fell + giftGoes)
     const level = Math.max(0, before.level - shares.untrackedLevel()) + giftLevel
     const held = this.#heldOf(level, (state) => {
-      const [tokens, goesPerSec] = state.bucket.splitExcess(before.plain.has(state) ? 1 : part)
+      const plain = before.plain.has(state)
+      const bucket = state.bucket
+      const [tokens, goesPerSec] = bucket.splitExcess(plain ? 1 : part)
       const capacity = shares.keyLimits(state.key).capacity
       if (tokens > 0 && capacity > 0) goesAtShare = Math.max(goesAtShare, goesPerSec / capacity)
-      return tokens
+      if (!plain) return tokens
+      // A plain bucket gives the slice that fell whole: `part` of all it held, what did not fit
+      // the new burst (the excess, just given) and the rest from what did. The excess alone
+      // gave nothing of a key below its new burst: the joiner started such a key empty while
+      // the others held its tokens, and refused half its checks of it for tens of seconds
+      // ("a 6th joins": keys of rank 10-29 at the joiner 48.6% of a central limiter).
+      const more = part * (tokens + bucket.tokens) - tokens
+      return more > 0 && bucket.tryTake(more) ? tokens + more : tokens
     })
     return goesAtShare > 0 ? { ...held, goesAtShare } : held
   }

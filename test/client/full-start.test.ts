@@ -149,7 +149,8 @@ describe('a first lease on a quiet resource starts full', () => {
     expect(burstOf({ tryAcquire: () => a.tryAcquire('10.0.0.2') }, 2)).toBe(2)
     // A second process joins: a falls to half, told a joiner waits (`handOn`). Its fall gives
     // up what the half that fell held, and says it in its ack: of a key never seen, half the
-    // burst; of 10.0.0.2 (8 held, 5 kept), 3; of 10.0.0.1, spent, about nothing. b's first
+    // burst; of 10.0.0.2 (8 held), half, 4 (it gave only what did not fit its new burst, 3,
+    // before: a key below it gave nothing); of 10.0.0.1, spent, about nothing. b's first
     // share starts from that (server/pool/fall-gifts.ts). Before, a dropped it all and b
     // started every key with half of what nobody held: a quarter of the burst at first, and
     // nothing once every share had been out a refill time.
@@ -168,9 +169,9 @@ describe('a first lease on a quiet resource starts full', () => {
     const b2 = at(b, '10.0.0.2')
     const b1 = at(b, '10.0.0.1')
     // Less what went since a's fall was sent at a's excess's pace: 4.95 of a key never seen, a
-    // little over 3 of 10.0.0.2 (it earned while b joined).
+    // little over 4 of 10.0.0.2 (it earned while b joined).
     expect(b3).toBe(4)
-    expect(b2).toBe(3)
+    expect(b2).toBe(4)
     expect(b1).toBeLessThanOrEqual(1)
     // a keeps its half of each: never, with b's, more than the burst and what both earned
     // since (a few 10 ms steps at 10/s).
@@ -178,6 +179,8 @@ describe('a first lease on a quiet resource starts full', () => {
     const a2 = at(a, '10.0.0.2')
     const a1 = at(a, '10.0.0.1')
     expect(a3).toBe(5)
+    // Half of 10.0.0.2's 8 stayed at a (it kept all 5 that fit its new burst before).
+    expect(a2).toBe(4)
     expect(a3 + b3).toBeLessThanOrEqual(10)
     expect(a2 + b2).toBeLessThanOrEqual(8 + 1)
     expect(a1 + b1).toBeLessThanOrEqual(1)
