@@ -116,6 +116,8 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
   #priorShare = { atMs: Number.NaN, earned: 0 }
   /** What the last fall a joiner waited for gave up, until its ack takes it (`takeFallHeld`). */
   #fallHeld: FallHeld | undefined = undefined
+  /** Tokens a key's own lease gave up as it fell, by the key's resource id, until its ack takes them (`takeGave`). */
+  #keyGave: Map<string, number> | undefined = undefined
   /** Keys with callers waiting in `acquire`, and the one timer that wakes them as buckets refill. */
   readonly #waiting = new Set<KeyState>()
   #wake: Timer | undefined = undefined
@@ -673,6 +675,31 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
       state.bucket.tokens === 0 &&
       state.bucket.excess === 0
     if (handFill) state.bucket.setRate(0, 0)
+    // A move of the key's own lease from one lease to another (not from a fallback or the
+    // default split, which the coordinator does not count as held tokens): a fall made for a
+    // process waiting for its first part of the key (`handOn`) gives up what the slices that
+    // fell held, for its ack to say (`takeGave`), and a rise holds what the falls it was granted
+    // for gave up (`fill`), as a named rate's lease does (client/enforcer.ts).
+    const before = this.#keyKind.refills
+      ? this.#keyKind.leaseOf(this.#shares, key, state)
+      : undefined
+    const moved =
+      before !== undefined && before.source === 'key' && !handFill && grant.full !== true
+    const fallsPlain =
+      moved &&
+      grant.handOn === true &&
+      grant.capacity < before.capacity &&
+      state.bucket.partCount === 1 &&
+      state.bucket.excess === 0
+    if (moved && grant.capacity > before.capacity && (grant.fill ?? 0) > 0) {
+      const gainedPerSec = grant.capacity - before.capacity
+      state.bucket.moveRate(
+        grant.capacity,
+        grant.burst,
+        Infinity,
+        (grant.fill! / gainedPerSec) * 1000,
+      )
+    }
     const nowMs = this.#hotClock.now()
     // A quota's key leased here for the first time (it went hot, maybe elsewhere): the
     // coordinator holds this process's seeded lease until it hears what was spent of the key
@@ -702,6 +729,14 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     if (grant.full === true && this.#keyKind.refills) state.bucket.fill()
     else if (handFill) state.bucket.refund(Math.min(grant.fill!, state.bucket.burst))
     else if (startWith > 0 && startWith < Infinity) state.bucket.refund(startWith)
+    if (fallsPlain) {
+      const gave = state.bucket.dropExcess()
+      if (gave > 0) {
+        const id = keyIdOf(this.prefix, key)
+        this.#keyGave ??= new Map()
+        this.#keyGave.set(id, (this.#keyGave.get(id) ?? 0) + gave)
+      }
+    }
     if (state.waiters !== undefined) this.#serve(state)
     // A lease of more than nothing: a first of 0 is often followed by a rise at the key's round.
     if (grant.capacity > 0) this.#keyLeaseWaits.wake(key)
@@ -1164,6 +1199,14 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     if (!tracked) return
     if (goesAtShare === undefined) shares.raiseBase(handed.level)
     else shares.handGift(handed.level, goesAtShare)
+  }
+
+  /** Tokens the fall of key `resourceId`'s own lease just put in force gave up, for its ack, taken. */
+  takeGave(resourceId: string): number {
+    const gave = this.#keyGave?.get(resourceId)
+    if (gave === undefined) return 0
+    this.#keyGave!.delete(resourceId)
+    return gave
   }
 
   /** What the fall of the family lease just put in force gave up (`handOn`), for its ack, taken. */

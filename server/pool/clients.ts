@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { inKindUnits, shareOfKey } from '../../shared/index.js'
+import { inKindUnits, kindTraits, shareOfKey } from '../../shared/index.js'
 import { isFamilyKey } from '../config/index.js'
 import { ClientState, type Entry, type ResourceState } from './entry.js'
 import { promoteDue } from './ahead.js'
@@ -359,9 +359,11 @@ export function acknowledge(
 }
 
 /**
- * A named rate's holder says what its bucket gave up as this ack's lease fell: held for the
- * rises granted while the ack is handled (lease-out.ts), never more than the fall's share of
- * the burst (what the slices that fell could hold; a client saying more is held to it).
+ * A named rate's holder, or a rate family's key leased on its own, says what its bucket gave up
+ * as this ack's lease fell: held for the rises granted while the ack is handled (lease-out.ts),
+ * never more than the fall's share of the burst (what the slices that fell could hold; a
+ * client saying more is held to it). A hot key's fall for a joiner so starts the joiner's lease
+ * of it with what the fall gave, not empty (#41, "a 6th joins").
  */
 function noteGiven(
   pool: PoolState,
@@ -372,8 +374,9 @@ function noteGiven(
 ): void {
   const r = entry.resource
   const s = r.settings
-  if (r.shape.familyShare || r.shape.hotKey || r.burstSlack === undefined || !(s.capacity > 0))
-    return
+  if (r.shape.familyShare || !(s.capacity > 0)) return
+  // A hot key has no burst slack (nothing of its burst starts full), but its bucket refills.
+  if (r.shape.hotKey ? !kindTraits[s.kind].refills : r.burstSlack === undefined) return
   if (pool.windowOf(r, nowMs) !== undefined) return
   const tokens = given.get(s.id) ?? 0
   const most = ((before - entry.committed) / s.capacity) * s.burst

@@ -208,9 +208,10 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
     const share = capacity / s.capacity
     if (!r.shape.familyShare) {
       if (entry.leases.length === 0) full = r.burstSlack?.take(share, nowMs) === true
-      else if (!r.shape.hotKey && capacity > entry.newest) {
-        // A named rate's rise granted as an ack is handled holds what the falls it acknowledged
-        // gave up (clients.ts `noteGiven`), up to the burst it gains (`fill`, tokens).
+      else if (capacity > entry.newest) {
+        // A named rate's rise (or a hot key's) granted as an ack is handled holds what the falls
+        // it acknowledged gave up (clients.ts `noteGiven`), up to the burst it gains (`fill`,
+        // tokens).
         const handed = pool.handBack.get(s.id) ?? 0
         if (handed > 0) {
           const tokens = Math.min(handed, ((capacity - entry.newest) / s.capacity) * s.burst)

@@ -1,3 +1,4 @@
+import { kindTraits } from '../../../shared/index.js'
 import type { Entry, ResourceState } from '../entry.js'
 import { subscribe } from '../registry.js'
 import type { PoolState } from '../state.js'
@@ -79,7 +80,15 @@ export const hotKeyShape: Shape = Object.freeze<Shape>({
       for (const e of sharing as Entry[])
         if (e.reportedMs < e.seededMs && nowMs - e.seededMs < r.settings.refreshMs)
           e.target = Math.max(e.target, e.newest)
+    // A rate key's holder that never held any of it waits for its first part (a process that
+    // joined): the falls made for it say `handOn`, so their holders give up what the slices
+    // that fell held, and its rise starts with that (clients.ts `noteGiven`), not empty. Only
+    // then: a fall nobody rises for keeps its excess going where it is (#41, "a 6th joins").
+    r.handOnFalls =
+      kindTraits[r.settings.kind].refills &&
+      sharing.some((e) => !e.everHeld && e.target > e.newest + r.epsilon)
     settle(pool, r, sharing, nowMs)
+    r.handOnFalls = false
   },
 })
 

@@ -186,9 +186,15 @@ class World {
       this.disconnect(p)
       return this.connect(p)
     }
-    for (const l of next.batch.leases)
+    // What a key's own lease gave up as it fell goes with the ack, as the client sends it
+    // (client/client.ts, `gave`; server/pool/clients.ts `noteGiven`).
+    let gave: [string, number][] | undefined
+    for (const l of next.batch.leases) {
       if (l.resource === FAMILY) p.family.applyFamilyLease(l)
       else p.family.applyKeyLease(keyOfId('k', l.resource)!, l)
+      const given = p.family.takeGave(l.resource)
+      if (given > 0) (gave ??= []).push([l.resource, given])
+    }
     // What a fall a joiner waited for gave up goes with the ack, as the client sends it
     // (server/pool/fall-gifts.ts); lost with it, it is given to nobody.
     const fallen = p.family.takeFallHeld(FAMILY)
@@ -200,7 +206,7 @@ class World {
           next.batch.seq,
           undefined,
           this.nowMs,
-          undefined,
+          gave,
           fallen === undefined ? undefined : [fallen],
         ),
       )
@@ -370,60 +376,63 @@ function settleRounds(w: World, n: number): void {
 /** Runs steps, checking the promise after each; returns the world as the steps left it. */
 function run(steps: readonly Step[], settings = manyHotKeys): World {
   const w = new World(settings)
-  for (const s of steps) {
-    const p = 'p' in s ? w.processes.get(s.p)! : undefined
-    switch (s.op) {
-      case 'join':
-        if (!p!.connected && !p!.crashed) w.connect(p!)
-        break
-      case 'report':
-        w.report(p!)
-        break
-      case 'disconnect':
-        w.disconnect(p!)
-        break
-      case 'crash':
-        // Gone for good, still enforcing what it holds until it lapses.
-        w.disconnect(p!)
-        p!.crashed = true
-        break
-      case 'close':
-        w.close(p!)
-        break
-      case 'restart-central':
-        w.restartCentral()
-        break
-      case 'restart-coordinator':
-        w.restartCoordinator()
-        break
-      case 'deliver':
-        w.deliver(p!, s.ackLost)
-        break
-      case 'want':
-        p!.wants[keys[s.key]!] = s.wants
-        break
-      case 'round':
-        w.round(s.key < 0 ? FAMILY : keys[s.key]!)
-        break
-      case 'advance':
-        w.clock.advance(s.ms)
-        break
-      case 'tick':
-        w.clock.advance(s.ms)
-        w.check()
-        for (const q of w.processes.values()) w.report(q)
-        w.round(FAMILY)
-        for (const k of keys) w.round(k)
-        for (const [i, q] of [...w.processes.values()].entries())
-          for (let n = 0; n < s.deliveries[i]!; n++) {
-            w.deliver(q, s.lost[i]! && n === 0)
-            w.check()
-          }
-        break
-    }
-    w.check()
-  }
+  for (const s of steps) run1(w, s)
   return w
+}
+
+/** Runs one step, checking the promise after it. */
+function run1(w: World, s: Step): void {
+  const p = 'p' in s ? w.processes.get(s.p)! : undefined
+  switch (s.op) {
+    case 'join':
+      if (!p!.connected && !p!.crashed) w.connect(p!)
+      break
+    case 'report':
+      w.report(p!)
+      break
+    case 'disconnect':
+      w.disconnect(p!)
+      break
+    case 'crash':
+      // Gone for good, still enforcing what it holds until it lapses.
+      w.disconnect(p!)
+      p!.crashed = true
+      break
+    case 'close':
+      w.close(p!)
+      break
+    case 'restart-central':
+      w.restartCentral()
+      break
+    case 'restart-coordinator':
+      w.restartCoordinator()
+      break
+    case 'deliver':
+      w.deliver(p!, s.ackLost)
+      break
+    case 'want':
+      p!.wants[keys[s.key]!] = s.wants
+      break
+    case 'round':
+      w.round(s.key < 0 ? FAMILY : keys[s.key]!)
+      break
+    case 'advance':
+      w.clock.advance(s.ms)
+      break
+    case 'tick':
+      w.clock.advance(s.ms)
+      w.check()
+      for (const q of w.processes.values()) w.report(q)
+      w.round(FAMILY)
+      for (const k of keys) w.round(k)
+      for (const [i, q] of [...w.processes.values()].entries())
+        for (let n = 0; n < s.deliveries[i]!; n++) {
+          w.deliver(q, s.lost[i]! && n === 0)
+          w.check()
+        }
+      break
+  }
+  w.check()
 }
 
 const tick: Step = {
@@ -522,6 +531,36 @@ describe('keyed families in the pool (model)', () => {
     expect(r!.enforces('k/a')).toBe(0)
     // A key nobody asks for stays on the default split: a third each.
     expect(q!.enforces('k/b')).toBeCloseTo(capacity / 3, 9)
+  })
+
+  // A hot key's fall hands on what its bucket gave up (its ack's `gave`, clients.ts
+  // `noteGiven`) to the rise the ack lets through: a process that joins and asks for a hot key
+  // starts with tokens of it, not empty (#41, "a 6th joins": the joiner's hot keys at 72-76% of
+  // the central limiter). Without the gift t held 0 tokens after its rise.
+  it("starts a hot key's rise at a joiner with what the fall it waited for gave up", () => {
+    const w = run([
+      { op: 'join', p: 's' },
+      tick,
+      tick,
+      { op: 'want', p: 's', key: 0, wants: 40 },
+      ...Array.from({ length: 8 }, () => tick),
+      // s asks less (one a report) and stays idle a while: its bucket of k/a fills.
+      { op: 'want', p: 's', key: 0, wants: 1 },
+      ...Array.from({ length: 4 }, () => tick),
+      { op: 'advance', ms: 400 },
+      { op: 'join', p: 't' },
+      { op: 'want', p: 't', key: 0, wants: 40 },
+    ])
+    const [s, t] = (['s', 't'] as const).map((id) => w.processes.get(id)!)
+    expect(s!.family.leaseOf('a').source).toBe('key')
+    expect(s!.family.remaining('a')).toBeGreaterThan(2)
+    // s falls for t, and t's lease of k/a rises as s's ack comes (each step checked against
+    // the key's central bucket: what they hold together never exceeds it).
+    run1(w, tick)
+    run1(w, tick)
+    expect(t!.family.leaseOf('a')).toMatchObject({ source: 'key' })
+    expect(t!.family.leaseOf('a').capacity).toBeGreaterThan(0)
+    expect(t!.family.remaining('a')).toBeGreaterThan(0)
   })
 
   it('sends a key nobody asks for any more back to the default split, every holder told', () => {
