@@ -108,6 +108,8 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
   #closed = false
   /** Whether any family lease of more than 0 ever came (a handover goes only to one that never held). */
   #everHeld = false
+  /** When this family was made here (clock): the coordinator's part, just made, waits for its first share. */
+  readonly #madeAtMs: number
   /**
    * What the default share held of a key never seen here (a share of its burst) just before the
    * last family lease, and when (hot clock): a key leased on its own in the same batch starts
@@ -158,6 +160,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     this.#keyLeaseWaits = new KeyLeaseWaits(clock, maxKeyLeaseWaits)
     this.#reportStartMs = clock.now()
     this.#usage = new DemandMeter(clock.now())
+    this.#madeAtMs = clock.now()
   }
 
   /** `leased` while a family lease is in force, `lapsed` on its fallback, `none` before any or after. */
@@ -421,8 +424,22 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
   }
 
   /**
-   * Resolves at `key`'s next own lease here, or in `maxWaitMs`, or at the close; undefined when
-   * too many checks wait already (10,000). For the coordinator's part: see `awaitsOwnLease`.
+   * Whether this family, made here less than `withinMs` ago, never held a share and holds
+   * nothing of `key`: the coordinator's part just made by a first remote ask, whose first share
+   * is a report and a round away. A crowded family's gateways starting together asked it for
+   * every first check, refused for its first 120 ms (30 gateways: 65 asks, a central limiter
+   * would have admitted them all). It waits for that share (`waitForKeyLease`, woken by it).
+   */
+  awaitsFirstShare(key: string, withinMs: number): boolean {
+    if (this.#closed || this.#everHeld || this.#clock.now() - this.#madeAtMs >= withinMs)
+      return false
+    return this.leaseOf(key).capacity <= 0
+  }
+
+  /**
+   * Resolves at `key`'s next own lease here, or the family's first share (`awaitsFirstShare`),
+   * or in `maxWaitMs`, or at the close; undefined when too many checks wait already (10,000).
+   * For the coordinator's part: see `awaitsOwnLease`.
    */
   waitForKeyLease(key: string, maxWaitMs: number): Promise<void> | undefined {
     if (this.#closed) return undefined
@@ -598,6 +615,8 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     // never did).
     const heldBefore = this.#everHeld
     if (grant.capacity > 0) this.#everHeld = true
+    // Its first share: the checks waiting for it are decided (after the rest of the batch).
+    if (!heldBefore && grant.capacity > 0) this.#keyLeaseWaits.wakeAll()
     // A fall a joiner waits for (`handOn`): what the part that fell holds is given up for it.
     const handOn =
       grant.handOn === true &&

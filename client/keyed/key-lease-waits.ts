@@ -56,6 +56,15 @@ export class KeyLeaseWaits {
     })
   }
 
+  /**
+   * The family's first share came (the coordinator's part, just made, held nothing): every
+   * waiter is settled in a microtask (after the rest of the batch), each decided with it.
+   */
+  wakeAll(): void {
+    if (this.#size === 0) return
+    queueMicrotask(() => this.settleAll())
+  }
+
   /** The family closes: every waiter is settled at once. */
   settleAll(): void {
     for (const waiters of [...this.#byKey.values()])

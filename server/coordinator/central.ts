@@ -115,23 +115,32 @@ export class Central {
       c[outcome]++
     }
     for (const [n, resource, cost] of msg.asks) {
-      const family = this.#familyFor(tenant, resource)
+      const settings = this.#askable(tenant, resource)
       // Not a key that may be decided here: refused, not by waiting.
-      if (family === undefined) {
+      if (settings === undefined) {
         answers.push([n, 0, -1])
         count(this.#labelOf(resource), 'undecidable')
         continue
       }
       this.asked += cost
-      // Its first ask of a family makes the central part's holder of it: refused until its
-      // first lease comes (a round trip in the process, and a round).
+      const family = this.#partOf(tenant, settings)
       const key = keyOfId(family.prefix, resource)!
-      const admitted = this.#take(tenant, family, key, n, cost)
+      // Its first ask of a family makes the central part's holder of it. A rate family's asks
+      // until its first share comes (a round trip in the process, and a round) wait for that
+      // share, `keyLeaseWaitMs` at most, as a keyed quota's key nobody holds waits for its lease
+      // (a keyed quota's part: as any key it holds nothing of, below). Not even tried first: a
+      // refusal would ask for the key on its own (an early report), and the key, hot, would
+      // start at the part from its lease of 0.
+      const first = settings.keyKind === 'rate' && family.awaitsFirstShare(key, keyLeaseWaitMs)
+      const admitted = first ? undefined : this.#take(tenant, family, key, n, cost)
       if (admitted !== undefined) {
         answers.push(admitted)
         count(family.familyId, 'admitted')
         if (this.#tookWaits) waits = true
-      } else if (family.awaitsOwnLease(key) && this.#later(session, family, key, n, cost)) {
+      } else if (
+        (first || family.awaitsOwnLease(key)) &&
+        this.#later(session, family, key, n, cost)
+      ) {
         continue
       } else {
         answers.push(refusal(family, key, n, cost))
@@ -239,8 +248,8 @@ export class Central {
     return this.#host.familyOfKey(resource)?.familyId ?? ''
   }
 
-  /** The central family of `resource`'s family, for `tenant`; undefined when it may not be asked. */
-  #familyFor(tenant: string | undefined, resource: string): KeyedFamily | undefined {
+  /** The settings of `resource`'s family, when `tenant` may ask the coordinator for it; else undefined. */
+  #askable(tenant: string | undefined, resource: string): FamilySettings | undefined {
     // The family alone, not the key's settings: a key's are made (and cached) only once it is
     // leased, not per ask of a new key.
     const family = this.#host.familyOfKey(resource)
@@ -250,7 +259,12 @@ export class Central {
     if (!this.#host.allows(tenant, resource)) return undefined
     const key = keyOfId(family.prefix, resource)
     if (key === undefined || keyProblem(family.prefix, key) !== undefined) return undefined
-    return this.#clientFor(tenant).keyed(family.prefix, { maxKeys: centralMaxKeys })
+    return family
+  }
+
+  /** The central part's family `settings`, for `tenant` (made at its first ask). */
+  #partOf(tenant: string | undefined, settings: FamilySettings): KeyedFamily {
+    return this.#clientFor(tenant).keyed(settings.prefix, { maxKeys: centralMaxKeys })
   }
 
   #clientFor(tenant: string | undefined): SluiceClient {

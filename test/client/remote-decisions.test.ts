@@ -130,11 +130,13 @@ describe('remote decisions (real sockets, manual clock)', () => {
       }),
     )
     // Gateway 1 holds no part of any key (gateway 0 holds the one default share): its first
-    // request of a key is the coordinator's to decide. Its first asks come before the central
-    // part holds anything: refused, then asked for; once leased, admitted.
+    // request of a key is the coordinator's to decide. Its first ask makes the central part,
+    // and waits there for the part's first share (the clock stepped meanwhile).
     const codes: number[] = []
     for (let i = 0; i < 40; i++) {
-      const res = await servers[1]!.inject({ url: '/', headers: { 'x-api-key': 'tenant-7' } })
+      const res = await stepped(
+        servers[1]!.inject({ url: '/', headers: { 'x-api-key': 'tenant-7' } }),
+      )
       codes.push(res.statusCode)
       if (res.statusCode === 429) {
         const retry = Number(res.headers['retry-after'])
@@ -276,6 +278,33 @@ describe('remote decisions (real sockets, manual clock)', () => {
     expect(admitted).toBeGreaterThanOrEqual(bound - 10 * 0.9)
     // Hot now at the coordinator's part alone: no checking gateway holds a part of the key.
     expect(checking.every((f) => f.leaseOf('spread').capacity === 0)).toBe(true)
+  })
+
+  it("admits the first checks of a crowded family's gateways: the coordinator's part, just made, waits for its first share rather than refusing", async () => {
+    // 12 gateways, each a twelfth of every key (0.83 tokens of 10: none to decide with), so
+    // every check is asked of the coordinator, whose part is made by the first ask and holds
+    // nothing until the gateways' reports say they decide remotely and a round gives it their
+    // shares (a refresh period or so).
+    const families = await gateways(12)
+    const clock = cluster!.clock
+    const askedAtMs = clock.now()
+    const waitedMs: number[] = []
+    const firsts = families.map((f, i) => f.decide(`first-${i % 2}`))
+    const answers = await stepped(
+      Promise.all(
+        firsts.map((d) =>
+          typeof d === 'boolean'
+            ? Promise.resolve({ admitted: d })
+            : d.then((a) => (waitedMs.push(clock.now() - askedAtMs), a)),
+        ),
+      ),
+    )
+    // A central limiter admits all 12 (two keys, 6 each, of a burst of 10); the part refused
+    // every one while it held nothing.
+    expect(answers.map((a) => a.admitted)).toEqual(families.map(() => true))
+    // Decided as the share came (a report and a round), not at the end of the wait (500 ms).
+    expect(waitedMs).toHaveLength(12)
+    expect(Math.max(...waitedMs)).toBeLessThan(300)
   })
 
   it('gives a gateway joining a crowded family no default share until it checks, and one after its next report', async () => {

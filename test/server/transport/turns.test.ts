@@ -148,6 +148,8 @@ async function start() {
   return { server, clock, c }
 }
 
+// The asks name a key of no family (`u/`): each is answered at once, refused (a key of k/*
+// waits at the coordinator's part for its first share, on a clock these tests do not move).
 const decidedIds = (c: TestClient): number[] =>
   c.received
     .filter((m): m is Extract<ServerMessage, { type: 'decided' }> => m.type === 'decided')
@@ -158,7 +160,7 @@ const burst = 40
 describe('a connection’s frames past its share of a turn (ws-session.ts)', () => {
   it('are handled in order at later turns, and a ping after them is answered after them', async () => {
     const { c } = await start()
-    for (let i = 0; i < burst; i++) c.send({ type: 'decide', asks: [[i, 'k/x', 1]] })
+    for (let i = 0; i < burst; i++) c.send({ type: 'decide', asks: [[i, 'u/x', 1]] })
     // One round trip: every frame sent before the ping was handled (ws's automatic pong
     // would answer at once, before the frames that wait).
     await c.flush()
@@ -171,8 +173,8 @@ describe('a connection’s frames past its share of a turn (ws-session.ts)', () 
     clients.push(other)
     await other.hello('b')
     const flood = 400
-    for (let i = 0; i < flood; i++) c.send({ type: 'decide', asks: [[i, 'k/f', 1]] })
-    other.send({ type: 'decide', asks: [[0, 'k/o', 1]] })
+    for (let i = 0; i < flood; i++) c.send({ type: 'decide', asks: [[i, 'u/f', 1]] })
+    other.send({ type: 'decide', asks: [[0, 'u/o', 1]] })
     await other.flush()
     expect(decidedIds(other)).toEqual([0])
     // When the other's answer came, most of the flood was still waiting (one frame a turn
@@ -192,7 +194,7 @@ describe('a connection’s frames past its share of a turn (ws-session.ts)', () 
     c.send({ type: 'ack', seq: lease.seq })
     await c.flush()
     expect(server.coordinator.view.committed('api')).toBeGreaterThan(0)
-    for (let i = 0; i < burst; i++) c.send({ type: 'decide', asks: [[i, 'k/y', 1]] })
+    for (let i = 0; i < burst; i++) c.send({ type: 'decide', asks: [[i, 'u/y', 1]] })
     c.send({ type: 'release', resources: ['api'] })
     await c.close()
     await expect.poll(() => server.coordinator.view.committed('api')).toBe(0)
