@@ -34,6 +34,15 @@ export interface EfficiencyResult extends Comparison {
    */
   readonly firstFair: { readonly checks: number; readonly admitted: number }
   readonly youngFair: { readonly checks: number; readonly admitted: number }
+  /**
+   * First checks at a young gateway of keys within their limit then: the central limiter
+   * refused no check of the key within `atLimitMs` of it. At a key at its limit, the central
+   * limiter too admits some of the checks arriving together and refuses the others, and which
+   * of them is a matter of arrival order (a check asked of the coordinator is taken there a
+   * round trip later): Sluice admitting as many but others is no loss, and the judge above still
+   * counts it as one.
+   */
+  readonly youngWithin: { readonly checks: number; readonly admitted: number }
   /** The customer's probe (a new key asked `asked` times), when the scenario has one. */
   readonly probe: { readonly asked: number; readonly admitted: number } | undefined
   /**
@@ -56,6 +65,9 @@ interface Worker {
   output: string
   readonly exited: Promise<void>
 }
+
+/** Within this of a check the central limiter refused, a key counts as at its limit (`youngWithin`). */
+const atLimitMs = 100
 
 /** A gateway this young counts as just joined. */
 const youngMs = 5000
@@ -212,6 +224,7 @@ interface TickLine {
   y?: [number, number]
   yr?: string[]
   fr?: string[]
+  ya?: string[]
   probe?: string
   asked?: number
   admitted?: number
@@ -234,6 +247,8 @@ export function measure(s: EfficiencyScenario, outputs: readonly string[]): Effi
   /** The trace event of each first check refused, at a young gateway or not. */
   const youngRefused: number[] = []
   const firstRefused: number[] = []
+  /** The trace event of each first check admitted at a young gateway. */
+  const youngAdmittedEvents: number[] = []
   for (const [p, output] of outputs.entries())
     for (const text of output.split('\n')) {
       if (text === '') continue
@@ -266,6 +281,7 @@ export function measure(s: EfficiencyScenario, outputs: readonly string[]): Effi
         byWindow.set(id, (byWindow.get(id) ?? 0) + n)
       for (const key of line.yr ?? []) youngRefused.push(eventOf.get(key)!)
       for (const key of line.fr ?? []) firstRefused.push(eventOf.get(key)!)
+      for (const key of line.ya ?? []) youngAdmittedEvents.push(eventOf.get(key)!)
       firstChecks += line.f?.[0] ?? 0
       firstAdmitted += line.f?.[1] ?? 0
       youngChecks += line.y?.[0] ?? 0
@@ -313,6 +329,9 @@ export function measure(s: EfficiencyScenario, outputs: readonly string[]): Effi
     const both = refused.filter((i) => central[i]! < trace[i]!.asked).length
     return { checks: checks - both, admitted }
   }
+  const atLimit = keyAtLimit(trace, central, atLimitMs)
+  const youngAdmittedWithin = youngAdmittedEvents.filter((i) => !atLimit(i)).length
+  const youngRefusedWithin = youngRefused.filter((i) => !atLimit(i)).length
   return {
     name: s.name,
     ...compare(trace, limit, central),
@@ -334,8 +353,45 @@ export function measure(s: EfficiencyScenario, outputs: readonly string[]): Effi
     youngAdmitted: youngChecks > 0 ? youngAdmitted / youngChecks : 1,
     firstFair: judged(firstChecks, firstAdmitted, firstRefused),
     youngFair: judged(youngChecks, youngAdmitted, youngRefused),
+    youngWithin: {
+      checks: youngAdmittedWithin + youngRefusedWithin,
+      admitted: youngAdmittedWithin,
+    },
     probe,
     remote,
+  }
+}
+
+/**
+ * Whether the key of trace event `i` was at its limit then: the central limiter refused a check
+ * of it within `withinMs` (before or after).
+ */
+export function keyAtLimit(
+  trace: readonly TraceEvent[],
+  central: readonly number[],
+  withinMs: number,
+): (i: number) => boolean {
+  const refusedAt = new Map<string, number[]>()
+  for (const [i, e] of trace.entries())
+    if (central[i]! < e.asked) {
+      let list = refusedAt.get(e.key)
+      if (list === undefined) refusedAt.set(e.key, (list = []))
+      list.push(e.t)
+    }
+  for (const list of refusedAt.values()) list.sort((x, y) => x - y)
+  return (i) => {
+    const e = trace[i]!
+    const list = refusedAt.get(e.key)
+    if (list === undefined) return false
+    // The first refusal at or after t - withinMs: at limit if it is by t + withinMs.
+    let lo = 0
+    let hi = list.length
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1
+      if (list[mid]! < e.t - withinMs) lo = mid + 1
+      else hi = mid
+    }
+    return lo < list.length && list[lo]! <= e.t + withinMs
   }
 }
 
@@ -378,6 +434,11 @@ export function efficiencyRow(r: EfficiencyResult): string {
   // Of those the central limiter admitted too, when it refused some of them.
   const fair = (f: EfficiencyResult['firstFair'], all: number): string =>
     f.checks < all ? ` (${pct(f.admitted / Math.max(1, f.checks))} of ${f.checks} it admits)` : ''
+  // Of the keys within their limit then, when some were not.
+  const within = (x: EfficiencyResult): string =>
+    x.youngWithin.checks < x.youngChecks
+      ? `; ${pct(x.youngWithin.admitted / Math.max(1, x.youngWithin.checks))} of ${x.youngWithin.checks} at keys within their limit`
+      : ''
   return [
     '',
     r.name,
@@ -386,7 +447,7 @@ export function efficiencyRow(r: EfficiencyResult): string {
     String(r.keysOver),
     `${pct(r.firstAdmitted)} of ${r.firstChecks}${fair(r.firstFair, r.firstChecks)}`,
     r.youngChecks > 0
-      ? `${pct(r.youngAdmitted)} of ${r.youngChecks}${fair(r.youngFair, r.youngChecks)}`
+      ? `${pct(r.youngAdmitted)} of ${r.youngChecks}${fair(r.youngFair, r.youngChecks)}${within(r)}`
       : '—',
     r.probe === undefined ? '—' : `${r.probe.admitted} of ${r.probe.asked}`,
     r.remote === undefined

@@ -139,6 +139,8 @@ async function main(): Promise<void> {
     /** The keys of first checks refused, at a gateway young or not (`yr`, `fr`): judged against the central limiter. */
     yr: undefined as string[] | undefined,
     fr: undefined as string[] | undefined,
+    /** The keys of first checks admitted at a young gateway: whether their key was at its limit then. */
+    ya: undefined as string[] | undefined,
   }
   let owed = 0
   let last = systemClock.now()
@@ -153,8 +155,17 @@ async function main(): Promise<void> {
     last = now
     const units = Math.floor(owed)
     owed -= units
-    const { a, r, q, f, y, yr, fr } = late
-    late = { a: {}, r: {}, q: {}, f: [0, 0], y: [0, 0], yr: undefined, fr: undefined }
+    const { a, r, q, f, y, yr, fr, ya } = late
+    late = {
+      a: {},
+      r: {},
+      q: {},
+      f: [0, 0],
+      y: [0, 0],
+      yr: undefined,
+      fr: undefined,
+      ya: undefined,
+    }
     const young = t - readyAt < spec.youngMs
     const count = (
       into: typeof late,
@@ -181,12 +192,14 @@ async function main(): Promise<void> {
       if (first) {
         const firsts = young ? into.y : into.f
         firsts[0]++
-        if (ok) firsts[1]++
-        else if (young) (into.yr ??= []).push(key)
+        if (ok) {
+          firsts[1]++
+          if (young) (into.ya ??= []).push(key)
+        } else if (young) (into.yr ??= []).push(key)
         else (into.fr ??= []).push(key)
       }
     }
-    const here = { a, r, q, f, y, yr, fr }
+    const here = { a, r, q, f, y, yr, fr, ya }
     const ask = (key: string, k: number): void => {
       const g = Math.floor(random() * clients.length)
       const family = families[g]
@@ -238,6 +251,7 @@ async function main(): Promise<void> {
         y,
         ...(here.yr === undefined ? {} : { yr: here.yr }),
         ...(here.fr === undefined ? {} : { fr: here.fr }),
+        ...(here.ya === undefined ? {} : { ya: here.ya }),
         ...(process.env.SLUICE_BENCH_WHY === '1' ? { why: takeWhy() } : {}),
       }),
     )

@@ -1,7 +1,7 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { compare, replayCentral, type TraceEvent } from '../../bench/efficiency/central.js'
-import { efficiencyRow, measure } from '../../bench/efficiency/run.js'
+import { efficiencyRow, keyAtLimit, measure } from '../../bench/efficiency/run.js'
 import type { EfficiencyScenario } from '../../bench/efficiency/scenarios.js'
 import { rankBand, splitLosses } from '../../bench/efficiency/split.js'
 import { excessOverBound } from '../../bench/faults/measure.js'
@@ -136,5 +136,40 @@ describe("the efficiency bench's first checks at a young gateway", () => {
     expect(r.youngFair).toEqual({ checks: 1, admitted: 0 })
     expect(r.firstFair).toEqual({ checks: 2, admitted: 2 })
     expect(efficiencyRow(r)).toContain('0.0% of 2 (0.0% of 1 it admits)')
+    // b's budget ran out at 40 (its third check), within 100 ms of the refusal at 30: at its
+    // limit then, as a, so neither counts among the keys within their limit.
+    expect(r.youngWithin).toEqual({ checks: 0, admitted: 0 })
+  })
+
+  it('judges first checks at keys within their limit apart: none refused near them centrally', () => {
+    // A rate of 10/s, burst 1 per key. Key a: at 0 and 50 (the second refused by the central
+    // bucket: at its limit). A young process checks a first at 60 (refused by Sluice: a's bucket
+    // was dry 10 ms before, so not within its limit), and c first at 1000 (refused, no central
+    // refusal of c ever: a loss) and d (admitted).
+    const rate: EfficiencyScenario = { ...scenario, kind: 'rate', capacity: 10, burst: 1 }
+    const rateOutputs = [
+      [
+        line(0, { a: { a: 1 }, r: {}, f: [1, 1], y: [0, 0] }),
+        line(50, { a: {}, r: { a: 1 }, f: [0, 0], y: [0, 0] }),
+      ].join('\n'),
+      [
+        line(60, { a: {}, r: { a: 1 }, f: [0, 0], y: [1, 0], yr: ['a'] }),
+        line(1000, { a: { d: 1 }, r: { c: 1 }, f: [0, 0], y: [2, 1], yr: ['c'], ya: ['d'] }),
+      ].join('\n'),
+    ]
+    const r = measure(rate, rateOutputs)
+    expect(r.youngChecks).toBe(3)
+    expect(r.youngWithin).toEqual({ checks: 2, admitted: 1 })
+    expect(efficiencyRow(r)).toContain('50.0% of 2 at keys within their limit')
+    const trace = [
+      { t: 0, w: 0, key: 'a', asked: 1, admitted: 1 },
+      { t: 1000, w: 0, key: 'a', asked: 2, admitted: 0 },
+      { t: 1099, w: 0, key: 'a', asked: 1, admitted: 1 },
+      { t: 1101, w: 0, key: 'a', asked: 1, admitted: 1 },
+      { t: 900, w: 0, key: 'b', asked: 1, admitted: 1 },
+    ]
+    // The central limiter refused one of a's at 1000 (and nothing else).
+    const atLimit = keyAtLimit(trace, [1, 1, 1, 1, 1], 100)
+    expect([0, 1, 2, 3, 4].map(atLimit)).toEqual([false, true, true, false, false])
   })
 })
