@@ -399,6 +399,12 @@ export class Entry {
   heldVacancy: HeldVacancy | undefined = undefined
   /** Whether a lease of more than 0 was ever sent to it (a held vacancy goes only to one never sent any). */
   everHeld = false
+  /**
+   * Rate family share: when a round first found it waiting for its first share, the falls made
+   * for it under way (shapes/family-share.ts); its first share goes whole for a while after
+   * (increases.ts `wholeFirst`).
+   */
+  joinedAtMs: number | undefined = undefined
   /** Rate family share handed a held vacancy: what it held, sent with every lease until one is acknowledged. */
   handed: PendingHanded | undefined = undefined
   /**

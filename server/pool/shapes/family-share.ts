@@ -23,7 +23,13 @@ export const familyShareShape: Shape = Object.freeze<Shape>({
     })
     // A process that never held a share waits for its first: the falls made for it give up what
     // fell, for it to start from (fall-gifts.ts).
-    r.handOnFalls = r.burstSlack !== undefined && sharing.some((e) => joins(r, e))
+    r.handOnFalls = false
+    if (r.burstSlack !== undefined)
+      for (const e of sharing)
+        if (joins(r, e)) {
+          r.handOnFalls = true
+          e.joinedAtMs ??= nowMs
+        }
     settle(pool, r, sharing, nowMs)
     r.handOnFalls = false
   },
