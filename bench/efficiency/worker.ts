@@ -130,7 +130,7 @@ async function main(): Promise<void> {
   let debugAt = 0
   const debugEveryMs = Number(process.env.SLUICE_BENCH_DEBUG_EVERY_MS ?? 1000)
   // What remote answers brought in since the last tick's line: logged with the next.
-  let late = {
+  const fresh = () => ({
     a: {} as Record<string, number>,
     r: {} as Record<string, number>,
     q: {} as Record<string, number>,
@@ -141,7 +141,8 @@ async function main(): Promise<void> {
     fr: undefined as string[] | undefined,
     /** The keys of first checks admitted at a young gateway: whether their key was at its limit then. */
     ya: undefined as string[] | undefined,
-  }
+  })
+  let late = fresh()
   let owed = 0
   let last = systemClock.now()
   let probed = spec.probe === undefined
@@ -156,16 +157,7 @@ async function main(): Promise<void> {
     const units = Math.floor(owed)
     owed -= units
     const { a, r, q, f, y, yr, fr, ya } = late
-    late = {
-      a: {},
-      r: {},
-      q: {},
-      f: [0, 0],
-      y: [0, 0],
-      yr: undefined,
-      fr: undefined,
-      ya: undefined,
-    }
+    late = fresh()
     const young = t - readyAt < spec.youngMs
     const count = (
       into: typeof late,

@@ -31,10 +31,7 @@ export function grantIncreases(
     if (free <= eps) break
     // The new lease may raise this client's committed from e.committed to at most e.committed + free.
     const grant = Math.min(e.target, e.committed + free)
-    if (
-      grant <= e.newest + eps ||
-      ((!partial || wholeFirst(r, e, nowMs)) && grant < e.target - eps)
-    )
+    if (grant <= e.newest + eps || ((!partial || wholeFirst(e, nowMs)) && grant < e.target - eps))
       continue
     const before = e.committed
     send(pool, e, grant, nowMs)
@@ -51,18 +48,13 @@ export function grantIncreases(
  * freed (a rounding's rest, one fall of twenty acknowledged) was the holder's first share: it
  * took that one fall's gift, and the rest of its share rose later with no tokens, every key new
  * to it starting empty (#41: 30 gateways starting together, the coordinator's part first held
- * 0.5% of the family, then all of it from 0.3 tokens a key; one start in three admitted 92-95%
+ * 0.45% of the family, then all of it from under half a token a key; one start in three admitted 92-95%
  * of the first checks the central limiter admits, 99.4% otherwise). Past that time (a fall not
  * acknowledged: a client stalled), in part as any.
  */
-function wholeFirst(r: ResourceState, e: Entry, nowMs: number): boolean {
-  return (
-    !e.everHeld &&
-    e.joinedAtMs !== undefined &&
-    r.burstSlack !== undefined &&
-    r.shape.familyShare &&
-    nowMs - e.joinedAtMs < wholeFirstShareMs
-  )
+function wholeFirst(e: Entry, nowMs: number): boolean {
+  // Set only for a rate family's share (shapes/family-share.ts, with its burst slack).
+  return !e.everHeld && e.joinedAtMs !== undefined && nowMs - e.joinedAtMs < wholeFirstShareMs
 }
 
 /** How long a rate family's first share waits to go whole (`wholeFirst`). */
