@@ -1,9 +1,12 @@
+import { spawn } from 'node:child_process'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createClient, type KeyedFamily, type SluiceClient } from '../client/index.js'
 import { CoordinatorProcess, freePort, sleep } from './faults/harness.js'
 import { hostMs } from './faults/host-time.js'
+import { findRoot } from './faults/workers.js'
+import WebSocket from 'ws'
 
 /**
  * Remote decisions at the coordinator (#41: p99 ≤ 1 ms on loopback, ≥ 50k decisions/s per
@@ -67,6 +70,128 @@ function phaseRow(
   }
 }
 
+/** One ask: answered at once (a boolean) or later. */
+type Asker = (key: string) => boolean | Promise<{ readonly admitted: boolean }>
+
+/**
+ * The paced phase: `pacedPerSec` asks a second in all, spread over the askers every 2 ms tick
+ * (each asker's asks of a tick leave in one frame), for `measureMs`; latency ask to answer.
+ */
+async function pacedPhase(
+  askers: readonly Asker[],
+  options: RemoteBenchOptions,
+  nextKey: () => string,
+): Promise<RemoteBenchRow> {
+  const latencies: number[] = []
+  let asked = 0
+  let answered = 0
+  let admitted = 0
+  const tickMs = 2
+  const perTick = (options.pacedPerSec * tickMs) / 1000 / askers.length
+  let owed = 0
+  const startMs = hostMs()
+  const untilMs = startMs + options.measureMs
+  while (hostMs() < untilMs) {
+    owed += perTick
+    const n = Math.floor(owed)
+    owed -= n
+    for (const ask of askers)
+      for (let i = 0; i < n; i++) {
+        const at = hostMs()
+        asked++
+        const d = ask(nextKey())
+        if (typeof d === 'boolean') {
+          answered++
+          if (d) admitted++
+          latencies.push(0)
+          continue
+        }
+        void d.then((a) => {
+          answered++
+          if (a.admitted) admitted++
+          latencies.push(hostMs() - at)
+        })
+      }
+    await sleep(tickMs)
+  }
+  await sleep(200)
+  const seconds = (hostMs() - startMs - 200) / 1000
+  return phaseRow(
+    `paced, ${options.pacedPerSec.toLocaleString('en')} asks/s`,
+    seconds,
+    { asked, answered, admitted },
+    latencies,
+  )
+}
+
+/**
+ * The floor under the paced phase: the same asks, paced the same way over as many connections,
+ * sent as `decide` frames by bare `ws` clients (each connection's asks of a tick in one frame, as
+ * client/remote.ts sends them) to a server that only answers them
+ * (bench/transport-floor.ts `ws-json`: the coordinator's `ws` options, a `JSON.parse` of each
+ * frame, every ask admitted). What it measures is Node, `ws` and the kernel's loopback on this
+ * machine, two processes, with no Sluice on either side: the least a remote decision's round trip
+ * can take here.
+ */
+export async function benchRemoteFloor(options: RemoteBenchOptions): Promise<RemoteBenchRow> {
+  const server = spawn(
+    process.execPath,
+    [join(findRoot(), 'dist/bench/transport-floor.js'), 'ws-json'],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  )
+  const sockets: WebSocket[] = []
+  try {
+    const port = await new Promise<number>((resolve, reject) => {
+      server.once('exit', () => reject(new Error('transport floor exited')))
+      server.stdout.once('data', (d: Buffer) => resolve(Number(/:(\d+)\//.exec(String(d))?.[1])))
+    })
+    for (let i = 0; i < options.processes; i++) {
+      const socket = new WebSocket(`ws://127.0.0.1:${port}/v1/connect`)
+      await new Promise<void>((resolve, reject) => {
+        socket.once('open', () => resolve())
+        socket.once('error', reject)
+      })
+      sockets.push(socket)
+    }
+    let next = 0
+    const askers = sockets.map((socket): Asker => {
+      const pending = new Map<number, (a: { admitted: boolean }) => void>()
+      let queue: [number, string, number][] = []
+      socket.on('message', (data: Buffer) => {
+        const msg = JSON.parse(data.toString('utf8')) as { answers: [number, number][] }
+        for (const [n, ok] of msg.answers) {
+          pending.get(n)?.({ admitted: ok === 1 })
+          pending.delete(n)
+        }
+      })
+      return (key) => {
+        const n = next++
+        if (queue.length === 0)
+          queueMicrotask(() => {
+            socket.send(JSON.stringify({ type: 'decide', asks: queue }))
+            queue = []
+          })
+        queue.push([n, `key/${key}`, 1])
+        return new Promise((resolve) => pending.set(n, resolve))
+      }
+    })
+    let seed = 12345
+    const nextKey = (): string => {
+      seed = (seed * 1103515245 + 12345) % 2147483648
+      return `k${seed % options.keys}`
+    }
+    // A warm-up as long as the paced phase's own, unmeasured.
+    await pacedPhase(askers, { ...options, measureMs: 3000 }, nextKey)
+    const row = await pacedPhase(askers, options, nextKey)
+    return { ...row, phase: `${row.phase}: transport floor (\`ws\`, no Sluice)` }
+  } finally {
+    for (const socket of sockets) socket.terminate()
+    server.kill()
+  }
+}
+
 export async function benchRemote(options: RemoteBenchOptions): Promise<RemoteBenchRow[]> {
   const dir = await mkdtemp(join(tmpdir(), 'sluice-remote-'))
   const configPath = join(dir, 'sluice.json')
@@ -110,50 +235,13 @@ export async function benchRemote(options: RemoteBenchOptions): Promise<RemoteBe
     const rows: RemoteBenchRow[] = []
 
     // Paced: the total rate spread over the clients, each tick.
-    {
-      const latencies: number[] = []
-      let asked = 0
-      let answered = 0
-      let admitted = 0
-      const tickMs = 2
-      const perTick = (options.pacedPerSec * tickMs) / 1000 / families.length
-      let owed = 0
-      const startMs = hostMs()
-      const untilMs = startMs + options.measureMs
-      while (hostMs() < untilMs) {
-        owed += perTick
-        const n = Math.floor(owed)
-        owed -= n
-        for (const f of families)
-          for (let i = 0; i < n; i++) {
-            const at = hostMs()
-            asked++
-            const d = f.decide(nextKey())
-            if (typeof d === 'boolean') {
-              answered++
-              if (d) admitted++
-              latencies.push(0)
-              continue
-            }
-            void d.then((a) => {
-              answered++
-              if (a.admitted) admitted++
-              latencies.push(hostMs() - at)
-            })
-          }
-        await sleep(tickMs)
-      }
-      await sleep(200)
-      const seconds = (hostMs() - startMs - 200) / 1000
-      rows.push(
-        phaseRow(
-          `paced, ${options.pacedPerSec.toLocaleString('en')} asks/s`,
-          seconds,
-          { asked, answered, admitted },
-          latencies,
-        ),
-      )
-    }
+    rows.push(
+      await pacedPhase(
+        families.map((f) => (key) => f.decide(key)),
+        options,
+        nextKey,
+      ),
+    )
 
     // Saturated: each client keeps `window` asks in flight.
     {

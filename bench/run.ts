@@ -10,7 +10,7 @@ import { benchHttp, benchHttpInstructions } from './http.js'
 import { benchKeys } from './keys.js'
 import { benchKeysScale } from './keys-scale.js'
 import { benchQuota } from './quota.js'
-import { benchRemote, remoteRow } from './remote.js'
+import { benchRemote, benchRemoteFloor, remoteRow } from './remote.js'
 import { benchMassRestart } from './mass-restart.js'
 import { benchSafeHold } from './safe-hold.js'
 
@@ -179,6 +179,20 @@ if (only === 'remote') {
     measureMs: Number(process.env.BENCH_MEASURE_MS ?? 5_000),
   })
   for (const r of rows) console.log(remoteRow(r, processes))
+  // The same paced asks over bare `ws` connections to a server that only answers them: the
+  // least a round trip takes on this machine (bench/remote.ts `benchRemoteFloor`).
+  console.log(
+    remoteRow(
+      await benchRemoteFloor({
+        processes,
+        keys: 10_000,
+        pacedPerSec: Number(process.env.BENCH_REMOTE_PACED ?? 5_000),
+        window: 0,
+        measureMs: Number(process.env.BENCH_MEASURE_MS ?? 5_000),
+      }),
+      processes,
+    ),
+  )
 }
 
 if (only === 'safe-hold') {

@@ -16,7 +16,9 @@ import { WebSocketServer } from 'ws'
  * - `ws`: the `ws` server the coordinator uses, with its options; no parsing.
  * - `ws-json`: `ws` and a `JSON.parse` of every frame.
  *
- * All three build each lease reply with `JSON.stringify`, as the coordinator does.
+ * All three build each lease reply with `JSON.stringify`, as the coordinator does, and answer a
+ * `decide` frame by admitting each ask (`npm run bench -- remote`'s floor row: the round trip of
+ * a remote decision with no Sluice on either side).
  * Not a server for anything else: it trusts the load generator's frames.
  */
 type Mode = 'net' | 'ws' | 'ws-json'
@@ -45,11 +47,27 @@ const leaseOf = (seq: number): string =>
     ],
   })
 
+/**
+ * The answer to a `decide` frame (the remote decisions' floor, `npm run bench -- remote`): each
+ * ask admitted, as the coordinator's answer says it. Parsed in every mode: the answer names each
+ * ask's number.
+ */
+const decidedOf = (text: string): string =>
+  JSON.stringify({
+    type: 'decided',
+    answers: (JSON.parse(text) as { asks: [number, string, number][] }).asks.map(([n]) => [
+      n,
+      1,
+      9_999,
+    ]),
+  })
+
 /** What to answer a frame with, if anything: the same rule for every mode. */
 function replier(parse: boolean): (text: string) => string | undefined {
   let reports = 0
   let seq = 0
   return (text) => {
+    if (text.startsWith('{"type":"decide"')) return decidedOf(text)
     const type = parse
       ? (JSON.parse(text) as { type: string }).type
       : text.startsWith('{"type":"hello"')
