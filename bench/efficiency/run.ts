@@ -54,7 +54,8 @@ export interface EfficiencyResult extends Comparison {
     { readonly asked: number; readonly p50Ms: number; readonly p99Ms: number } | undefined
   /**
    * With `BENCH_SPLIT=1`: where the checks the central limiter admitted and Sluice refused are,
-   * by key rank, by 5 s since the first check (`BENCH_SPLIT_STEP_MS`), by process, and (a quota)
+   * by key rank, by 5 s since the first check (`BENCH_SPLIT_STEP_MS`), by process (and by
+   * process and rank with `BENCH_SPLIT_CROSS=1`), and (a quota)
    * by 250 ms of the window.
    */
   readonly split?: readonly SplitRow[]
@@ -343,6 +344,7 @@ export function measure(s: EfficiencyScenario, outputs: readonly string[]): Effi
             central,
             processOf,
             Number(process.env.BENCH_SPLIT_STEP_MS ?? 5000),
+            process.env.BENCH_SPLIT_CROSS === '1',
           ),
         }
       : {}),
@@ -402,6 +404,8 @@ export function efficiencySplit(
   central: readonly number[],
   processOf: readonly number[],
   stepMs = 5000,
+  /** Each process's checks by key rank too (`BENCH_SPLIT_CROSS=1`): where a joiner falls short. */
+  cross = false,
 ): SplitRow[] {
   let t0 = Infinity
   for (const e of trace) if (e.t < t0) t0 = e.t
@@ -412,6 +416,7 @@ export function efficiencySplit(
       `since the start: ${(Math.floor((e.t - t0) / stepMs) * (stepMs / 1000)).toFixed(stepMs % 1000 === 0 ? 0 : 2).padStart(6)} s`,
       `process ${processOf[i] ?? '?'}`,
     ]
+    if (cross) labels.push(`process ${processOf[i] ?? '?'}, ${rankBand(e.key)}`)
     if (windowMs !== undefined)
       labels.push(`window at: ${String(Math.floor((e.w % windowMs) / 250) * 250).padStart(6)} ms`)
     return labels

@@ -1,7 +1,7 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { compare, replayCentral, type TraceEvent } from '../../bench/efficiency/central.js'
-import { efficiencyRow, keyAtLimit, measure } from '../../bench/efficiency/run.js'
+import { efficiencyRow, efficiencySplit, keyAtLimit, measure } from '../../bench/efficiency/run.js'
 import type { EfficiencyScenario } from '../../bench/efficiency/scenarios.js'
 import { rankBand, splitLosses } from '../../bench/efficiency/split.js'
 import { excessOverBound } from '../../bench/faults/measure.js'
@@ -93,6 +93,20 @@ describe('where the efficiency bench finds Sluice short (BENCH_SPLIT=1)', () => 
     expect(splitLosses([ev(0, 'a', 2, 2), ev(0, 'a', 2, 0)], [0, 2], () => ['all'])).toEqual([
       { label: 'all', asked: 4, admitted: 2, central: 2, lost: 2 },
     ])
+    // Crossed (BENCH_SPLIT_CROSS=1): each process's checks by key rank as well.
+    const scenario = { name: 'x', kind: 'rate' } as EfficiencyScenario
+    const crossed = efficiencySplit(scenario, trace, central, [0, 0, 1, 1], 5000, true)
+    expect(crossed.find((r) => r.label === 'process 1, keys: rank  10-29')).toEqual({
+      label: 'process 1, keys: rank  10-29',
+      asked: 1,
+      admitted: 0,
+      central: 1,
+      lost: 1,
+    })
+    expect(crossed.find((r) => r.label === 'process 0, keys: rank   0-9')?.lost).toBe(1)
+    expect(
+      efficiencySplit(scenario, trace, central, [0, 0, 1, 1]).some((r) => r.label.includes(', ')),
+    ).toBe(false)
     expect([rankBand('k30'), rankBand('k299'), rankBand('customer')]).toEqual([
       'keys: rank  30-99',
       'keys: rank 100-299',
