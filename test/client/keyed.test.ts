@@ -642,6 +642,56 @@ describe('a keyed family’s buckets', () => {
     expect(admitted).toBe(3)
     f.close()
   })
+
+  // A hot key's rise paid for by two falls made for it (`handOn`), as a joiner's is: one of a
+  // bucket in parts, which keeps what no longer fits going as its excess, one of a plain bucket,
+  // which gives it up (its ack's `gave`, the rise's `fill`). The rise held the gift as tokens of
+  // its fresh part, earning at the whole rate gained, while the first fall's excess was paid for
+  // by that same part: 500 ms on the three held 10.6 tokens of a key of burst 10 (the pool's
+  // BurstSlack property, 'moveTwo', found the same). The gift is now an excess going at the rate
+  // gained, spent first.
+  it("hold a hot key's rise's gift as an excess going at the rate gained: together never more than the key's burst", () => {
+    const clock = new ManualClock()
+    const family = (): KeyedFamily =>
+      new KeyedFamily('k', resolveKeyedOptions('k', {}), clock, clock, owner)
+    const keyLease = (capacity: number, extra: Partial<LeaseGrant> = {}): LeaseGrant => ({
+      ...grant(capacity / 10),
+      resource: 'k/a',
+      capacity,
+      burst: capacity,
+      family: undefined,
+      limit: { capacity: 10, burst: 10 },
+      ...extra,
+    })
+    // p holds 5 of the key in two parts (2.5, full, and a rise of 2.5 that earned 2.4); q holds 5, full.
+    const p = family()
+    const q = family()
+    const j = family()
+    for (const f of [p, q, j]) f.applyFamilyLease(grant(0.1))
+    p.applyKeyLease('a', keyLease(2.5, { full: true }))
+    p.applyKeyLease('a', keyLease(5))
+    clock.advance(967)
+    q.applyKeyLease('a', keyLease(5, { full: true }))
+    j.applyKeyLease('a', keyLease(0))
+    // Both fall to 10/3 for j; q gives up what its slice held, p keeps its excess going.
+    p.applyKeyLease('a', keyLease(10 / 3, { handOn: true }))
+    q.applyKeyLease('a', keyLease(10 / 3, { handOn: true }))
+    expect(p.takeGave('k/a')).toBe(0)
+    const gave = q.takeGave('k/a')
+    expect(gave).toBeCloseTo(5 / 3, 9)
+    j.applyKeyLease('a', keyLease(10 / 3, { fill: gave }))
+    const spendable = (f: KeyedFamily): number => {
+      let n = 0
+      while (f.tryAcquire('a', 0.01)) n += 0.01
+      return n
+    }
+    expect(j.remaining('a')).toBe(1)
+    // Nothing spent for half a second, then all three spend what they hold at once: one central
+    // bucket of the key holds its burst at most, 10.
+    clock.advance(500)
+    expect(spendable(p) + spendable(q) + spendable(j)).toBeLessThanOrEqual(10 + 0.03)
+    for (const f of [p, q, j]) f.close()
+  })
 })
 
 describe('a keyed quota’s check at a window’s edge', () => {

@@ -167,14 +167,25 @@ describe('BurstSlack', () => {
       // i gives its excess up as it falls and says so in its ack; the pool counts i's share
       // until that ack and j's rise from it (granted while the ack is handled: nothing moves
       // in the bound), and j's rise, a round trip later, is a fresh part holding what i gave
-      // up, capped at the burst it gains. Keeping the excess at i as well fails at once; so
-      // would a hand-back that waited for a later rise (the capacity sat free in between).
+      // up as an excess going at the rate gained, capped at the burst it gains. Keeping the
+      // excess at i as well fails at once; so would a hand-back that waited for a later rise
+      // (the capacity sat free in between).
       fc.record({
         t: fc.constant('move' as const),
         i: fc.integer({ min: 0, max: 2 }),
         j: fc.integer({ min: 0, max: 2 }),
         of: fc.constantFrom(0.25, 0.5, 1),
         gapMs: fc.constantFrom(0, 10, 300, 1000),
+      }),
+      // Two shares falling for one rise (a hot key's round for a joiner: every holder falls for
+      // it, and its rise, whole, goes out as the last fall is acknowledged). Each faller gives
+      // its excess up if its bucket is plain, else keeps it going; what the last gave goes to
+      // the rise (the first's gift is dropped as its ack ends: server/pool/clients.ts).
+      fc.record({
+        t: fc.constant('moveTwo' as const),
+        i: fc.integer({ min: 0, max: 2 }),
+        of: fc.constantFrom(0.25, 0.5, 1),
+        gapMs: fc.constantFrom(0, 10, 300),
       }),
       // A keyed family's default share falling as a process joins (server/pool/fall-gifts.ts):
       // i's bucket gives up what is above its new burst (a plain bucket: all its excess, going
@@ -311,16 +322,36 @@ describe('BurstSlack', () => {
               from.moveRate(shares[s.i]! * ratePerSec, shares[s.i]! * burst)
               const gave = plain ? from.dropExcess() : 0
               tick(s.gapMs)
-              // The rise holds what i gave up in its fresh part, never more than the burst it
-              // gains (moveRate's `risenForMs` at the rate gained, capped at that burst).
+              // The rise is a fresh part, empty, holding what i gave up as an excess going at the
+              // rate gained, never more than the burst it gains (as client/enforcer.ts does: a
+              // rise may be paid for by falls that kept their excess too, 'moveTwo').
               shares[s.j] = shares[s.j]! + d
               if (shares[s.j]! > 0) everHeld[s.j] = true
-              buckets[s.j]!.moveRate(
-                shares[s.j]! * ratePerSec,
-                shares[s.j]! * burst,
-                Infinity,
-                (gave / (d * ratePerSec)) * 1000,
-              )
+              buckets[s.j]!.moveRate(shares[s.j]! * ratePerSec, shares[s.j]! * burst)
+              buckets[s.j]!.addExcess(Math.min(gave, d * burst), d * ratePerSec)
+            } else if (s.t === 'moveTwo') {
+              // i and the next process fall by `of` of their shares for the third.
+              const [a, b, j] = [s.i, (s.i + 1) % 3, (s.i + 2) % 3]
+              if (!(shares[a]! > 0) || !(shares[b]! > 0)) continue
+              const falls = [a, b].map((i) => {
+                const d = shares[i]! * s.of
+                const from = buckets[i]!
+                const plain = from.partCount === 1 && from.excess === 0
+                shares[i] = shares[i]! - d
+                from.moveRate(shares[i] * ratePerSec, shares[i] * burst)
+                return { d, gave: plain ? from.dropExcess() : 0 }
+              })
+              tick(s.gapMs)
+              const d = falls[0]!.d + falls[1]!.d
+              const gift = Math.min(falls[1]!.gave, d * burst)
+              shares[j] = shares[j]! + d
+              everHeld[j] = true
+              // The rise is a fresh part, empty, and holds the gift as an excess going at the rate
+              // gained: the fresh part pays for the excess the other fall keeps going, which it
+              // can only do from empty (the gift as risen time in the fresh part went past the
+              // central bucket here: 100.005 of 100).
+              buckets[j]!.moveRate(shares[j] * ratePerSec, shares[j] * burst)
+              buckets[j]!.addExcess(gift, d * ratePerSec)
             } else if (s.t === 'fallGive') {
               if (!(shares[s.i]! > 0)) continue
               const d = shares[s.i]! * s.of
