@@ -748,6 +748,9 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     this.#keyKind.refresh(this.#shares, state)
     // A rate key reset (server/pool/reset.ts): its bucket is full again, once, at this lease's burst.
     if (grant.full === true && this.#keyKind.refills) state.bucket.fill()
+    // A share handed on whole (`fillWhole`): the leaver's tokens, as its bucket held them.
+    else if (handFill && grant.fillWhole === true)
+      state.bucket.refund(Math.min(grant.fill!, state.bucket.burst))
     else if (handFill) this.#holdGift(state, grant.fill!, grant.capacity, state.bucket.burst)
     else if (startWith > 0 && startWith < Infinity) state.bucket.refund(startWith)
     if (fallsPlain) {
@@ -766,8 +769,8 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
   }
 
   /**
-   * Tokens handed to a rise of a key's own lease (its `fill`: what falls made for it gave up, or
-   * a share handed on from a process closed cleanly) held as an excess above the bucket's burst,
+   * Tokens handed to a rise of a key's own lease (its `fill`: what falls made for it gave up; a
+   * share handed on whole, `fillWhole`, is the fresh part's own) held as an excess above the bucket's burst,
    * spent first, going at the rate gained until none is left, never more than the burst gained.
    * Not tokens of the rise's fresh part: a rise may be paid for by falls that kept their excess
    * going as well (a bucket in parts gives nothing), and that excess is paid for by the fresh

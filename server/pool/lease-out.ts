@@ -232,8 +232,13 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
   // A fall a joiner waits for (shapes/family-share.ts): its holder gives up what fell, for it.
   const handOn = r.handOnFalls && capacity < entry.newest - r.epsilon
   // A hot key's share handed on (held-handover.ts): what it earned since the leaver's release.
-  if (!full && fill === 0 && entry.handFill > 0 && capacity > 0 && r.shape.hotKey)
+  // The heir held nothing of the key, so this rise is the leaver's share alone: its tokens are
+  // the fresh part's (`fillWhole`), not a gift going at the rate gained.
+  let fillWhole = false
+  if (!full && fill === 0 && entry.handFill > 0 && capacity > 0 && r.shape.hotKey) {
     fill = Math.min(entry.handFill, (s.burst * capacity) / s.capacity) / s.capacity
+    fillWhole = true
+  }
   entry.handFill = 0
   if (capacity > 0) entry.everHeld = true
   // The fallback never exceeds the lease: what a silent client may enforce is what it was leased.
@@ -263,7 +268,11 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
     refreshMs: s.refreshMs,
     safeCapacity,
     safeHoldMs: s.safeHoldMs,
-    ...(full ? { full: true as const } : fill > 0 ? { fill: fill * s.capacity } : {}),
+    ...(full
+      ? { full: true as const }
+      : fill > 0
+        ? { fill: fill * s.capacity, ...(fillWhole ? { fillWhole: true as const } : {}) }
+        : {}),
     ...(r.shape.familyShare ? { family: familyPayload(s.family!) } : {}),
     ...(window === undefined
       ? r.shape.familyShare

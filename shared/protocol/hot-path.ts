@@ -83,6 +83,7 @@ const grantKeys: ReadonlySet<string> = new Set([
   'limit',
   'full',
   'fill',
+  'fillWhole',
   'handOn',
   'toDefault',
   'family',
@@ -245,6 +246,7 @@ function isGrant(g: unknown): boolean {
     (g.limit === undefined || isLimits(g.limit, limitKeys)) &&
     (g.full === undefined || g.full === true) &&
     (g.fill === undefined || isQuantity(g.fill)) &&
+    (g.fillWhole === undefined || g.fillWhole === true) &&
     (g.handOn === undefined || g.handOn === true) &&
     (g.toDefault === undefined || g.toDefault === true) &&
     (g.family === undefined || (isLimits(g.family, familyKeys) && kinds.has(g.family.kind)))

@@ -396,10 +396,18 @@ export const leaseGrant = z.strictObject({
    * this share (server/pool/lease-out.ts, firstShareFill). On a rate key's own lease, tokens:
    * a key's share handed on from a process closed cleanly, what it earned since the release
    * (server/pool/held-handover.ts); taken only by a bucket that held nothing of the key. On a
-   * named rate resource's rise, tokens another holder gave up as its share fell (an ack's
-   * `gave`): the rise's fresh part holds them (never more than the burst it gains).
+   * named rate resource's rise, or a rate key's own lease rising, tokens other holders gave up
+   * as their shares fell (an ack's `gave`), never more than the burst it gains: the rise's fresh
+   * part starts empty and holds them as an excess going at the rate gained (a rise may be paid
+   * for by falls that kept their excess going too), unless `fillWhole`.
    */
   fill: quantity.optional(),
+  /**
+   * With `fill` on a rate key's own lease: the rise is the whole of what the fill stands for (a
+   * share handed on whole from a process closed cleanly, nothing else paid for it), so its
+   * fresh part holds the tokens, as the leaver's bucket would have.
+   */
+  fillWhole: z.literal(true).optional(),
   /**
    * Rate, a keyed family's own resource, a fall of the default share: a process joining waits
    * for its first share. The client gives up what the part that fell holds (each key's bucket

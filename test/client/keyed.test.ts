@@ -690,7 +690,22 @@ describe('a keyed family’s buckets', () => {
     // bucket of the key holds its burst at most, 10.
     clock.advance(500)
     expect(spendable(p) + spendable(q) + spendable(j)).toBeLessThanOrEqual(10 + 0.03)
-    for (const f of [p, q, j]) f.close()
+    // A key's share handed on whole from a process closed cleanly (`fillWhole`): the rise is
+    // that share alone, and its fresh part holds the tokens, earning on from them.
+    const h = family()
+    h.applyFamilyLease(grant(0.1))
+    h.applyKeyLease('a', keyLease(0))
+    h.applyKeyLease('a', keyLease(10 / 3, { fill: 2, fillWhole: true }))
+    clock.advance(300)
+    expect(spendable(h)).toBeCloseTo(3, 1)
+    // The same fill as a gift: an excess going at the rate gained, gone as the part earns.
+    const g = family()
+    g.applyFamilyLease(grant(0.1))
+    g.applyKeyLease('a', keyLease(0))
+    g.applyKeyLease('a', keyLease(10 / 3, { fill: 2 }))
+    clock.advance(300)
+    expect(spendable(g)).toBeCloseTo(2, 1)
+    for (const f of [p, q, j, h, g]) f.close()
   })
 })
 

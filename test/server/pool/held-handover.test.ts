@@ -217,6 +217,8 @@ describe('a rate family share released with what it held', () => {
       expect(f.keyShare('d', 'key/hot')).toBeCloseTo(20 / 3, 6)
       // Its bucket starts with what that share earned since the release, 400 ms at 20/3 per s.
       expect(f.keyLease('d', 'key/hot')?.fill).toBeCloseTo((20 / 3) * 0.4, 6)
+      // The rise is the leaver's share alone: its tokens are the fresh part's, not a gift going.
+      expect(f.keyLease('d', 'key/hot')?.fillWhole).toBe(true)
       for (const c of ['b', 'c']) expect(f.keyShare(c, 'key/hot')).toBeCloseTo(20 / 3, 6)
       expect(f.pool.committed('key/hot', f.now())).toBeLessThanOrEqual(20 + 1e-9)
       // And it keeps it as it asks: nothing moves.

@@ -299,6 +299,7 @@ const grantOf = (
       limit: value(limits),
       full: value(fc.constant(true)),
       fill: value(amount),
+      fillWhole: value(fc.constant(true)),
       handOn: value(fc.constant(true)),
       toDefault: value(fc.constant(true)),
       family: value(
@@ -375,6 +376,7 @@ const fullHotGrant = fc.record({
   limit: limits,
   full: fc.constant(true),
   fill: amount,
+  fillWhole: fc.constant(true),
   handOn: fc.constant(true),
   toDefault: fc.constant(true),
   family: fc.record({ kind: fc.constantFrom('rate', 'quota'), capacity: amount, burst: amount }),
