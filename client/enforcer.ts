@@ -136,8 +136,9 @@ export class RateEnforcer implements Enforcer {
    * A share of the limit moving here or away (rate and burst in the ratio they had, as every
    * lease of one limit is): moved as a keyed family's share is (TokenBucket.moveRate), except
    * that a fall gives up what the slices that fell held (returned, for the ack's `gave`: the
-   * coordinator hands it to the rise the ack lets through), and a rise is a fresh part holding
-   * what was `handed` to it (a lease's `fill`), earning the rate gained. A first holder that
+   * coordinator hands it to the rise the ack lets through), and a rise is a fresh part, empty,
+   * earning the rate gained, with what was `handed` to it (a lease's `fill`) above it as an
+   * excess going at that rate. A first holder that
    * started full and fell to a half as another joined used to drop the half it gave up, and the
    * joiner started from nothing. Anything else (the first lease, a lapse, a fallback, a new
    * limit) is set as it is (TokenBucket.setRate: none invented, what exceeds the new burst
