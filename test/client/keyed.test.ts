@@ -474,6 +474,16 @@ describe('a keyed family’s buckets', () => {
     family: { kind: 'rate', capacity: 10, burst: 10 },
   })
   const owner = { requestEarlyReport: () => undefined, drained: () => undefined }
+  /** A lease of key `a` of its own, of a key of 10/s, burst 10. */
+  const keyLease = (capacity: number, extra: Partial<LeaseGrant> = {}): LeaseGrant => ({
+    ...grant(capacity / 10),
+    resource: 'k/a',
+    capacity,
+    burst: capacity,
+    family: undefined,
+    limit: { capacity: 10, burst: 10 },
+    ...extra,
+  })
 
   it('never forget a key that has spent anything: a key evicted and met again cannot start full twice', () => {
     const clock = new ManualClock()
@@ -583,14 +593,6 @@ describe('a keyed family’s buckets', () => {
     const clock = new ManualClock()
     const family = (): KeyedFamily =>
       new KeyedFamily('k', resolveKeyedOptions('k', {}), clock, clock, owner)
-    const keyLease = (capacity: number): LeaseGrant => ({
-      ...grant(capacity / 10),
-      resource: 'k/a',
-      capacity,
-      burst: capacity,
-      family: undefined,
-      limit: { capacity: 10, burst: 10 },
-    })
     // A share that had lapsed (a restart of the coordinator), then a batch: a first share that
     // starts full and the lease of a key hot meanwhile. The key was never on this share.
     const f = family()
@@ -654,15 +656,6 @@ describe('a keyed family’s buckets', () => {
     const clock = new ManualClock()
     const family = (): KeyedFamily =>
       new KeyedFamily('k', resolveKeyedOptions('k', {}), clock, clock, owner)
-    const keyLease = (capacity: number, extra: Partial<LeaseGrant> = {}): LeaseGrant => ({
-      ...grant(capacity / 10),
-      resource: 'k/a',
-      capacity,
-      burst: capacity,
-      family: undefined,
-      limit: { capacity: 10, burst: 10 },
-      ...extra,
-    })
     // p holds 5 of the key in two parts (2.5, full, and a rise of 2.5 that earned 2.4); q holds 5, full.
     const p = family()
     const q = family()
