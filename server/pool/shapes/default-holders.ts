@@ -19,7 +19,14 @@ export function defaultHolders(r: ResourceState, sharing: readonly Entry[]): num
   const max = r.settings.family!.maxDefaultHolders
   let centrals = 0
   for (const e of sharing) if (e.client.clientId === centralClientId) centrals++
-  if (centrals === 0) {
+  // Whether the family is crowded goes by every process connected to it, not by those sharing
+  // this round: one that left a fall unacknowledged for a refresh period sits the round out
+  // (rounds.ts), but is still there. Counted by the round alone, a crowded family whose acks
+  // came late (a restarted coordinator under 8 deciding processes) flipped to not crowded and
+  // back at every round, each flip moving every key's share: thousands of leases a second, the
+  // writes and acks further behind, the hot keys at 20-40% of their due to the run's end (#41).
+  const present = connectedOf(r)
+  if (present.centrals === 0) {
     r.crowded = false
     for (const e of sharing) e.decidedCentrally = false
     if (!withheldAtStart(r, sharing)) return byTraffic(r, sharing, max)
@@ -44,7 +51,7 @@ export function defaultHolders(r: ResourceState, sharing: readonly Entry[]): num
   // coordinator's part holds it instead, the whole of every key where every process asks, so a
   // key asked thinly everywhere is decided as one central limiter would (#41). When processes
   // are past `maxDefaultHolders`, it is placed first too: it decides for every one that holds none.
-  const others = sharing.length - centrals
+  const others = present.others
   // Crowded past five processes, and still with five once it was (hysteresis): a rolling deploy
   // of six gateways closes one before its replacement comes, and every switch costs the burst
   // of what moves (a moved share brings none).
@@ -58,7 +65,8 @@ export function defaultHolders(r: ResourceState, sharing: readonly Entry[]): num
   const decidedCentrally = (e: Entry): boolean =>
     crowded && e.client.clientId !== centralClientId && (e.decidesRemotely || !e.hasChecked)
   const local = sharing.filter((e) => e.client.clientId !== centralClientId && !decidedCentrally(e))
-  const central = centrals <= max && (local.length < others || local.length > max)
+  const central =
+    centrals <= max && (local.length < sharing.length - centrals || local.length > max)
   const wants = byTraffic(r, local, central ? max - centrals : max)
   // Said on each entry, for the family's hot keys (hot-key.ts): none of a key for them either.
   for (const e of sharing) e.decidedCentrally = decidedCentrally(e)
@@ -85,6 +93,18 @@ export function defaultWeights(sharing: readonly Entry[]): number[] {
   return sharing.map((e) =>
     e.client.clientId === centralClientId ? Math.max(e.weight, standsFor) : e.weight,
   )
+}
+
+/** The coordinator's parts and the other clients connected to the family `r`, sharing or not. */
+function connectedOf(r: ResourceState): { centrals: number; others: number } {
+  let centrals = 0
+  let others = 0
+  for (const e of r.entries.values()) {
+    if (!e.client.connected) continue
+    if (e.client.clientId === centralClientId) centrals++
+    else others++
+  }
+  return { centrals, others }
 }
 
 /** The client id of the coordinator's own part of every key (one client per tenant). */
