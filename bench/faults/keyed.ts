@@ -279,7 +279,8 @@ export function measureKeyed(
   // process is connected again, and at least until the steady window opens (moved by a slow
   // restart), from where the hot keys' share measures the recovery. Until 2 s after the
   // reconnect only, a CI run measured 0.899 (once; 0.996-0.9998 here): the part held nothing
-  // for seconds after the processes came back (the restart's recovery, #41's open item).
+  // for seconds after the processes came back (the family flipping crowded and back, mended
+  // in 365c4c7: docs/benchmarks.md).
   const downFrom = t0 + s.killAtMs
   const downTo = outputs.map((output) => {
     for (const line of completeLines(output)) {
