@@ -157,14 +157,11 @@ export class RateEnforcer implements Enforcer {
       bucket.setRate(capacity, burst)
       // From a lease of nothing: the bucket held nothing, and holds what was handed to it as a
       // rise does, below.
-      if (moved && rate === 0 && handed > 0) bucket.addExcess(Math.min(handed, burst), capacity)
+      if (moved && rate === 0 && handed > 0) bucket.holdGift(handed, burst, capacity)
       return 0
     }
-    // A rise is a fresh part, empty, and holds what was handed to it as an excess going at the
-    // rate gained (capped at the burst gained), spent first: a rise may be paid for by falls that
-    // kept their excess going too, which the fresh part pays for by starting empty (a gift in it,
-    // earning at the whole rate gained, went past the central bucket: BurstSlack's property,
-    // 'moveTwo', 100.005 of 100). A fall gives its excess up, for the ack to say, only from a
+    // A rise is a fresh part, empty, and holds what was handed to it as a gift (an excess going
+    // at the rate gained, TokenBucket.holdGift). A fall gives its excess up, for the ack to say, only from a
     // plain bucket (one part, no excess): parts earn each to its own burst, and their tokens in
     // one fresh part at the riser would earn faster ('move' found it: 100.012 of 100). A bucket
     // in parts keeps its excess going, as before 3e7d059.
@@ -172,8 +169,7 @@ export class RateEnforcer implements Enforcer {
     const gainedPerSec = capacity - rate
     const burstBefore = bucket.burst
     bucket.moveRate(capacity, burst)
-    if (handed > 0 && gainedPerSec > 0)
-      bucket.addExcess(Math.min(handed, burst - burstBefore), gainedPerSec)
+    if (handed > 0 && gainedPerSec > 0) bucket.holdGift(handed, burst - burstBefore, gainedPerSec)
     return gainedPerSec < 0 && plain ? bucket.dropExcess() : 0
   }
 

@@ -711,14 +711,13 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
       state.bucket.partCount === 1 &&
       state.bucket.excess === 0
     // A rise holding a gift: a fresh part, empty, and the gift an excess going at the rate gained
-    // (`#holdGift`), moved here before `refresh` would move it without.
+    // (TokenBucket.holdGift), moved here before `refresh` would move it without.
     if (moved && grant.capacity > before.capacity && (grant.fill ?? 0) > 0) {
       state.bucket.moveRate(grant.capacity, grant.burst)
-      this.#holdGift(
-        state,
+      state.bucket.holdGift(
         grant.fill!,
-        grant.capacity - before.capacity,
         grant.burst - before.burst,
+        grant.capacity - before.capacity,
       )
     }
     const nowMs = this.#hotClock.now()
@@ -751,7 +750,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     // A share handed on whole (`fillWhole`): the leaver's tokens, as its bucket held them.
     else if (handFill && grant.fillWhole === true)
       state.bucket.refund(Math.min(grant.fill!, state.bucket.burst))
-    else if (handFill) this.#holdGift(state, grant.fill!, grant.capacity, state.bucket.burst)
+    else if (handFill) state.bucket.holdGift(grant.fill!, state.bucket.burst, grant.capacity)
     else if (startWith > 0 && startWith < Infinity) state.bucket.refund(startWith)
     if (fallsPlain) {
       const gave = state.bucket.dropExcess()
@@ -766,19 +765,6 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     if (grant.capacity > 0) this.#keyLeaseWaits.wake(key)
     // In force once what this process holds (slots) or spent (a quota) of the key fits it.
     return this.#keyKind.fits(state)
-  }
-
-  /**
-   * Tokens handed to a rise of a key's own lease (its `fill`: what falls made for it gave up; a
-   * share handed on whole, `fillWhole`, is the fresh part's own) held as an excess above the bucket's burst,
-   * spent first, going at the rate gained until none is left, never more than the burst gained.
-   * Not tokens of the rise's fresh part: a rise may be paid for by falls that kept their excess
-   * going as well (a bucket in parts gives nothing), and that excess is paid for by the fresh
-   * part starting empty; a gift in it, earning at the whole rate gained, let the holders together
-   * hold more than the key's burst (test/client/keyed.test.ts, BurstSlack's 'moveTwo').
-   */
-  #holdGift(state: KeyState, tokens: number, gainedPerSec: number, burstGained: number): void {
-    state.bucket.addExcess(Math.min(tokens, burstGained), gainedPerSec)
   }
 
   /** Whether every key's slots in use fit what the family and key leases now allow (a decrease may be acknowledged). */

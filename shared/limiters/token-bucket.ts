@@ -232,6 +232,19 @@ export class TokenBucket {
   }
 
   /**
+   * Holds a rise's gift (what the falls that paid for it gave up, a lease's `fill`): an excess
+   * above the burst, never more than the burst gained, spent first and going at the rate gained
+   * until none is left (`addExcess`). Never tokens of the rise's fresh part: a rise may be paid
+   * for by falls that kept their excess going too (a bucket in parts gives nothing), which the
+   * fresh part pays for by starting empty; a gift in it, earning at the whole rate gained, let
+   * the holders together hold more than the key's burst (BurstSlack's 'moveTwo', 100.005 of
+   * 100; test/client/keyed.test.ts). Call after the rise's `moveRate` (or `setRate`).
+   */
+  holdGift(tokens: number, burstGained: number, gainedPerSec: number): void {
+    this.addExcess(Math.min(tokens, burstGained), gainedPerSec)
+  }
+
+  /**
    * Gives up `fraction` (0..1] of the excess, with as much of the rate it goes at; the rest goes
    * on at the rest of the rate. Returns the tokens given and their rate per second: where they
    * go, they go at that rate (TokenBucket.addExcess), so neither part outlives what the whole

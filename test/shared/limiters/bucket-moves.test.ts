@@ -197,6 +197,27 @@ describe('a token bucket whose share moves', () => {
     expect(b.tokens).toBeCloseTo(5, 9)
   })
 
+  it("holds a rise's gift as an excess above its fresh part, never more than the burst gained, going at the rate gained", () => {
+    // A share of 4/s (burst 4), full, rises to 10/s (burst 10); the falls that paid for it gave 9.
+    const clock = new ManualClock()
+    const b = new TokenBucket(clock, 4, 4, 4)
+    b.moveRate(10, 10)
+    b.holdGift(9, 6, 6)
+    // The gift is capped at the burst gained (6), above the fresh part, which starts empty.
+    expect(b.excess).toBeCloseTo(6, 9)
+    expect(b.tokens).toBeCloseTo(10, 9)
+    // It goes at the rate gained, the old part refills nothing (it is full), the fresh part earns
+    // 6/s: after 1 s the gift is gone and the fresh part holds the 6 it earned.
+    clock.advance(1000)
+    expect(b.excess).toBe(0)
+    expect(b.tokens).toBeCloseTo(10, 9)
+    // A gift of less than the burst gained is held whole.
+    const c = new TokenBucket(clock, 4, 4, 0)
+    c.moveRate(10, 10)
+    c.holdGift(2, 6, 6)
+    expect(c.excess).toBeCloseTo(2, 9)
+  })
+
   it('a fall keeps in the bucket what fits its new burst: only what does not is an excess', () => {
     // A key spent as it comes holds a fraction of a token; had the fall made a slice of that
     // fraction an excess, it would have gone before it made a whole token (62% where a plain
