@@ -161,10 +161,10 @@ export class RateEnforcer implements Enforcer {
       return 0
     }
     // A rise is a fresh part, empty, and holds what was handed to it as a gift (an excess going
-    // at the rate gained, TokenBucket.holdGift). A fall gives its excess up, for the ack to say, only from a
-    // plain bucket (one part, no excess): parts earn each to its own burst, and their tokens in
-    // one fresh part at the riser would earn faster ('move' found it: 100.012 of 100). A bucket
-    // in parts keeps its excess going, as before 3e7d059.
+    // at the rate gained, TokenBucket.holdGift). A fall gives its excess up, for the ack to say,
+    // only from a plain bucket (one part, no excess): parts earn each to its own burst, and their
+    // tokens in one fresh part at the riser would earn faster ('move' found it: 100.012 of 100).
+    // A bucket in parts keeps its excess going, as before 3e7d059.
     const plain = bucket.partCount === 1 && bucket.excess === 0
     const gainedPerSec = capacity - rate
     const burstBefore = bucket.burst

@@ -24,7 +24,7 @@ export function defaultHolders(r: ResourceState, sharing: readonly Entry[]): num
   // (rounds.ts), but is still there. Counted by the round alone, a crowded family whose acks
   // came late (a restarted coordinator under 8 deciding processes) flipped to not crowded and
   // back at every round, each flip moving every key's share: thousands of leases a second, the
-  // writes and acks further behind, the hot keys at 20-40% of their due to the run's end (#41).
+  // writes and acks further behind, the hot keys at 20-70% of their due to the run's end (#41).
   const present = connectedOf(r)
   if (present.centrals === 0) {
     r.crowded = false
