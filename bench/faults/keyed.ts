@@ -280,7 +280,7 @@ export function measureKeyed(
   // restart), from where the hot keys' share measures the recovery. Until 2 s after the
   // reconnect only, a CI run measured 0.899 (once; 0.996-0.9998 here): the part held nothing
   // for seconds after the processes came back (the family flipping crowded and back, mended
-  // in 365c4c7: docs/benchmarks.md).
+  // in 0f12332: docs/benchmarks.md).
   const downFrom = t0 + s.killAtMs
   const downTo = outputs.map((output) => {
     for (const line of completeLines(output)) {
