@@ -9,7 +9,8 @@ import { Pool, centralClientId, type LeaseBatch } from '../../../server/pool/ind
  * as well, the family flipped to "not crowded" and back at every round while acks were late
  * (a restarted coordinator under 8 deciding processes: each flip moved every key's share,
  * thousands of leases a second, the ledger writes and acks fell further behind, and the hot
- * keys stayed at 20-40% of their due for the rest of the run; #41).
+ * keys stayed at 20-70% of their due for the rest of the run in about one run in two under load;
+ * #41).
  */
 function world() {
   const config = new CompiledConfig(
