@@ -615,8 +615,10 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     // never did).
     const heldBefore = this.#everHeld
     if (grant.capacity > 0) this.#everHeld = true
-    // Its first share: the checks waiting for it are decided (after the rest of the batch).
-    if (!heldBefore && grant.capacity > 0) this.#keyLeaseWaits.wakeAll()
+    // Its first share, or a rise: the checks waiting for it (the coordinator's part's, asked while
+    // the pool meant it to hold more) are decided, after the rest of the batch.
+    const heldShare = heldBefore && this.#shares.lease !== undefined ? this.#shares.share : 0
+    if (grant.capacity > heldShare) this.#keyLeaseWaits.wakeAll()
     // A fall a joiner waits for (`handOn`): what the part that fell holds is given up for it.
     const handOn =
       grant.handOn === true &&

@@ -32,6 +32,11 @@ export interface CentralHost {
   allows(tenant: string | undefined, id: string): boolean
   /** A keyed quota's spending, written ahead of the answers (spend-reserve.ts). */
   readonly reserve: ReserveHost
+  /**
+   * What the pool means `tenant`'s central part to hold of `resourceId` (a family's share, or a
+   * key's rate on its own): above what it holds, a rise is coming (pool/queries.ts `meantFor`).
+   */
+  meantFor(tenant: string | undefined, resourceId: string): number
 }
 
 /**
@@ -131,7 +136,15 @@ export class Central {
       // (a keyed quota's part: as any key it holds nothing of, below). Not even tried first: a
       // refusal would ask for the key on its own (an early report), and the key, hot, would
       // start at the part from its lease of 0.
-      const first = settings.keyKind === 'rate' && family.awaitsFirstShare(key, keyLeaseWaitMs)
+      // The same while the pool means the part to hold some of a key it holds nothing of now: a
+      // family just crowded (a sixth gateway joined five) moves every process's default share to
+      // the part, granted once the falls are acknowledged, then a lease on its way here, and the
+      // joiner's first checks, asked meanwhile, were refused (#41: keys of rank 273, 724 and 292
+      // in the joiner's first 70 ms, a central limiter admitting them).
+      const first =
+        settings.keyKind === 'rate' &&
+        (family.awaitsFirstShare(key, keyLeaseWaitMs) ||
+          this.#riseComing(tenant, family, key, resource))
       const admitted = first ? undefined : this.#take(tenant, family, key, n, cost)
       if (admitted !== undefined) {
         answers.push(admitted)
@@ -160,6 +173,25 @@ export class Central {
     for (const [family, c] of counts)
       for (const outcome of remoteOutcomes)
         if (c[outcome] > 0) this.#count(family, outcome, c[outcome])
+  }
+
+  /**
+   * Whether the part holds nothing of `key` while the pool means it to hold some: of the key on
+   * its own (leased to the part, the lease not here yet), or of the family's share above what
+   * the part holds of it.
+   */
+  #riseComing(
+    tenant: string | undefined,
+    family: KeyedFamily,
+    key: string,
+    resource: string,
+  ): boolean {
+    const lease = family.leaseOf(key)
+    if (lease.capacity > 0) return false
+    if (this.#host.meantFor(tenant, resource) > 0) return true
+    // A key leased on its own here goes by its own lease alone, not the family's share.
+    if (lease.source === 'key') return false
+    return this.#host.meantFor(tenant, family.familyId) > (family.lease?.capacity ?? 0) + 1e-9
   }
 
   /** Whether the last admission `#take` made must wait for a write before its answer leaves. */

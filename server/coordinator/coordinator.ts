@@ -115,6 +115,7 @@ export class Coordinator {
           return family?.role === 'family' ? family : undefined
         },
         allows: (tenant, id) => this.#core.config.allows(tenant, id),
+        meantFor: (tenant, id) => this.#pool.meantFor(clientKey(tenant, centralClientId), id),
         reserve: {
           reserve: (tenant, familyId, window, keys) =>
             this.#pool.reserveSpend(clientKey(tenant, centralClientId), familyId, window, keys),

@@ -98,6 +98,16 @@ export class PoolView {
     return sum
   }
 
+  /**
+   * What the pool means one client to hold of one resource (its target: the share or rate of its
+   * next lease), 0 when it holds none or is not connected. Above what the client holds, a rise
+   * is coming: sent, or waiting for the falls that pay for it to be acknowledged.
+   */
+  meantFor(key: string, resourceId: string): number {
+    const e = this.state.clients.get(key)?.entries.get(resourceId)
+    return e === undefined || !e.client.connected ? 0 : e.target
+  }
+
   /** What one client is committed of one resource at `nowMs` (0 when it holds nothing). */
   committedBy(key: string, resourceId: string, nowMs: number): number {
     return this.state.clients.get(key)?.entries.get(resourceId)?.committedAt(nowMs) ?? 0

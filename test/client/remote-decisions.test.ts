@@ -10,8 +10,9 @@ import {
   rateLimitOf,
 } from '../../client/http/index.js'
 import type { ConfigInput } from '../../server/config/index.js'
-import { decodeClientMessage, decodeServerMessage } from '../../shared/index.js'
+import { decodeClientMessage, decodeServerMessage, type LeaseMessage } from '../../shared/index.js'
 import { Cluster } from '../helpers/cluster.js'
+import { TestClient } from '../helpers/ws-client.js'
 
 // Remote decisions end to end: a real coordinator and real clients over WebSockets on a manual
 // clock. A key of apikey/* is 10/s (burst 10) across every process; a check a process cannot
@@ -305,6 +306,59 @@ describe('remote decisions (real sockets, manual clock)', () => {
     // Decided as the share came (a report and a round), not at the end of the wait (500 ms).
     expect(waitedMs).toHaveLength(12)
     expect(Math.max(...waitedMs)).toBeLessThan(300)
+  })
+
+  it("admits a sixth gateway's first checks as it makes the family crowded: the coordinator's part waits for the shares coming to it", async () => {
+    // Five gateways that check through the coordinator (so its part holds the family, a share of
+    // 0: five are not crowded), each holding a fifth of every key; the fifth is a raw client
+    // whose acks the test sends. A sixth joins: past five the family is crowded, and every
+    // process's default share moves to the coordinator's part, granted once the five falls are
+    // acknowledged. The joiner holds nothing (it has checked nothing yet) and asks the part for
+    // its first checks at once: refused while the falls were on their way and the part held
+    // nothing (#41: new keys in a joiner's first 70 ms, a central limiter admitting them).
+    const families = await gateways(4)
+    const raw = await TestClient.connect(`ws://127.0.0.1:${cluster!.port}/v1/connect`)
+    await raw.hello('raw')
+    const rawReport = (): void =>
+      raw.send({ type: 'demand', resources: [{ resource: 'apikey/*', wants: 1, remote: true }] })
+    rawReport()
+    for (const f of families) await f.check('hello')
+    const ackAll = async (): Promise<LeaseMessage[]> => {
+      const leases: LeaseMessage[] = []
+      for (let m = raw.received.shift(); m !== undefined; m = raw.received.shift())
+        if (m.type === 'lease') {
+          raw.send({ type: 'ack', seq: m.seq })
+          leases.push(m)
+        }
+      await raw.flush()
+      return leases
+    }
+    for (let i = 0; i < 10; i++) {
+      rawReport()
+      await ackAll()
+      await cluster!.step(refreshMs / 2)
+    }
+    await ackAll()
+    for (const f of families) expect(f.lease?.capacity ?? 0).toBeCloseTo(0.2, 9)
+    // The sixth; the raw gateway's fall waits unacknowledged.
+    const late = (await cluster!.client('late')).keyed('apikey')
+    for (let i = 0; i < 3; i++) await cluster!.step(10)
+    await raw.flush()
+    const falls = raw.received.filter((m): m is LeaseMessage => m.type === 'lease')
+    expect(
+      falls.some((m) => m.leases.some((l) => l.resource === 'apikey/*' && l.capacity === 0)),
+    ).toBe(true)
+    const keys = ['new-0', 'new-1', 'new-2', 'new-3']
+    const checks = Promise.all(keys.map((k) => late.check(k)))
+    for (let i = 0; i < 3; i++) await cluster!.step(10)
+    // The last fall acknowledged: the part's share comes, and the checks are decided by it.
+    await ackAll()
+    const answers = await stepped(checks)
+    // A central limiter admits all four (each a new key with its burst of 10).
+    expect(answers).toEqual(keys.map(() => true))
+    for (let i = 0; i < 4; i++) await cluster!.step(refreshMs / 2)
+    expect(families.every((f) => (f.lease?.capacity ?? 1) === 0)).toBe(true)
+    raw.ws.terminate()
   })
 
   it('gives a gateway joining a crowded family no default share until it checks, and one after its next report', async () => {
