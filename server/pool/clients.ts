@@ -381,7 +381,13 @@ function noteGiven(
   const tokens = given.get(s.id) ?? 0
   const most = ((before - entry.committed) / s.capacity) * s.burst
   const held = Math.min(tokens, most)
-  if (held > 0) pool.handBack.set(s.id, (pool.handBack.get(s.id) ?? 0) + held)
+  if (!(held > 0)) return
+  if (r.shape.hotKey) {
+    // Kept until a rise takes them, within the slices that gave them (entry.ts, `giftRoom`).
+    const free = Math.max(0, ((s.capacity - r.committedSum) / s.capacity) * s.burst)
+    r.giftRoom = Math.min(r.giftRoom + most, free)
+    r.giftTokens = Math.min(r.giftTokens + held, r.giftRoom)
+  } else pool.handBack.set(s.id, (pool.handBack.get(s.id) ?? 0) + held)
 }
 
 /** What a rate family's default share held of the part that fell (an ack's `held`). */

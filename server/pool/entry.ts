@@ -185,6 +185,18 @@ export class ResourceState {
    * falls it sends say `handOn`, so their holders give up what fell for it (fall-gifts.ts).
    */
   handOnFalls = false
+  /**
+   * A hot key's gifts (clients.ts `noteGiven`): tokens its falls gave up as their acks came
+   * (`giftTokens`), kept for the rises they pay for (lease-out.ts, `fill`), and the burst of the
+   * slices that gave them, free since (`giftRoom`). A joiner's rise is granted whole as the last
+   * fall made for it is acknowledged: kept only while one ack was handled, as a named rate's
+   * are (`PoolState.handBack`), it held the last faller's gift alone. Whatever is granted out of
+   * what is free is counted out of the gifts' slices first (`#grantedOfGifts`), and the tokens
+   * never exceed what is left of them: a slice that gave its tokens and went to a riser that
+   * did not take them (it earns them anew, from empty) takes them with it, never counted twice.
+   */
+  giftTokens = 0
+  giftRoom = 0
   /** The newest time an entry of this resource recomputed what it commits. */
   seenMs = -Infinity
   /** Entries whose target is above their newest lease, waiting for free capacity (made when first needed). */
@@ -245,9 +257,19 @@ export class ResourceState {
   }
 
   set committedSum(sum: number) {
+    const rose = sum - this.#committedSum
     this.#committedSum = sum
+    if (rose > 0 && this.giftRoom > 0) this.#grantedOfGifts(rose)
     const capacity = this.settings.capacity
     this.burstSlack?.hold(capacity > 0 ? Math.min(1, Math.max(0, sum / capacity)) : 1, this.seenMs)
+  }
+
+  /** `capacity` more committed: granted out of the gifts' free slices first (`giftRoom`). */
+  #grantedOfGifts(capacity: number): void {
+    const s = this.settings
+    const burst = s.capacity > 0 ? (capacity / s.capacity) * s.burst : this.giftRoom
+    this.giftRoom = Math.max(0, this.giftRoom - burst)
+    this.giftTokens = Math.min(this.giftTokens, this.giftRoom)
   }
 
   // A family's hot keys come by the thousand and most never starve or learn: their sets are

@@ -209,13 +209,16 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
     if (!r.shape.familyShare) {
       if (entry.leases.length === 0) full = r.burstSlack?.take(share, nowMs) === true
       else if (capacity > entry.newest) {
-        // A named rate's rise (or a hot key's) granted as an ack is handled holds what the falls
-        // it acknowledged gave up (clients.ts `noteGiven`), up to the burst it gains (`fill`,
-        // tokens).
-        const handed = pool.handBack.get(s.id) ?? 0
-        if (handed > 0) {
-          const tokens = Math.min(handed, ((capacity - entry.newest) / s.capacity) * s.burst)
-          pool.handBack.set(s.id, handed - tokens)
+        // A named rate's rise granted as an ack is handled holds what the falls it acknowledged
+        // gave up (clients.ts `noteGiven`), a hot key's rise what its falls gave up since and no
+        // rise took (entry.ts, `giftTokens`): up to the burst it gains out of what was free
+        // (`fill`, tokens).
+        const handed = r.shape.hotKey ? r.giftTokens : (pool.handBack.get(s.id) ?? 0)
+        const gains = capacity - Math.max(entry.newest, entry.committed)
+        if (handed > 0 && gains > 0) {
+          const tokens = Math.min(handed, (gains / s.capacity) * s.burst)
+          if (r.shape.hotKey) r.giftTokens = handed - tokens
+          else pool.handBack.set(s.id, handed - tokens)
           fill = tokens / s.capacity
         }
       }

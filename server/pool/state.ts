@@ -82,8 +82,9 @@ export class PoolState {
   /**
    * Tokens named rate resources' holders gave up as their leases fell, said in the ack being
    * handled (clients.ts `acknowledge`), for the rises granted while it is handled (lease-out.ts,
-   * `fill`); emptied once it is handled: handed on later, they would come after the capacity
-   * sat free, past the bound (test/server/pool/burst-slack.test.ts, 'move').
+   * `fill`); emptied once it is handled, as BurstSlack's property models a named rate's
+   * ('move', 'moveTwo'). A hot key keeps its gifts for the rise they pay for (entry.ts,
+   * `giftTokens`, checked by the family model).
    */
   readonly handBack = new Map<string, number>()
   /** The batch being made for each client, until the flush. */
