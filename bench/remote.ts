@@ -192,11 +192,12 @@ export async function benchRemoteFloor(options: RemoteBenchOptions): Promise<Rem
   }
 }
 
-export async function benchRemote(options: RemoteBenchOptions): Promise<RemoteBenchRow[]> {
+/** The bench's coordinator config in a fresh directory: its path, and the directory. */
+async function remoteConfig(options: RemoteBenchOptions): Promise<{ dir: string; path: string }> {
   const dir = await mkdtemp(join(tmpdir(), 'sluice-remote-'))
-  const configPath = join(dir, 'sluice.json')
+  const path = join(dir, 'sluice.json')
   await writeFile(
-    configPath,
+    path,
     JSON.stringify({
       server: { host: '127.0.0.1' },
       resources: [
@@ -206,6 +207,70 @@ export async function benchRemote(options: RemoteBenchOptions): Promise<RemoteBe
       ],
     }),
   )
+  return { dir, path }
+}
+
+/**
+ * The paced phase with each client in a process of its own (bench/remote-gateway.ts), as a
+ * gateway fleet runs them: the in-process row's six clients share one event loop and one heap,
+ * so each ask's latency there also holds the other five's reports (of up to 10,000 keys each)
+ * and their collections. Latency is still ask to answer, host monotonic time, at the gateway.
+ */
+export async function benchRemoteApart(options: RemoteBenchOptions): Promise<RemoteBenchRow> {
+  const { dir, path } = await remoteConfig(options)
+  const coordinator = new CoordinatorProcess(path, await freePort())
+  try {
+    await coordinator.start()
+    const warmMs = 3000
+    const outputs = await Promise.all(
+      Array.from({ length: options.processes }, (_, i) => {
+        const child = spawn(
+          process.execPath,
+          [
+            join(findRoot(), 'dist/bench/remote-gateway.js'),
+            ...[
+              coordinator.port,
+              i,
+              options.keys,
+              options.pacedPerSec / options.processes,
+              warmMs,
+              options.measureMs,
+            ].map(String),
+          ],
+          { stdio: ['ignore', 'pipe', 'inherit'] },
+        )
+        let out = ''
+        child.stdout.on('data', (d: Buffer) => (out += String(d)))
+        return new Promise<string>((resolve, reject) =>
+          child.once('exit', (code) =>
+            code === 0 ? resolve(out) : reject(new Error(`remote gateway ${i} exited ${code}`)),
+          ),
+        )
+      }),
+    )
+    const counts = { asked: 0, answered: 0, admitted: 0 }
+    const latencies: number[] = []
+    for (const out of outputs) {
+      const r = JSON.parse(out) as typeof counts & { latencies: number[] }
+      counts.asked += r.asked
+      counts.answered += r.answered
+      counts.admitted += r.admitted
+      for (const l of r.latencies) latencies.push(l)
+    }
+    return phaseRow(
+      `paced, ${options.pacedPerSec.toLocaleString('en')} asks/s: one gateway per process`,
+      (options.measureMs + 200) / 1000,
+      counts,
+      latencies,
+    )
+  } finally {
+    await coordinator.stop()
+    await rm(dir, { recursive: true, force: true })
+  }
+}
+
+export async function benchRemote(options: RemoteBenchOptions): Promise<RemoteBenchRow[]> {
+  const { dir, path: configPath } = await remoteConfig(options)
   const coordinator = new CoordinatorProcess(configPath, await freePort())
   const clients: SluiceClient[] = []
   const families: KeyedFamily[] = []

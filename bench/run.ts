@@ -10,7 +10,7 @@ import { benchHttp, benchHttpInstructions } from './http.js'
 import { benchKeys } from './keys.js'
 import { benchKeysScale } from './keys-scale.js'
 import { benchQuota } from './quota.js'
-import { benchRemote, benchRemoteFloor, remoteRow } from './remote.js'
+import { benchRemote, benchRemoteApart, benchRemoteFloor, remoteRow } from './remote.js'
 import { benchMassRestart } from './mass-restart.js'
 import { benchSafeHold } from './safe-hold.js'
 
@@ -179,6 +179,21 @@ if (only === 'remote') {
     measureMs: Number(process.env.BENCH_MEASURE_MS ?? 5_000),
   })
   for (const r of rows) console.log(remoteRow(r, processes))
+  // The paced asks again with each client in a process of its own (bench/remote.ts
+  // `benchRemoteApart`): what a gateway fleet sees, without the other clients' work in its loop.
+  console.log(
+    remoteRow(
+      await benchRemoteApart({
+        processes,
+        keys: 10_000,
+        kind: process.env.BENCH_REMOTE_KIND === 'quota' ? 'quota' : 'rate',
+        pacedPerSec: Number(process.env.BENCH_REMOTE_PACED ?? 5_000),
+        window: 0,
+        measureMs: Number(process.env.BENCH_MEASURE_MS ?? 5_000),
+      }),
+      processes,
+    ),
+  )
   // The same paced asks over bare `ws` connections to a server that only answers them: the
   // least a round trip takes on this machine (bench/remote.ts `benchRemoteFloor`).
   console.log(
