@@ -127,6 +127,11 @@ export function decidedCentrally(e: Entry, familyId: string): boolean {
  * split goes by traffic to all as before, a joiner (a deploy) included: withheld from a joiner
  * until its first report, its first checks would be refused meanwhile.
  */
+// It counts the round's sharers, not every connected process as the crowd does (above): a
+// keyed quota's share is never taken back within its window, so within one no process leaves a
+// fall unacknowledged and sits a round out (a pool test of six processes, one turning to the
+// coordinator and deaf to its leases, kept its share and stayed in every round; 2026-12-07). A
+// window's edge, where the next window's share may be lower, was not tried.
 function withheldAtStart(r: ResourceState, sharing: readonly Entry[]): boolean {
   if (r.settings.family!.keyKind !== 'quota' || !(sharing.length * crowdedShare > 1)) return false
   let checked = false
