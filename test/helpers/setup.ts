@@ -9,4 +9,13 @@ fc.configureGlobal({
   // for 200 steps ran 10 at most: BurstSlack's property passed a hand-back that long runs
   // broke. Arrays with no maxLength stay small.
   defaultSizeToMaxWhenMaxSpecified: true,
+  // A counterexample again: FC_SEED and FC_PATH as fast-check printed them (run the one test,
+  // `-t`, at the FC_NUM_RUNS that found it).
+  ...(process.env.FC_SEED === undefined
+    ? {}
+    : {
+        seed: Number(process.env.FC_SEED),
+        ...(process.env.FC_PATH === undefined ? {} : { path: process.env.FC_PATH }),
+        endOnFailure: true,
+      }),
 })
