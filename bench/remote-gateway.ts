@@ -1,6 +1,7 @@
 import { createClient } from '../client/index.js'
 import { sleep } from './faults/harness.js'
 import { hostMs } from './faults/host-time.js'
+import { pacedAsks } from './remote.js'
 
 /**
  * One gateway of `npm run bench -- remote`'s "one gateway per process" row (bench/remote.ts,
@@ -35,37 +36,9 @@ while (hostMs() < warmUntil) {
   for (let i = 0; i < 5; i++) void family.decide(nextKey())
   await sleep(5)
 }
-const latencies: number[] = []
-let asked = 0
-let answered = 0
-let admitted = 0
-const tickMs = 2
-const perTick = (perSec * tickMs) / 1000
-let owed = 0
-const untilMs = hostMs() + measureMs
-while (hostMs() < untilMs) {
-  owed += perTick
-  const n = Math.floor(owed)
-  owed -= n
-  for (let i = 0; i < n; i++) {
-    const at = hostMs()
-    asked++
-    const d = family.decide(nextKey())
-    if (typeof d === 'boolean') {
-      answered++
-      if (d) admitted++
-      latencies.push(0)
-      continue
-    }
-    void d.then((a) => {
-      answered++
-      if (a.admitted) admitted++
-      latencies.push(hostMs() - at)
-    })
-  }
-  await sleep(tickMs)
-}
-await sleep(200)
-process.stdout.write(`${JSON.stringify({ asked, answered, admitted, latencies })}\n`)
+const run = await pacedAsks([(key) => family.decide(key)], perSec, measureMs, nextKey)
+process.stdout.write(
+  `${JSON.stringify({ asked: run.asked, answered: run.answered, admitted: run.admitted, latencies: run.latencies })}\n`,
+)
 await client.close().catch(() => undefined)
 process.exit(0)

@@ -71,26 +71,34 @@ function phaseRow(
 }
 
 /** One ask: answered at once (a boolean) or later. */
-type Asker = (key: string) => boolean | Promise<{ readonly admitted: boolean }>
+export type Asker = (key: string) => boolean | Promise<{ readonly admitted: boolean }>
+
+/** What a paced run of asks got: its counts, every ask's latency, and the seconds it took. */
+export interface PacedAsks {
+  asked: number
+  answered: number
+  admitted: number
+  readonly latencies: number[]
+  seconds: number
+}
 
 /**
- * The paced phase: `pacedPerSec` asks a second in all, spread over the askers every 2 ms tick
- * (each asker's asks of a tick leave in one frame), for `measureMs`; latency ask to answer.
+ * `perSec` asks a second in all, spread over the askers every 2 ms tick (each asker's asks of a
+ * tick leave in one frame), for `measureMs`, then 200 ms for the last answers; latency ask to
+ * answer (host monotonic time). In the bench's process, or in a gateway's (remote-gateway.ts).
  */
-async function pacedPhase(
+export async function pacedAsks(
   askers: readonly Asker[],
-  options: RemoteBenchOptions,
+  perSec: number,
+  measureMs: number,
   nextKey: () => string,
-): Promise<RemoteBenchRow> {
-  const latencies: number[] = []
-  let asked = 0
-  let answered = 0
-  let admitted = 0
+): Promise<PacedAsks> {
+  const run: PacedAsks = { asked: 0, answered: 0, admitted: 0, latencies: [], seconds: 0 }
   const tickMs = 2
-  const perTick = (options.pacedPerSec * tickMs) / 1000 / askers.length
+  const perTick = (perSec * tickMs) / 1000 / askers.length
   let owed = 0
   const startMs = hostMs()
-  const untilMs = startMs + options.measureMs
+  const untilMs = startMs + measureMs
   while (hostMs() < untilMs) {
     owed += perTick
     const n = Math.floor(owed)
@@ -98,29 +106,39 @@ async function pacedPhase(
     for (const ask of askers)
       for (let i = 0; i < n; i++) {
         const at = hostMs()
-        asked++
+        run.asked++
         const d = ask(nextKey())
         if (typeof d === 'boolean') {
-          answered++
-          if (d) admitted++
-          latencies.push(0)
+          run.answered++
+          if (d) run.admitted++
+          run.latencies.push(0)
           continue
         }
         void d.then((a) => {
-          answered++
-          if (a.admitted) admitted++
-          latencies.push(hostMs() - at)
+          run.answered++
+          if (a.admitted) run.admitted++
+          run.latencies.push(hostMs() - at)
         })
       }
     await sleep(tickMs)
   }
   await sleep(200)
-  const seconds = (hostMs() - startMs - 200) / 1000
+  run.seconds = (hostMs() - startMs - 200) / 1000
+  return run
+}
+
+/** The paced phase: `pacedPerSec` asks a second over the askers (`pacedAsks`), as a row. */
+async function pacedPhase(
+  askers: readonly Asker[],
+  options: RemoteBenchOptions,
+  nextKey: () => string,
+): Promise<RemoteBenchRow> {
+  const run = await pacedAsks(askers, options.pacedPerSec, options.measureMs, nextKey)
   return phaseRow(
     `paced, ${options.pacedPerSec.toLocaleString('en')} asks/s`,
-    seconds,
-    { asked, answered, admitted },
-    latencies,
+    run.seconds,
+    run,
+    run.latencies,
   )
 }
 
