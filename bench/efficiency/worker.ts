@@ -76,6 +76,10 @@ async function main(): Promise<void> {
       backoffCapMs: 1000,
     })
     client.on('error', () => undefined)
+    // With SLUICE_BENCH_WHY=1, when each gateway's connection came and went (wall ms).
+    if (process.env.SLUICE_BENCH_WHY === '1')
+      for (const ev of ['connect', 'disconnect'] as const)
+        client.on(ev, () => out.push(JSON.stringify({ ev, g, wall: Date.now() })))
     clients.push(client)
     if (spec.named !== true) families.push(client.keyed(spec.prefix))
   }
