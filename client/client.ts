@@ -158,6 +158,7 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
       (asks) => this.#connection.sendSplit(asks, (part) => ({ type: 'decide', asks: part })),
       maxRemoteInFlight,
       this.options.clock,
+      this.options.reconnectWaitMs,
     )
     this.#connection.start()
   }
@@ -365,7 +366,8 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
   // ---- ResourceOwner ----
 
   askRemote(resource: string, cost: number): Promise<RemoteAnswer> {
-    if (!this.connected || this.#closed) return Promise.resolve(noAnswer)
+    // Without a connection, the ask waits for one (reconnectWaitMs: client/remote.ts).
+    if (this.#closed) return Promise.resolve(noAnswer)
     return this.#remote.ask(resource, cost)
   }
 
@@ -469,7 +471,7 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
 
   #onClose(code: number, wasWelcomed: boolean): void {
     this.#pendingAcks.clear()
-    this.#remote.dropAll()
+    this.#remote.down()
     if (wasWelcomed) this.emit('disconnect', code)
   }
 
@@ -509,6 +511,8 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
     // A resource refused on an earlier connection is asked for once more (the config may have
     // changed since).
     for (const h of this.#holders.values()) h.connected(msg.learningMs > 0)
+    // The remote checks that waited for a connection leave, after the hello's holdings.
+    this.#remote.up()
     this.emit('connect')
     for (const w of this.#readyWaiters.splice(0)) w.resolve()
     if (this.#unreleased.size > 0) {
@@ -701,6 +705,7 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
   #fail(error: SluiceError): void {
     this.#failure = error
     this.#reportTimer?.cancel()
+    this.#remote.dropAll()
     for (const w of this.#readyWaiters.splice(0)) w.reject(error)
     for (const h of this.#holders.values()) h.refuse(error)
     this.#surface(error)

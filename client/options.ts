@@ -67,6 +67,15 @@ const optionsSchema = z.strictObject({
    * the clients' return: they come back within this long of the coordinator listening.
    */
   backoffRefusedCapMs: z.number().int().min(1).default(500),
+  /**
+   * A remote decision (a check a process cannot decide by its own part: `check`, the HTTP
+   * edge) asked while no connection is up waits for one, until this long after the connection
+   * dropped (or after the client was made), ms; then, and for any asked later in the same
+   * outage, refused. It covers a coordinator's restart (0.5 s down and its 0.35–0.55 s start,
+   * measured: docs/keys.md) without refusing what a central limiter would admit; 0 refuses at
+   * once, as before. Checks a process decides by its own part never wait.
+   */
+  reconnectWaitMs: z.number().int().min(0).max(60_000).default(1_500),
   /** Demand report period until a lease says otherwise, ms. */
   refreshMs: z.number().int().min(10).default(1_000),
   /** Early reports allowed per refresh period when throttled. */

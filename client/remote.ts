@@ -42,14 +42,21 @@ const unanswered: RemoteAnswer = Object.freeze({ admitted: false, retryAfterMs: 
  * most 500 frames a second, each with what was asked since the last (the
  * coordinator's budget is 1,000). Each
  * promise resolves with the answer naming its number, or refused when the
- * connection drops first (an ask is never retried: the request it stands
- * for is waiting). At most `maxInFlight` asks are out at once; more are
+ * connection drops first (an ask is never retried: the coordinator may have
+ * taken its cost). At most `maxInFlight` asks are out at once; more are
  * refused here at once.
+ *
+ * While no connection is up (`down`: a coordinator restarting, a cut), an ask waits for one,
+ * until `waitMs` after the connection dropped (or after this was made, for the first): it
+ * leaves once the coordinator welcomes the next connection (`up`), and is refused at that
+ * deadline if none came. An ask made past it is refused at once, so a long outage costs each
+ * request nothing but its refusal, and the asks waiting are bounded by `maxInFlight`.
  */
 export class RemoteDecisions {
   readonly #send: (asks: DecideMessage['asks']) => void
   readonly #maxInFlight: number
   readonly #clock: Clock
+  readonly #waitMs: number
   readonly #pending = new Map<number, (answer: RemoteAnswer) => void>()
   #queue: [number, string, number][] = []
   #next = 0
@@ -58,12 +65,23 @@ export class RemoteDecisions {
   /** The pacer: frames that may leave now, as of `#pacedAtMs`. */
   #frames = frameBurst
   #pacedAtMs: number
+  /** No connection up: asks wait (until `#waitUntilMs`) rather than leave. */
+  #down = true
+  #waitUntilMs: number
+  #deadline: Timer | undefined = undefined
 
-  constructor(send: (asks: DecideMessage['asks']) => void, maxInFlight: number, clock: Clock) {
+  constructor(
+    send: (asks: DecideMessage['asks']) => void,
+    maxInFlight: number,
+    clock: Clock,
+    waitMs = 0,
+  ) {
     this.#send = send
     this.#maxInFlight = maxInFlight
     this.#clock = clock
+    this.#waitMs = waitMs
     this.#pacedAtMs = clock.now()
+    this.#waitUntilMs = clock.now() + waitMs
   }
 
   /** Asks in flight (sent or queued). */
@@ -74,21 +92,86 @@ export class RemoteDecisions {
   /** Asks the coordinator for `cost` of `resource` (a family's key id). */
   ask(resource: string, cost: number): Promise<RemoteAnswer> {
     if (this.#pending.size >= this.#maxInFlight) return Promise.resolve(unanswered)
+    if (this.#down) {
+      if (this.#clock.now() >= this.#waitUntilMs) return Promise.resolve(unanswered)
+      this.#armDeadline()
+    }
     const n = this.#next
     this.#next = (this.#next + 1) % Number.MAX_SAFE_INTEGER
     this.#queue.push([n, resource, cost])
-    if (!this.#flushing) {
-      this.#flushing = true
-      const waitMs = this.#paceMs()
-      if (waitMs <= 0) queueMicrotask(() => this.#flush())
-      else this.#timer = this.#clock.setTimeout(() => this.#flush(), waitMs)
-    }
+    if (!this.#down) this.#schedule()
     return new Promise((resolve) => this.#pending.set(n, resolve))
+  }
+
+  /** A flush of the queue, at once while the pacer has room, else when it has. */
+  #schedule(): void {
+    if (this.#flushing) return
+    this.#flushing = true
+    const waitMs = this.#paceMs()
+    if (waitMs <= 0) queueMicrotask(() => this.#flush())
+    else this.#timer = this.#clock.setTimeout(() => this.#flush(), waitMs)
+  }
+
+  /**
+   * The coordinator welcomed a connection: the asks that waited for it leave (its hello and
+   * holdings went first, on the same connection).
+   */
+  up(): void {
+    this.#down = false
+    this.#deadline?.cancel()
+    this.#deadline = undefined
+    if (this.#queue.length > 0) this.#schedule()
+  }
+
+  /**
+   * The connection is gone: the asks sent on it are refused (their answers cannot come, and the
+   * coordinator may have taken their cost); those not sent wait for the next connection, until
+   * `waitMs` from now.
+   */
+  down(): void {
+    this.#timer?.cancel()
+    this.#timer = undefined
+    this.#flushing = false
+    if (!this.#down) {
+      this.#down = true
+      this.#waitUntilMs = this.#clock.now() + this.#waitMs
+    }
+    const waiting = new Set(this.#queue.map((q) => q[0]))
+    const sent: ((answer: RemoteAnswer) => void)[] = []
+    for (const [n, resolve] of this.#pending)
+      if (!waiting.has(n)) {
+        this.#pending.delete(n)
+        sent.push(resolve)
+      }
+    for (const resolve of sent) resolve(unanswered)
+    if (this.#queue.length > 0) this.#armDeadline()
+  }
+
+  /** The asks waiting are refused at `#waitUntilMs` (now, when it is past). */
+  #armDeadline(): void {
+    if (this.#deadline !== undefined) return
+    const inMs = this.#waitUntilMs - this.#clock.now()
+    if (inMs <= 0) return this.#refuseWaiting()
+    this.#deadline = this.#clock.setTimeout(() => this.#refuseWaiting(), inMs)
+  }
+
+  /** No connection came in time: the asks waiting for one are refused. */
+  #refuseWaiting(): void {
+    this.#deadline = undefined
+    if (!this.#down) return
+    const asks = this.#queue
+    this.#queue = []
+    for (const [n] of asks) {
+      const resolve = this.#pending.get(n)
+      this.#pending.delete(n)
+      resolve?.(unanswered)
+    }
   }
 
   #flush(): void {
     this.#flushing = false
     this.#timer = undefined
+    if (this.#down) return
     const asks = this.#queue
     this.#queue = []
     if (asks.length === 0) return
@@ -124,11 +207,15 @@ export class RemoteDecisions {
     }
   }
 
-  /** The connection is gone: every ask in flight is refused (its answer cannot come). */
+  /** The client closed: every ask in flight or waiting is refused (its answer cannot come). */
   dropAll(): void {
     this.#timer?.cancel()
     this.#timer = undefined
+    this.#deadline?.cancel()
+    this.#deadline = undefined
     this.#flushing = false
+    this.#down = true
+    this.#waitUntilMs = -Infinity
     this.#queue = []
     const pending = [...this.#pending.values()]
     this.#pending.clear()

@@ -216,8 +216,11 @@ export async function runEfficiency(s: EfficiencyScenario): Promise<EfficiencyRe
 }
 
 interface TickLine {
+  /** When the checks were made (host monotonic ms, and wall ms). */
   t: number
   w: number
+  /** Remote answers: how much after `t` they came (their admissions are bounded there). */
+  dt?: number
   a?: Record<string, number>
   r?: Record<string, number>
   q?: Record<string, number>
@@ -275,7 +278,7 @@ export function measure(s: EfficiencyScenario, outputs: readonly string[]): Effi
         if (admitted > 0) {
           let list = admissions.get(key)
           if (list === undefined) admissions.set(key, (list = []))
-          list.push({ t: line.t, n: admitted })
+          list.push({ t: line.t + (line.dt ?? 0), n: admitted })
         }
       }
       for (const [id, n] of Object.entries(line.q ?? {}))

@@ -74,6 +74,10 @@ async function main(): Promise<void> {
       clientId: `${spec.clientIdBase}-${g}`,
       backoffBaseMs: 100,
       backoffCapMs: 1000,
+      // SLUICE_BENCH_RECONNECT_WAIT_MS: the client's reconnectWaitMs (its default without).
+      ...(process.env.SLUICE_BENCH_RECONNECT_WAIT_MS === undefined
+        ? {}
+        : { reconnectWaitMs: Number(process.env.SLUICE_BENCH_RECONNECT_WAIT_MS) }),
     })
     client.on('error', () => undefined)
     // With SLUICE_BENCH_WHY=1, when each gateway's connection came and went (wall ms).
@@ -133,7 +137,10 @@ async function main(): Promise<void> {
   const debugKeys = (process.env.SLUICE_BENCH_DEBUG_KEYS ?? '').split(',').filter((k) => k !== '')
   let debugAt = 0
   const debugEveryMs = Number(process.env.SLUICE_BENCH_DEBUG_EVERY_MS ?? 1000)
-  // What remote answers brought in since the last tick's line: logged with the next.
+  // What remote answers brought in since the last tick's line, by the tick they were asked in:
+  // logged with the next tick, stamped with the time they were asked (the central limiter
+  // replays a check when it was asked, however long its answer waited) and `dt`, how much later
+  // the answer came (the bound is checked at the answer).
   const fresh = () => ({
     a: {} as Record<string, number>,
     r: {} as Record<string, number>,
@@ -146,7 +153,7 @@ async function main(): Promise<void> {
     /** The keys of first checks admitted at a young gateway: whether their key was at its limit then. */
     ya: undefined as string[] | undefined,
   })
-  let late = fresh()
+  let late = new Map<number, { w: number; into: ReturnType<typeof fresh> }>()
   let owed = 0
   let last = systemClock.now()
   let probed = spec.probe === undefined
@@ -160,11 +167,12 @@ async function main(): Promise<void> {
     last = now
     const units = Math.floor(owed)
     owed -= units
-    const { a, r, q, f, y, yr, fr, ya } = late
-    late = fresh()
+    const answered = late
+    late = new Map()
+    const here = fresh()
     const young = t - readyAt < spec.youngMs
     const count = (
-      into: typeof late,
+      into: ReturnType<typeof fresh>,
       family: KeyedFamily | undefined,
       g: number,
       key: string,
@@ -195,7 +203,6 @@ async function main(): Promise<void> {
         else (into.fr ??= []).push(key)
       }
     }
-    const here = { a, r, q, f, y, yr, fr, ya }
     const ask = (key: string, k: number): void => {
       const g = Math.floor(random() * clients.length)
       const family = families[g]
@@ -218,7 +225,9 @@ async function main(): Promise<void> {
           if (answer.retryAfterMs === 0) why.ru++
           else why.rr++
         } else why.ra++
-        count(late, family, g, key, k, answer.admitted, first, answer.window)
+        let group = late.get(t)
+        if (group === undefined) late.set(t, (group = { w, into: fresh() }))
+        count(group.into, family, g, key, k, answer.admitted, first, answer.window)
       })
     }
     for (let i = 0; i < units; i++) {
@@ -236,21 +245,28 @@ async function main(): Promise<void> {
       // Said at the end: a remote answer may still be on its way.
       if (probeAsked >= p.count) probed = true
     }
-    out.push(
+    const line = (
+      at: number,
+      atW: number,
+      into: ReturnType<typeof fresh>,
+      extra: Record<string, unknown>,
+    ): string =>
       JSON.stringify({
-        t,
-        w,
-        a,
-        r,
-        q,
-        f,
-        y,
-        ...(here.yr === undefined ? {} : { yr: here.yr }),
-        ...(here.fr === undefined ? {} : { fr: here.fr }),
-        ...(here.ya === undefined ? {} : { ya: here.ya }),
-        ...(process.env.SLUICE_BENCH_WHY === '1' ? { why: takeWhy() } : {}),
-      }),
-    )
+        t: at,
+        w: atW,
+        ...extra,
+        a: into.a,
+        r: into.r,
+        q: into.q,
+        f: into.f,
+        y: into.y,
+        ...(into.yr === undefined ? {} : { yr: into.yr }),
+        ...(into.fr === undefined ? {} : { fr: into.fr }),
+        ...(into.ya === undefined ? {} : { ya: into.ya }),
+      })
+    for (const [askedAt, group] of answered)
+      out.push(line(askedAt, group.w, group.into, { dt: t - askedAt }))
+    out.push(line(t, w, here, process.env.SLUICE_BENCH_WHY === '1' ? { why: takeWhy() } : {}))
     if (debugKeys.length > 0 && t - debugAt >= debugEveryMs) {
       debugAt = t
       const dbg: Record<string, unknown> = {}

@@ -529,6 +529,29 @@ describe('remote decisions (real sockets, manual clock)', () => {
     await cluster!.stop()
     expect(await asked).toBe(false)
   })
+
+  it('refuses a check that waited reconnectWaitMs (1.5 s) for a coordinator still down, and those asked later in the outage at once', async () => {
+    const families = await gateways(3, { maxDefaultHolders: 1 })
+    const thin = families.find((f) => (f.lease?.capacity ?? 0) === 0)!
+    await cluster!.stop()
+    const clock = cluster!.clock
+    const downAtMs = clock.now()
+    const asked = thin.check('k')
+    let refusedAtMs = Number.NaN
+    void asked.then(() => (refusedAtMs = clock.now()))
+    for (let i = 0; i < 20 && Number.isNaN(refusedAtMs); i++) await cluster!.step(100)
+    expect(await asked).toBe(false)
+    expect(refusedAtMs - downAtMs).toBeGreaterThanOrEqual(1500)
+    expect(refusedAtMs - downAtMs).toBeLessThanOrEqual(1600)
+    // Asked later in the same outage: refused in the same turn, nothing waits.
+    const late = thin.decide('k')
+    expect(typeof late).not.toBe('boolean')
+    let lateAnswered = false
+    void (late as Promise<RemoteAnswer>).then(() => (lateAnswered = true))
+    await Promise.resolve()
+    await Promise.resolve()
+    expect(lateAnswered).toBe(true)
+  })
 })
 
 describe('a busy gateway asking one request at a time', () => {

@@ -11,6 +11,7 @@ function pacer(): { clock: ManualClock; remote: RemoteDecisions; frames: DecideM
   const clock = new ManualClock(1000)
   const frames: DecideMessage['asks'][] = []
   const remote = new RemoteDecisions((asks) => frames.push(asks), 100_000, clock)
+  remote.up()
   return { clock, remote, frames }
 }
 
@@ -66,5 +67,106 @@ describe('remote decisions are paced, not delayed', () => {
     expect(frames.length).toBeLessThanOrEqual(50 + 500 + 3)
     expect(frames.length).toBeGreaterThan(500)
     expect(frames.reduce((n, f) => n + f.length, 0)).toBe(4000)
+  })
+})
+
+// While no connection is up (client/remote.ts, reconnectWaitMs): an ask waits for the next
+// connection, until waitMs after the last one dropped, then is refused; asks already sent on
+// the dropped connection are refused at once (the coordinator may have taken their cost).
+describe('remote decisions without a connection', () => {
+  function outage(waitMs: number): {
+    clock: ManualClock
+    remote: RemoteDecisions
+    frames: DecideMessage['asks'][]
+  } {
+    const clock = new ManualClock(1000)
+    const frames: DecideMessage['asks'][] = []
+    const remote = new RemoteDecisions((asks) => frames.push(asks), 100, clock, waitMs)
+    return { clock, remote, frames }
+  }
+  const settled = <T>(p: Promise<T>): { done: boolean; value?: T } => {
+    const out: { done: boolean; value?: T } = { done: false }
+    void p.then((value) => Object.assign(out, { done: true, value }))
+    return out
+  }
+
+  it('sends an ask made before the first connection once it is welcomed', async () => {
+    const { clock, remote, frames } = outage(1500)
+    const a = settled(remote.ask('key/a', 1))
+    await turn()
+    expect(frames).toHaveLength(0)
+    clock.advance(1000)
+    remote.up()
+    await turn()
+    expect(frames).toEqual([[[0, 'key/a', 1]]])
+    remote.answered({ type: 'decided', answers: [[0, 1, 5]] })
+    await turn()
+    expect(a).toEqual({ done: true, value: { admitted: true, retryAfterMs: 0, remaining: 5 } })
+  })
+
+  it('refuses the asks sent on a dropped connection at once, and sends those made after it on the next', async () => {
+    const { clock, remote, frames } = outage(1500)
+    remote.up()
+    const sent = settled(remote.ask('key/a', 1))
+    await turn()
+    expect(frames).toHaveLength(1)
+    remote.down()
+    await turn()
+    expect(sent).toEqual({ done: true, value: { admitted: false, retryAfterMs: 0 } })
+    clock.advance(700)
+    const waiting = settled(remote.ask('key/b', 2))
+    clock.advance(700)
+    await turn()
+    expect(waiting.done).toBe(false)
+    expect(frames).toHaveLength(1)
+    expect(remote.inFlight).toBe(1)
+    remote.up()
+    await turn()
+    expect(frames[1]).toEqual([[1, 'key/b', 2]])
+    remote.answered({ type: 'decided', answers: [[1, 0, 250]] })
+    await turn()
+    expect(waiting).toEqual({ done: true, value: { admitted: false, retryAfterMs: 250 } })
+  })
+
+  it('refuses what waited when no connection came within waitMs of the drop, and what is asked later at once', async () => {
+    const { clock, remote, frames } = outage(1500)
+    remote.up()
+    remote.down()
+    clock.advance(1000)
+    const waiting = settled(remote.ask('key/a', 1))
+    clock.advance(499)
+    await turn()
+    expect(waiting.done).toBe(false)
+    clock.advance(1)
+    await turn()
+    expect(waiting).toEqual({ done: true, value: { admitted: false, retryAfterMs: 0 } })
+    // Later in the same outage: refused at once, nothing kept.
+    const late = settled(remote.ask('key/b', 1))
+    await turn()
+    expect(late).toEqual({ done: true, value: { admitted: false, retryAfterMs: 0 } })
+    expect(remote.inFlight).toBe(0)
+    // The next connection sends none of them; the next outage waits again.
+    remote.up()
+    await turn()
+    expect(frames).toHaveLength(0)
+    remote.down()
+    const again = settled(remote.ask('key/c', 1))
+    remote.up()
+    await turn()
+    expect(again.done).toBe(false)
+    expect(frames).toEqual([[[1, 'key/c', 1]]])
+  })
+
+  it('refuses at once with waitMs 0, and keeps no more than maxInFlight waiting', async () => {
+    const none = outage(0)
+    expect(await none.remote.ask('key/a', 1)).toEqual({ admitted: false, retryAfterMs: 0 })
+    const { remote } = outage(1500)
+    const asks = Array.from({ length: 101 }, (_, i) => settled(remote.ask(`key/k${i}`, 1)))
+    await turn()
+    expect(asks.filter((a) => a.done)).toHaveLength(1)
+    expect(remote.inFlight).toBe(100)
+    remote.dropAll()
+    await turn()
+    expect(asks.every((a) => a.done && a.value?.admitted === false)).toBe(true)
   })
 })

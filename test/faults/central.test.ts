@@ -186,4 +186,25 @@ describe("the efficiency bench's first checks at a young gateway", () => {
     const atLimit = keyAtLimit(trace, [1, 1, 1, 1, 1], 100)
     expect([0, 1, 2, 3, 4].map(atLimit)).toEqual([false, true, true, false, false])
   })
+
+  it('replays a remote check when it was asked, however long its answer waited, and bounds its admission where the answer came', () => {
+    // A rate of 10/s, burst 1. Key a admitted at 0; a remote check of a asked at 50, answered
+    // (admitted) 1,000 ms later (it waited, e.g. for a coordinator's restart). The central
+    // limiter, asked at 50, refuses it (half a token): Sluice admitted one it would not. The
+    // bound holds (one admission at 0, one at 1,050). Judged at the answer, the central
+    // limiter would have admitted it, and two admissions 50 ms apart would break the bound.
+    const rate: EfficiencyScenario = { ...scenario, kind: 'rate', capacity: 10, burst: 1 }
+    const outputs = [
+      [
+        line(0, { a: { a: 1 }, r: {}, f: [0, 0], y: [0, 0] }),
+        line(50, { dt: 1000, a: { a: 1 }, r: {}, f: [0, 0], y: [0, 0] }),
+      ].join('\n'),
+    ]
+    const r = measure(rate, outputs)
+    expect(r.admitted).toBe(2)
+    expect(r.central).toBe(1)
+    expect(r.keysOver).toBe(0)
+    const early = measure(rate, [outputs[0]!.replace('"dt":1000,', '')])
+    expect(early.keysOver).toBe(1)
+  })
 })
