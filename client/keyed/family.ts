@@ -359,11 +359,13 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     // A key this process's part cannot decide (decide's rule) is asked of the coordinator
     // first; refused there, it waits here as any, for what is left of maxWaitMs.
     if (this.#asksRemote(key, state)) {
+      if (options.signal?.aborted === true)
+        return Promise.reject(new SluiceError('SLUICE_ERR_CLIENT_ABORTED', what))
       const startMs = this.#clock.now()
       const decided = this.decide(key, cost)
       if (decided === true) return Promise.resolve(noPermit)
       if (decided !== false)
-        return decided.then((answer) => {
+        return this.#answerWithin(decided, options, what).then((answer) => {
           if (answer.admitted) return noPermit
           const maxWaitMs = options.maxWaitMs
           return this.#wait(key, cost, {
@@ -376,6 +378,54 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
         })
     }
     return this.#wait(key, cost, options)
+  }
+
+  /**
+   * The coordinator's answer to an acquire's ask, within the caller's `maxWaitMs` and `signal`
+   * (an answer may wait: for a key's lease at the coordinator, 500 ms at most, or for a
+   * connection, `reconnectWaitMs`): rejected as a wait here would be, SLUICE_ERR_CLIENT_TIMEOUT
+   * or SLUICE_ERR_CLIENT_ABORTED. An answer admitting it after that is a unit spent for nothing
+   * (never one too many).
+   */
+  #answerWithin(
+    answer: Promise<RemoteAnswer>,
+    options: { maxWaitMs?: number | undefined; signal?: AbortSignal | undefined },
+    what: string,
+  ): Promise<RemoteAnswer> {
+    const { maxWaitMs, signal } = options
+    if (maxWaitMs === undefined && signal === undefined) return answer
+    return new Promise<RemoteAnswer>((resolve, reject) => {
+      const timer =
+        maxWaitMs === undefined
+          ? undefined
+          : this.#clock.setTimeout(
+              () =>
+                end(
+                  new SluiceError('SLUICE_ERR_CLIENT_TIMEOUT', `${what}: waited ${maxWaitMs} ms`),
+                ),
+              maxWaitMs,
+            )
+      const onAbort = (): void => end(new SluiceError('SLUICE_ERR_CLIENT_ABORTED', what))
+      signal?.addEventListener('abort', onAbort, { once: true })
+      let done = false
+      const end = (error: SluiceError | undefined, value?: RemoteAnswer): void => {
+        if (done) return
+        done = true
+        timer?.cancel()
+        signal?.removeEventListener('abort', onAbort)
+        if (error === undefined) resolve(value!)
+        else reject(error)
+      }
+      answer.then(
+        (value) => end(undefined, value),
+        (error: unknown) =>
+          end(
+            error instanceof SluiceError
+              ? error
+              : new SluiceError('SLUICE_ERR_CLIENT_CLOSED', `${what}: ${String(error)}`),
+          ),
+      )
+    })
   }
 
   /** `acquire` here: taken at once if the key allows, else queued behind its waiters. */

@@ -530,6 +530,34 @@ describe('remote decisions (real sockets, manual clock)', () => {
     expect(await asked).toBe(false)
   })
 
+  it('keeps an acquire to its maxWaitMs and its signal while its ask waits for a connection', async () => {
+    const families = await gateways(3, { maxDefaultHolders: 1 })
+    const thin = families.find((f) => (f.lease?.capacity ?? 0) === 0)!
+    await cluster!.stop()
+    const clock = cluster!.clock
+    const startMs = clock.now()
+    let timedOutAtMs = Number.NaN
+    const timed = thin.acquire('k', 1, { maxWaitMs: 200 }).then(
+      () => 'admitted',
+      (error: { code?: string }) => ((timedOutAtMs = clock.now()), error.code),
+    )
+    const controller = new AbortController()
+    const aborted = thin.acquire('k', 1, { signal: controller.signal }).then(
+      () => 'admitted',
+      (error: { code?: string }) => error.code,
+    )
+    for (let i = 0; i < 3; i++) await cluster!.step(100)
+    expect(await timed).toBe('SLUICE_ERR_CLIENT_TIMEOUT')
+    expect(timedOutAtMs - startMs).toBeGreaterThanOrEqual(200)
+    expect(timedOutAtMs - startMs).toBeLessThanOrEqual(300)
+    controller.abort()
+    expect(await aborted).toBe('SLUICE_ERR_CLIENT_ABORTED')
+    const already = thin
+      .acquire('k', 1, { signal: controller.signal })
+      .catch((error: { code?: string }) => error.code)
+    expect(await already).toBe('SLUICE_ERR_CLIENT_ABORTED')
+  })
+
   it('refuses a check that waited reconnectWaitMs (1.5 s) for a coordinator still down, and those asked later in the outage at once', async () => {
     const families = await gateways(3, { maxDefaultHolders: 1 })
     const thin = families.find((f) => (f.lease?.capacity ?? 0) === 0)!
