@@ -50,7 +50,11 @@ const unanswered: RemoteAnswer = Object.freeze({ admitted: false, retryAfterMs: 
  * until `waitMs` after the connection dropped (or after this was made, for the first): it
  * leaves once the coordinator welcomes the next connection (`up`), and is refused at that
  * deadline if none came. An ask made past it is refused at once, so a long outage costs each
- * request nothing but its refusal, and the asks waiting are bounded by `maxInFlight`.
+ * request nothing but its refusal, and the asks waiting are bounded by `maxInFlight`. An ask that
+ * waited so, refused by the coordinator that came back with a time to ask again that falls
+ * before that deadline, is asked again then (a coordinator restarted starts its part's buckets
+ * empty: a key's ask, made while it was away, is admitted as they refill, as a central limiter
+ * that never went down would have admitted it); at most until the deadline.
  */
 export class RemoteDecisions {
   readonly #send: (asks: DecideMessage['asks']) => void
@@ -69,6 +73,9 @@ export class RemoteDecisions {
   #down = true
   #waitUntilMs: number
   #deadline: Timer | undefined = undefined
+  /** Asks that waited for a connection: until when each may be asked again (`answered`). */
+  readonly #waited = new Map<number, { untilMs: number; resource: string; cost: number }>()
+  readonly #retries = new Set<Timer>()
 
   constructor(
     send: (asks: DecideMessage['asks']) => void,
@@ -99,7 +106,8 @@ export class RemoteDecisions {
     const n = this.#next
     this.#next = (this.#next + 1) % Number.MAX_SAFE_INTEGER
     this.#queue.push([n, resource, cost])
-    if (!this.#down) this.#schedule()
+    if (this.#down) this.#waited.set(n, { untilMs: this.#waitUntilMs, resource, cost })
+    else this.#schedule()
     return new Promise((resolve) => this.#pending.set(n, resolve))
   }
 
@@ -136,11 +144,16 @@ export class RemoteDecisions {
       this.#down = true
       this.#waitUntilMs = this.#clock.now() + this.#waitMs
     }
-    const waiting = new Set(this.#queue.map((q) => q[0]))
+    const waiting = new Set<number>()
+    for (const [n, resource, cost] of this.#queue) {
+      waiting.add(n)
+      if (!this.#waited.has(n)) this.#waited.set(n, { untilMs: this.#waitUntilMs, resource, cost })
+    }
     const sent: ((answer: RemoteAnswer) => void)[] = []
     for (const [n, resolve] of this.#pending)
       if (!waiting.has(n)) {
         this.#pending.delete(n)
+        this.#waited.delete(n)
         sent.push(resolve)
       }
     for (const resolve of sent) resolve(unanswered)
@@ -164,6 +177,7 @@ export class RemoteDecisions {
     for (const [n] of asks) {
       const resolve = this.#pending.get(n)
       this.#pending.delete(n)
+      this.#waited.delete(n)
       resolve?.(unanswered)
     }
   }
@@ -195,6 +209,11 @@ export class RemoteDecisions {
       const [n, admitted, retryMs] = answer
       const resolve = this.#pending.get(n)
       if (resolve === undefined) continue
+      const waited = this.#waited.get(n)
+      if (waited !== undefined) {
+        if (admitted === 0 && retryMs >= 0 && this.#askAgain(n, waited, retryMs)) continue
+        this.#waited.delete(n)
+      }
       this.#pending.delete(n)
       // An admission's third is what the key has left (docs/protocol.md), a refusal's its wait.
       resolve(
@@ -207,8 +226,33 @@ export class RemoteDecisions {
     }
   }
 
+  /**
+   * An ask that waited for a connection, refused with `retryMs`: asked again then, when that is
+   * before its deadline (false: not, its refusal stands).
+   */
+  #askAgain(
+    n: number,
+    waited: { untilMs: number; resource: string; cost: number },
+    retryMs: number,
+  ): boolean {
+    if (this.#clock.now() + retryMs >= waited.untilMs) return false
+    const timer = this.#clock.setTimeout(() => {
+      this.#retries.delete(timer)
+      // Refused meanwhile (the connection dropped, the client closed): nothing to ask.
+      if (!this.#pending.has(n)) return
+      this.#queue.push([n, waited.resource, waited.cost])
+      if (this.#down) this.#armDeadline()
+      else this.#schedule()
+    }, retryMs)
+    this.#retries.add(timer)
+    return true
+  }
+
   /** The client closed: every ask in flight or waiting is refused (its answer cannot come). */
   dropAll(): void {
+    for (const timer of this.#retries) timer.cancel()
+    this.#retries.clear()
+    this.#waited.clear()
     this.#timer?.cancel()
     this.#timer = undefined
     this.#deadline?.cancel()

@@ -157,6 +157,61 @@ describe('remote decisions without a connection', () => {
     expect(frames).toEqual([[[1, 'key/c', 1]]])
   })
 
+  it('asks again an ask that waited and was refused with a time to ask again before its deadline; never one that did not wait', async () => {
+    const { clock, remote, frames } = outage(1500)
+    remote.up()
+    const plain = settled(remote.ask('key/p', 1))
+    await turn()
+    remote.answered({ type: 'decided', answers: [[0, 0, 50]] })
+    await turn()
+    // Never waited: its refusal stands.
+    expect(plain).toEqual({ done: true, value: { admitted: false, retryAfterMs: 50 } })
+    remote.down()
+    clock.advance(1000)
+    const a = settled(remote.ask('key/a', 1))
+    const b = settled(remote.ask('key/b', 1))
+    clock.advance(100)
+    remote.up()
+    await turn()
+    expect(frames[1]).toEqual([
+      [1, 'key/a', 1],
+      [2, 'key/b', 1],
+    ])
+    // 1,100 ms after the drop: a's next try (100 ms on) falls before 1,500, b's (450) not.
+    remote.answered({
+      type: 'decided',
+      answers: [
+        [1, 0, 100],
+        [2, 0, 450],
+      ],
+    })
+    await turn()
+    expect(a.done).toBe(false)
+    expect(b).toEqual({ done: true, value: { admitted: false, retryAfterMs: 450 } })
+    clock.advance(100)
+    await turn()
+    expect(frames[2]).toEqual([[1, 'key/a', 1]])
+    remote.answered({ type: 'decided', answers: [[1, 1, 3]] })
+    await turn()
+    expect(a).toEqual({ done: true, value: { admitted: true, retryAfterMs: 0, remaining: 3 } })
+    expect(remote.inFlight).toBe(0)
+  })
+
+  it('refuses an ask waiting to be asked again when the connection drops', async () => {
+    const { clock, remote, frames } = outage(1500)
+    const a = settled(remote.ask('key/a', 1))
+    remote.up()
+    await turn()
+    remote.answered({ type: 'decided', answers: [[0, 0, 100]] })
+    remote.down()
+    await turn()
+    expect(a).toEqual({ done: true, value: { admitted: false, retryAfterMs: 0 } })
+    clock.advance(100)
+    remote.up()
+    await turn()
+    expect(frames).toHaveLength(1)
+  })
+
   it('refuses at once with waitMs 0, and keeps no more than maxInFlight waiting', async () => {
     const none = outage(0)
     expect(await none.remote.ask('key/a', 1)).toEqual({ admitted: false, retryAfterMs: 0 })
