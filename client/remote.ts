@@ -14,6 +14,11 @@ export interface RemoteAnswer {
    * edge's `remaining: 'cluster'`); undefined when not decided there.
    */
   readonly remaining?: number | undefined
+  /**
+   * From the ask's last send to this answer, ms (undefined when not answered there): the
+   * coordinator decided within it. The wait for a connection before it is not in it.
+   */
+  readonly roundTripMs?: number | undefined
 }
 
 /**
@@ -76,6 +81,8 @@ export class RemoteDecisions {
   /** Asks that waited for a connection: until when each may be asked again (`answered`). */
   readonly #waited = new Map<number, { untilMs: number; resource: string; cost: number }>()
   readonly #retries = new Set<Timer>()
+  /** When each ask sent and not answered yet left (its last send). */
+  readonly #sentAtMs = new Map<number, number>()
 
   constructor(
     send: (asks: DecideMessage['asks']) => void,
@@ -154,6 +161,7 @@ export class RemoteDecisions {
       if (!waiting.has(n)) {
         this.#pending.delete(n)
         this.#waited.delete(n)
+        this.#sentAtMs.delete(n)
         sent.push(resolve)
       }
     for (const resolve of sent) resolve(unanswered)
@@ -191,6 +199,8 @@ export class RemoteDecisions {
     if (asks.length === 0) return
     this.#paceMs()
     this.#frames -= 1
+    const nowMs = this.#clock.now()
+    for (const [n] of asks) this.#sentAtMs.set(n, nowMs)
     this.#send(asks)
   }
 
@@ -209,19 +219,28 @@ export class RemoteDecisions {
       const [n, admitted, retryMs] = answer
       const resolve = this.#pending.get(n)
       if (resolve === undefined) continue
+      const sentAtMs = this.#sentAtMs.get(n)
+      this.#sentAtMs.delete(n)
       const waited = this.#waited.get(n)
       if (waited !== undefined) {
         if (admitted === 0 && retryMs >= 0 && this.#askAgain(n, waited, retryMs)) continue
         this.#waited.delete(n)
       }
       this.#pending.delete(n)
+      const roundTripMs = sentAtMs === undefined ? undefined : this.#clock.now() - sentAtMs
       // An admission's third is what the key has left (docs/protocol.md), a refusal's its wait.
       resolve(
         answer.length === 4
-          ? { admitted: true, retryAfterMs: 0, remaining: Math.max(0, retryMs), window: answer[3] }
+          ? {
+              admitted: true,
+              retryAfterMs: 0,
+              remaining: Math.max(0, retryMs),
+              window: answer[3],
+              roundTripMs,
+            }
           : admitted === 1
-            ? { admitted: true, retryAfterMs: 0, remaining: Math.max(0, retryMs) }
-            : { admitted: false, retryAfterMs: retryMs < 0 ? Infinity : retryMs },
+            ? { admitted: true, retryAfterMs: 0, remaining: Math.max(0, retryMs), roundTripMs }
+            : { admitted: false, retryAfterMs: retryMs < 0 ? Infinity : retryMs, roundTripMs },
       )
     }
   }
@@ -253,6 +272,7 @@ export class RemoteDecisions {
     for (const timer of this.#retries) timer.cancel()
     this.#retries.clear()
     this.#waited.clear()
+    this.#sentAtMs.clear()
     this.#timer?.cancel()
     this.#timer = undefined
     this.#deadline?.cancel()

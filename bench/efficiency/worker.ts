@@ -124,15 +124,23 @@ async function main(): Promise<void> {
       )
     if (spec.remote === true) {
       const sorted = latencies.slice().sort((x, y) => x - y)
-      const at = (p: number): number =>
-        sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? 0
-      out.push(JSON.stringify({ t: hostMs(), latency: [at(0.5), at(0.99), remoteAsked] }))
+      const trips = roundTrips.slice().sort((x, y) => x - y)
+      const at = (list: number[], p: number): number =>
+        list[Math.min(list.length - 1, Math.floor(p * list.length))] ?? 0
+      out.push(
+        JSON.stringify({
+          t: hostMs(),
+          latency: [at(sorted, 0.5), at(sorted, 0.99), remoteAsked, at(trips, 0.99)],
+        }),
+      )
     }
     flush()
     await Promise.all(clients.map((c) => c.close()))
     process.exit(0)
   }
   const latencies: number[] = []
+  /** Of each remote answer, the time from its last send (a wait for a connection left out). */
+  const roundTrips: number[] = []
   let remoteAsked = 0
   const debugKeys = (process.env.SLUICE_BENCH_DEBUG_KEYS ?? '').split(',').filter((k) => k !== '')
   let debugAt = 0
@@ -220,7 +228,10 @@ async function main(): Promise<void> {
       remoteAsked++
       const askedAt = hostMs()
       void decided.then((answer) => {
-        if (latencies.length < maxLatencies) latencies.push(hostMs() - askedAt)
+        if (latencies.length < maxLatencies) {
+          latencies.push(hostMs() - askedAt)
+          roundTrips.push(answer.roundTripMs ?? hostMs() - askedAt)
+        }
         if (!answer.admitted) {
           if (answer.retryAfterMs === 0) why.ru++
           else why.rr++

@@ -84,7 +84,7 @@ export interface KeyedResult {
   readonly keysSeen: number
   /**
    * The most any key was admitted beyond capacity·t + burst, over any interval (≤ 0: held); with
-   * remote decisions, beyond that and what the key earns in its slowest answer's time (a remote
+   * remote decisions, beyond that and what the key earns in its slowest round trip (a remote
    * admission is logged when its answer comes, up to that long after the coordinator took it).
    */
   readonly worstExcess: number
@@ -292,7 +292,7 @@ export function measureKeyed(
   })
   let remoteChecks = 0
   let remoteLatencyMaxMs = 0
-  /** The slowest answer of a remote admission, by key. */
+  /** The slowest round trip (from its last send) of a remote admission, by key. */
   const latencyOf = new Map<number, number>()
   for (const [i, output] of outputs.entries())
     for (const line of completeLines(output)) {
@@ -304,6 +304,7 @@ export function measureKeyed(
         first?: number
         ok?: boolean
         lat?: number
+        rt?: number
       }
       if (r.first !== undefined) {
         if (
@@ -324,8 +325,9 @@ export function measureKeyed(
         remoteChecks++
         if (r.a !== undefined) {
           remoteLatencyMaxMs = Math.max(remoteLatencyMaxMs, r.lat)
+          // The bound's slack: from the answer's last send (the coordinator took it within).
           for (const k of Object.keys(r.a))
-            latencyOf.set(Number(k), Math.max(latencyOf.get(Number(k)) ?? 0, r.lat))
+            latencyOf.set(Number(k), Math.max(latencyOf.get(Number(k)) ?? 0, r.rt ?? r.lat))
         }
       }
       for (const [k, n] of Object.entries(r.a ?? {})) {
@@ -352,8 +354,9 @@ export function measureKeyed(
   let keysOver = 0
   for (const [key, list] of admissions) {
     // Burst: one second of capacity (the family's default). A remote admission is logged when
-    // its answer came, up to the key's slowest answer after the coordinator took it: the bound
-    // is checked with what the key earns in that time added.
+    // its answer came, up to the key's slowest round trip after the coordinator took it (from
+    // the ask's last send: a wait for a connection before it is not in it): the bound is checked
+    // with what the key earns in that time added.
     const slack = (s.capacity * (latencyOf.get(key) ?? 0)) / 1000
     const excess =
       excessOverBound(list, [{ fromMs: t0 - 60_000, capacity: s.capacity }], s.capacity) - slack

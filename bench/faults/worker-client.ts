@@ -161,7 +161,9 @@ export function askKeysRemote(
       // holds nothing of yet), for a look afterwards.
       const ra = ok ? {} : { ra: Number.isFinite(answer.retryAfterMs) ? answer.retryAfterMs : -1 }
       if (first) out.push(JSON.stringify({ t: at, first: k, ok, ...ra }))
-      out.push(JSON.stringify({ t: at, [ok ? 'a' : 'r']: { [k]: 1 }, lat: at - t, ...ra }))
+      // `rt`: from its last send (a wait for a connection before it is not in it).
+      const rt = answer.roundTripMs ?? at - t
+      out.push(JSON.stringify({ t: at, [ok ? 'a' : 'r']: { [k]: 1 }, lat: at - t, rt, ...ra }))
     })
   }
   out.push(JSON.stringify({ t, a: admitted, r: refused }))

@@ -99,9 +99,14 @@ describe('remote decisions without a connection', () => {
     remote.up()
     await turn()
     expect(frames).toEqual([[[0, 'key/a', 1]]])
+    clock.advance(30)
     remote.answered({ type: 'decided', answers: [[0, 1, 5]] })
     await turn()
-    expect(a).toEqual({ done: true, value: { admitted: true, retryAfterMs: 0, remaining: 5 } })
+    // Its round trip is from its send: the second it waited for a connection is not in it.
+    expect(a).toEqual({
+      done: true,
+      value: { admitted: true, retryAfterMs: 0, remaining: 5, roundTripMs: 30 },
+    })
   })
 
   it('refuses the asks sent on a dropped connection at once, and sends those made after it on the next', async () => {
@@ -125,7 +130,10 @@ describe('remote decisions without a connection', () => {
     expect(frames[1]).toEqual([[1, 'key/b', 2]])
     remote.answered({ type: 'decided', answers: [[1, 0, 250]] })
     await turn()
-    expect(waiting).toEqual({ done: true, value: { admitted: false, retryAfterMs: 250 } })
+    expect(waiting).toEqual({
+      done: true,
+      value: { admitted: false, retryAfterMs: 250, roundTripMs: 0 },
+    })
   })
 
   it('refuses what waited when no connection came within waitMs of the drop, and what is asked later at once', async () => {
@@ -165,7 +173,10 @@ describe('remote decisions without a connection', () => {
     remote.answered({ type: 'decided', answers: [[0, 0, 50]] })
     await turn()
     // Never waited: its refusal stands.
-    expect(plain).toEqual({ done: true, value: { admitted: false, retryAfterMs: 50 } })
+    expect(plain).toEqual({
+      done: true,
+      value: { admitted: false, retryAfterMs: 50, roundTripMs: 0 },
+    })
     remote.down()
     clock.advance(1000)
     const a = settled(remote.ask('key/a', 1))
@@ -187,13 +198,16 @@ describe('remote decisions without a connection', () => {
     })
     await turn()
     expect(a.done).toBe(false)
-    expect(b).toEqual({ done: true, value: { admitted: false, retryAfterMs: 450 } })
+    expect(b).toEqual({ done: true, value: { admitted: false, retryAfterMs: 450, roundTripMs: 0 } })
     clock.advance(100)
     await turn()
     expect(frames[2]).toEqual([[1, 'key/a', 1]])
     remote.answered({ type: 'decided', answers: [[1, 1, 3]] })
     await turn()
-    expect(a).toEqual({ done: true, value: { admitted: true, retryAfterMs: 0, remaining: 3 } })
+    expect(a).toEqual({
+      done: true,
+      value: { admitted: true, retryAfterMs: 0, remaining: 3, roundTripMs: 0 },
+    })
     expect(remote.inFlight).toBe(0)
   })
 
