@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createClient, type KeyedFamily, type SluiceClient } from '../../client/index.js'
+import type { KeyedFamily, SluiceClient } from '../../client/index.js'
 import type { RemoteAnswer } from '../../client/remote.js'
 import type { ConfigInput } from '../../server/config/index.js'
 import type { RunningCoordinator } from '../../server/index.js'
@@ -44,20 +44,9 @@ const config: ConfigInput = {
 const ledger = embeddedLedger(clock, closers)
 const { step } = ledger
 
-function gateway(url: string, id: string, reconnectWaitMs?: number): SluiceClient {
-  const c = createClient({
-    url,
-    clientId: id,
-    clock,
-    random: () => 0.5,
-    backoffBaseMs: 20,
-    backoffCapMs: 50,
-    ...(reconnectWaitMs === undefined ? {} : { reconnectWaitMs }),
-  })
-  c.on('error', () => undefined)
-  closers.push(() => c.close())
-  return c
-}
+/** A gateway, with `reconnectWaitMs` when given (the client's default without). */
+const gateway = (url: string, id: string, reconnectWaitMs?: number): SluiceClient =>
+  ledger.client(url, id, reconnectWaitMs === undefined ? {} : { reconnectWaitMs })
 
 /** Lets what the last step queued settle (no I/O: nothing listens while the coordinator is down). */
 const microtasks = async (): Promise<void> => {

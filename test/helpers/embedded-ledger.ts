@@ -1,4 +1,4 @@
-import { createClient, type SluiceClient } from '../../client/index.js'
+import { createClient, type ClientOptions, type SluiceClient } from '../../client/index.js'
 import type { createCoordinator, RunningCoordinator } from '../../server/index.js'
 import type { ManualClock } from '../../shared/index.js'
 import { startCoordinator } from './coordinator.js'
@@ -26,7 +26,7 @@ export function embeddedLedger(clock: ManualClock, closers: Array<() => Promise<
       return server
     },
 
-    client: (url: string, id: string): SluiceClient => {
+    client: (url: string, id: string, options: Partial<ClientOptions> = {}): SluiceClient => {
       const c = createClient({
         url,
         clientId: id,
@@ -34,6 +34,7 @@ export function embeddedLedger(clock: ManualClock, closers: Array<() => Promise<
         random: () => 0.5,
         backoffBaseMs: 20,
         backoffCapMs: 50,
+        ...options,
       })
       c.on('error', () => undefined)
       closers.push(() => c.close())

@@ -20,28 +20,27 @@ await server.close()
 console.log(JSON.stringify(loaded.filter((path) => /[\\\\/]node_modules[\\\\/]/.test(path))))
 `
 
+/** What a coordinator's start loads from node_modules (the built one, in a process of its own). */
+async function startLoads(): Promise<string[]> {
+  assertBuilt()
+  const { stdout } = await promisify(execFile)(
+    process.execPath,
+    ['--input-type=module', '-e', script],
+    { cwd: process.cwd() },
+  )
+  return JSON.parse(stdout) as string[]
+}
+
 describe('a coordinator’s start', () => {
   it('loads no etcd client when no election is configured', async () => {
-    assertBuilt()
-    const { stdout } = await promisify(execFile)(
-      process.execPath,
-      ['--input-type=module', '-e', script],
-      { cwd: process.cwd() },
-    )
-    const loaded = JSON.parse(stdout) as string[]
+    const loaded = await startLoads()
     // What it does load from node_modules is seen (fastify's own CommonJS), so the check is live.
     expect(loaded.some((path) => /[\\/]fastify[\\/]/.test(path))).toBe(true)
     expect(loaded.filter((path) => /[\\/](etcd3|@grpc)[\\/]/.test(path))).toEqual([])
   })
 
   it('loads none of fastify’s schema compilers: the routes validate with zod', async () => {
-    assertBuilt()
-    const { stdout } = await promisify(execFile)(
-      process.execPath,
-      ['--input-type=module', '-e', script],
-      { cwd: process.cwd() },
-    )
-    const loaded = JSON.parse(stdout) as string[]
+    const loaded = await startLoads()
     expect(loaded.some((path) => /[\\/]fastify[\\/]/.test(path))).toBe(true)
     // Fastify's error replies need fast-json-stringify's small serializer, not its compiler.
     const compilers =
