@@ -20,12 +20,13 @@ import type { Permit } from '../enforcer.js'
 import type { FallHeld, HelloHolding, Holder } from '../holder.js'
 import type { ResolvedKeyedOptions } from '../options.js'
 import type { RemoteAnswer } from '../remote.js'
-import { EdgeWaits } from './edge-waits.js'
+import { RiseWait } from '../rise.js'
 import { KeyLeaseWaits } from './key-lease-waits.js'
 import type { KeyKind } from './key-kind.js'
 import type { KeyState } from './key-state.js'
 import { KeyView } from './key-view.js'
 import { closedKeys, keyKinds } from './kinds.js'
+import { NextLeaseWaits } from './next-lease-waits.js'
 import { chargedOf, keyLeaseRules } from './quota-keys.js'
 import { FamilyShares } from './shares.js'
 import type { KeyLease, KeyReport, KeySpent, KeyedEvents, KeyedOwner } from './types.js'
@@ -33,10 +34,10 @@ import type { KeyLease, KeyReport, KeySpent, KeyedEvents, KeyedOwner } from './t
 const noPermit: Permit = Object.freeze({ release: () => undefined })
 
 /**
- * Checks a family holds at a quota window's edge at most (`EdgeWaits`): a gateway deciding
- * 10,000 a second holds about 100 across a 10 ms edge.
+ * Checks a family holds at a quota window's edge at most (`NextLeaseWaits`), and as many while
+ * its share rises: a gateway deciding 10,000 a second holds about 100 across a 10 ms edge.
  */
-const maxEdgeWaits = 10_000
+const maxNextLeaseWaits = 10_000
 
 /** A check not answered (the family closed while it waited): refused, no retry time known. */
 const notAnswered: RemoteAnswer = Object.freeze({ admitted: false, retryAfterMs: 0 })
@@ -126,7 +127,11 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
   /** Checks waiting for a key's own lease (`waitForKeyLease`). */
   readonly #keyLeaseWaits: KeyLeaseWaits
   /** Checks made at a quota window's edge, waiting for the next window's lease (`decide`). */
-  readonly #edgeWaits: EdgeWaits
+  readonly #edgeWaits: NextLeaseWaits
+  /** A family lease of 0 that says a share is rising to this process (client/rise.ts). */
+  readonly #rise: RiseWait
+  /** Checks this process's part could not decide while its share rises, waiting for it. */
+  readonly #riseWaits: NextLeaseWaits
   /** Keys refused because every tracked key was in use (maxKeys), since the start. */
   keysFull = 0
   /** Units asked of the coordinator (`decide`, `check`), and of those admitted there, since the start. */
@@ -156,7 +161,14 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     this.#maxKeys = options.maxKeys
     this.#maxKeysPerReport = options.maxKeysPerReport
     this.#shares = new FamilyShares(hotClock)
-    this.#edgeWaits = new EdgeWaits(clock, maxEdgeWaits)
+    this.#edgeWaits = new NextLeaseWaits(clock, maxNextLeaseWaits)
+    this.#riseWaits = new NextLeaseWaits(clock, maxNextLeaseWaits)
+    // The rise did not come in time: `ready()` resolves on the lease of 0, and what waited is
+    // decided now (asked of the coordinator, or refused, as at once before).
+    this.#rise = new RiseWait(clock, () => {
+      for (const w of this.#readyWaiters.splice(0)) w.resolve()
+      this.#riseWaits.wake(() => false)
+    })
     this.#keyLeaseWaits = new KeyLeaseWaits(clock, maxKeyLeaseWaits)
     this.#reportStartMs = clock.now()
     this.#usage = new DemandMeter(clock.now())
@@ -245,8 +257,11 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     return this.#decide(key, cost, true)
   }
 
-  /** `decide`; `mayWaitEdge`: at a quota window's edge, a check waits for the next window. */
-  #decide(key: string, cost: number, mayWaitEdge: boolean): boolean | Promise<RemoteAnswer> {
+  /**
+   * `decide`; `mayWait`: at a quota window's edge, a check waits for the next window; while a
+   * share rises to this process, for that share.
+   */
+  #decide(key: string, cost: number, mayWait: boolean): boolean | Promise<RemoteAnswer> {
     // The first says so in an early report: crowded, the coordinator's part then decides for
     // this process from the next round, not a refresh period later.
     if (!this.#decides) this.#startDeciding()
@@ -264,16 +279,21 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     // then, rather than refused for a budget nobody spent (#41: ±5 ms around every edge).
     // Not while no connection is up (a coordinator down across the edge): refused at once.
     if (
-      mayWaitEdge &&
+      mayWait &&
       !this.#closed &&
       this.#owner.connected !== false &&
       this.#edgeWaits.hasRoom &&
       this.#keyKind.lapsed(this.#shares, state)
     )
       return this.#edgeWaits.wait(quotaHorizonMs(this.#shares.refreshMs), () =>
-        this.#afterEdge(key, cost),
+        this.#decideAfterWait(key, cost),
       )
     const holdsPart = this.#keyKind.leaseOf(this.#shares, key, state).capacity > 0
+    // This process holds nothing of the key while its share rises (a lease of 0 saying so): the
+    // check waits for that share, then is decided as any, rather than refused here or asked of
+    // the coordinator's part, which holds nothing of a family that is not crowded.
+    if (mayWait && !holdsPart && this.#rise.pending && !this.#closed && this.#riseWaits.hasRoom)
+      return this.#riseWaits.wait(this.#rise.leftMs, () => this.#decideAfterWait(key, cost))
     // Not asked (few processes, a part that refused): tryAcquire's refusal.
     if (!this.#asksRemote(key, state)) {
       state.asked += cost
@@ -305,8 +325,8 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     })
   }
 
-  /** A check that waited at a window's edge, decided now (it waits no more). */
-  #afterEdge(key: string, cost: number): RemoteAnswer | Promise<RemoteAnswer> {
+  /** A check that waited for the next family lease (a window's edge, a rise), decided now (it waits no more). */
+  #decideAfterWait(key: string, cost: number): RemoteAnswer | Promise<RemoteAnswer> {
     if (this.#closed) return notAnswered
     const decided = this.#decide(key, cost, false)
     if (typeof decided !== 'boolean') return decided
@@ -609,9 +629,11 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     return this.#shares.keyLimits(key)
   }
 
-  /** Resolves at the first family lease; rejects when the coordinator refuses the family or the client stops. */
+  /**
+   * Resolves at the first family lease (not at a lease of 0 that says a share is rising to
+   * this process: at that share, or `risingWaitMs` after it, client/rise.ts); rejects when the coordinator refuses the family or the client stops. */
   ready(options: { timeoutMs?: number | undefined } = {}): Promise<void> {
-    if (this.#shares.lease !== undefined) return Promise.resolve()
+    if (this.#shares.lease !== undefined && !this.#rise.pending) return Promise.resolve()
     if (this.#refusedError !== undefined) return Promise.reject(this.#refusedError)
     return new Promise((resolve, reject) => {
       let timer: Timer | undefined
@@ -680,6 +702,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     const hotNow = this.#hotClock.now()
     this.#priorShare.atMs = hotNow
     this.#priorShare.earned = this.#shares.share > 0 ? this.#shares.earnedShare(hotNow) : 0
+    if (!heldBefore && grant.capacity > 0) this.#forgetEmpty(family.kind)
     const changed = this.#shares.applyLease(grant, family)
     this.#keyKind = keyKinds[this.#shares.kind]
     if (grant.inherit !== undefined) this.#inherit(grant.inherit)
@@ -692,9 +715,10 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     this.#refusedError = undefined
     if (before !== 'leased') this.emit('mode', 'leased')
     this.emit('lease', grant)
-    for (const w of this.#readyWaiters.splice(0)) w.resolve()
+    if (!this.#rise.note(grant)) for (const w of this.#readyWaiters.splice(0)) w.resolve()
     if (this.#waiting.size > 0) this.#serveAll()
     this.#edgeWaits.wake(() => this.#atEdge())
+    this.#riseWaits.wake(() => this.#rise.pending)
     return this.fits()
   }
 
@@ -1021,6 +1045,8 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     for (const w of this.#readyWaiters.splice(0))
       w.reject(new SluiceError('SLUICE_ERR_CLIENT_CLOSED', this.familyId))
     this.#edgeWaits.answerAll(notAnswered)
+    this.#rise.cancel()
+    this.#riseWaits.answerAll(notAnswered)
     this.#keyLeaseWaits.settleAll()
     for (const state of this.#waiting) {
       state.waiters?.rejectAll('SLUICE_ERR_CLIENT_CLOSED', keyIdOf(this.prefix, state.key))
@@ -1455,6 +1481,27 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
   #refreshDefaults(): void {
     for (const state of this.#keys.values())
       if (state.lease === undefined) this.#keyKind.refresh(this.#shares, state)
+  }
+
+  /**
+   * A rate family's first share: each key tracked while it held none (checked while its share
+   * rose, a lease of 0) is forgotten, so it starts as a key never seen, from what the share
+   * starts with (`full`, `fill`, what the falls made for it gave up: `handed`), not as a bucket
+   * that held nothing and earns from empty (a joiner's first checks of new keys, tracked as
+   * they waited for the share, were refused: the central limiter admits them). Safe as that:
+   * such a bucket is empty (a share of 0, and no lease of its own) and admitted nothing. Not a
+   * key with a lease of its own, callers waiting or tokens; not a quota's (its use is counted).
+   */
+  #forgetEmpty(kind: string): void {
+    if (kind !== 'rate' || this.#shares.kind !== 'rate') return
+    for (const state of this.#keys.values())
+      if (
+        state.lease === undefined &&
+        state.waiters === undefined &&
+        state.inFlight === 0 &&
+        state.bucket.tokens <= 0
+      )
+        this.#keys.delete(state.key)
   }
 
   /** The family lease ran out unrenewed: its fallback for the hold, then nothing. */

@@ -243,6 +243,17 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
     fillWhole = true
   }
   entry.handFill = 0
+  // A lease of 0 to a holder the pool means to hold more (its rise waits for capacity the
+  // others' falls free as they are acknowledged, a round trip away): it says so, and the client
+  // waits for that rise (its `ready()`, and a check its share cannot decide) rather than take 0
+  // for its share (#41: a gateway joining a round after the others resolved `ready()` on a
+  // family lease of 0, and its first checks went to the coordinator's part, which holds
+  // nothing of a family that is not crowded: refused). A rate or concurrency family's share only: its
+  // holders want the whole from their first report (a named resource's first report wants
+  // nothing: it is leased 0, meant as 0), and a quota's block frees as its holder reports, not
+  // within a round trip.
+  const rising =
+    capacity <= 0 && window === undefined && r.shape.familyShare && r.starved.has(entry)
   if (capacity > 0) entry.everHeld = true
   // The fallback never exceeds the lease: what a silent client may enforce is what it was leased.
   const safeShare = s.safeCapacity ?? s.capacity / Math.max(1, r.entries.size)
@@ -261,6 +272,7 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
   batch.madeMs ??= nowMs
   putLease(batch, {
     ...(handOn ? { handOn: true as const } : {}),
+    ...(rising ? { rising: true as const } : {}),
     ...(inherit === undefined ? {} : { inherit }),
     ...(handed === undefined ? {} : { handed }),
     resource: s.id,

@@ -85,6 +85,7 @@ const grantKeys: ReadonlySet<string> = new Set([
   'fill',
   'fillWhole',
   'handOn',
+  'rising',
   'toDefault',
   'family',
 ])
@@ -248,6 +249,7 @@ function isGrant(g: unknown): boolean {
     (g.fill === undefined || isQuantity(g.fill)) &&
     (g.fillWhole === undefined || g.fillWhole === true) &&
     (g.handOn === undefined || g.handOn === true) &&
+    (g.rising === undefined || g.rising === true) &&
     (g.toDefault === undefined || g.toDefault === true) &&
     (g.family === undefined || (isLimits(g.family, familyKeys) && kinds.has(g.family.kind)))
   )

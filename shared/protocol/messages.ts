@@ -416,6 +416,13 @@ export const leaseGrant = z.strictObject({
    */
   handOn: z.literal(true).optional(),
   /**
+   * A keyed family's share (rate, concurrency), a lease of 0 below what the coordinator means this client to hold:
+   * the rest is granted as other holders acknowledge their falls (a round trip), or in part at a
+   * round after a second. The client waits for it (`ready()`, a check its share cannot decide:
+   * `risingWaitMs` at most) rather than take 0 for its share.
+   */
+  rising: z.literal(true).optional(),
+  /**
    * A key of a keyed family goes back to the default split (nobody asks for it any more): the
    * client drops its own lease of the key, and the family's default share rules it again.
    * The rest of the grant is 0.

@@ -301,6 +301,7 @@ const grantOf = (
       fill: value(amount),
       fillWhole: value(fc.constant(true)),
       handOn: value(fc.constant(true)),
+      rising: value(fc.constant(true)),
       toDefault: value(fc.constant(true)),
       family: value(
         fc.oneof(
@@ -378,6 +379,7 @@ const fullHotGrant = fc.record({
   fill: amount,
   fillWhole: fc.constant(true),
   handOn: fc.constant(true),
+  rising: fc.constant(true),
   toDefault: fc.constant(true),
   family: fc.record({ kind: fc.constantFrom('rate', 'quota'), capacity: amount, burst: amount }),
 })

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { EdgeWaits } from '../../client/keyed/edge-waits.js'
+import { NextLeaseWaits } from '../../client/keyed/next-lease-waits.js'
 import { ManualClock } from '../../shared/index.js'
 
 const admitted = { admitted: true, retryAfterMs: 0, window: 8 }
@@ -8,7 +8,7 @@ const refused = { admitted: false, retryAfterMs: 0 }
 describe('checks waiting at a quota window’s edge', () => {
   it('are decided once a lease ends the edge (after the batch: a microtask), or at their time limit', async () => {
     const clock = new ManualClock()
-    const waits = new EdgeWaits(clock, 2)
+    const waits = new NextLeaseWaits(clock, 2)
     let decided = 0
     const first = waits.wait(400, () => (decided++, admitted))
     const second = waits.wait(400, () => (decided++, admitted))
@@ -36,7 +36,7 @@ describe('checks waiting at a quota window’s edge', () => {
 
   it('are refused at once when the family closes, and their timers are gone', async () => {
     const clock = new ManualClock()
-    const waits = new EdgeWaits(clock, 10)
+    const waits = new NextLeaseWaits(clock, 10)
     let decided = 0
     const waiting = waits.wait(400, () => (decided++, admitted))
     waits.answerAll(refused)

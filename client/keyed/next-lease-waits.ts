@@ -8,14 +8,16 @@ interface EdgeWaiter {
 }
 
 /**
- * Checks that may wait a round trip (`decide`, `check`, the HTTP edge) made at a keyed quota
- * window's edge: the window over here by time, the next window's lease not come yet (it comes
- * with the coordinator's round at the edge, a round trip after it). Each waits for that lease
- * (`wake`, once the batch that brought it is applied whole) or `maxWaitMs`, then is decided as
- * any check then, rather than refused for a budget nobody spent. Bounded: past `maxWaiting`, a
- * check is not held (`hasRoom`; the caller refuses it, as before).
+ * Checks that may wait a round trip (`decide`, `check`, the HTTP edge) for the family's next
+ * lease, then are decided as any check then: made at a keyed quota window's edge (the window
+ * over here by time, the next window's lease not come yet: it comes with the coordinator's
+ * round at the edge, a round trip after it), rather than refused for a budget nobody spent; or
+ * while the family's lease of 0 says a share is rising to it (client/rise.ts), rather than
+ * refused for a share on its way. Each waits for that lease (`wake`, once the batch that
+ * brought it is applied whole) or `maxWaitMs`. Bounded: past `maxWaiting`, a check is not held
+ * (`hasRoom`; the caller decides it at once, as before).
  */
-export class EdgeWaits {
+export class NextLeaseWaits {
   readonly #clock: Clock
   readonly #maxWaiting: number
   readonly #waiting = new Set<EdgeWaiter>()
@@ -47,17 +49,17 @@ export class EdgeWaits {
   }
 
   /**
-   * A family lease came: unless `atEdge()` still holds, the waiting checks are decided, in a
+   * A family lease came: unless `stillWaits()` holds (still at the edge, still rising), the waiting checks are decided, in a
    * microtask, so after every lease of the batch that brought it (a key leased on its own in
    * the new window comes in the same batch, after the family's lease: decided before it, such
    * a key would take the new window's default share).
    */
-  wake(atEdge: () => boolean): void {
+  wake(stillWaits: () => boolean): void {
     if (this.#waking || this.#waiting.size === 0) return
     this.#waking = true
     queueMicrotask(() => {
       this.#waking = false
-      if (atEdge()) return
+      if (stillWaits()) return
       for (const waiter of [...this.#waiting]) this.#settle(waiter)
     })
   }
