@@ -241,6 +241,7 @@ export class CoordinatorProcess {
   ): Promise<void> {
     const plain = [
       process.execPath,
+      ...cpuProfArgs(),
       join(root, 'dist/server/cli/bin.js'),
       'serve',
       '--config',
@@ -314,9 +315,26 @@ export class CoordinatorProcess {
     if (child === undefined || child.exitCode !== null || child.signalCode !== null) return
     const exited = new Promise((resolve) => child.once('exit', resolve))
     child.kill('SIGCONT')
+    // Profiled: a clean exit writes the profile (SIGKILL after 10 s if it does not come).
+    if (cpuProfArgs().length > 0) {
+      child.kill('SIGTERM')
+      if ((await Promise.race([exited, sleep(10_000).then(() => 'late')])) !== 'late') return
+    }
     child.kill('SIGKILL')
     await exited
   }
+}
+
+/**
+ * `SLUICE_BENCH_CPU_PROF=<dir>`: the coordinator runs under `--cpu-prof` (sampled every 100 µs)
+ * and writes its profile there as it stops (SIGTERM then, not SIGKILL): where its time goes,
+ * and its long turns (a remote answer's tail is the longest turn it waits behind).
+ */
+function cpuProfArgs(): string[] {
+  const dir = process.env.SLUICE_BENCH_CPU_PROF
+  return dir === undefined || dir === ''
+    ? []
+    : ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--cpu-prof-interval', '100']
 }
 
 function configText(scenario: FaultScenario, capacities: ReadonlyMap<string, number>): string {
