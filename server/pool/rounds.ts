@@ -3,6 +3,7 @@ import type { Entry, ResourceState } from './entry.js'
 import { idleKey, keyIsCold, retireKey } from './hot-keys.js'
 import { send } from './lease-out.js'
 import { forget, unsubscribe } from './registry.js'
+import { centralClientId } from './shapes/index.js'
 import { offerSpent } from './spent-decrease.js'
 import type { PoolState } from './state.js'
 
@@ -37,6 +38,7 @@ export function round(pool: PoolState, resourceId: string, nowMs: number): void 
   for (const e of r.entries.values()) {
     if (!e.client.connected) {
       e.target = 0
+      if (quota !== undefined && deadPartBefore(e, quota.index)) e.clear(nowMs)
       // A rate share released with what it held waits for its heir: the others keep their
       // shares meanwhile, rather than grow to it (held-handover.ts).
       if (e.heldVacancy === undefined) reserved += e.committed
@@ -86,4 +88,26 @@ export function sweepResource(pool: PoolState, r: ResourceState, nowMs: number):
       unsubscribe(pool, e)
     }
   }
+}
+
+/**
+ * A quota's entry of a coordinator's own part that is gone (a dead coordinator's, restored from
+ * its ledger or set aside at its successor's takeover: clients.ts `freeDeadCentral`), whose
+ * newest lease is of a window before `windowIndex` and which holds no block of this window or a
+ * later one sent ahead: it holds nothing of this window. It spent nothing of it: a quota's
+ * budget is spent within its window only (client/keyed/quota-keys.ts), this window's only from
+ * a lease of it or a block of it sent ahead, and it had neither; nor will it spend anything
+ * again (its coordinator died before this one restored the ledger). Its leases are cleared.
+ * Counted on to their safe hold (a window's end, plus `safeHoldMs`), they held a hot key's whole
+ * budget through the first 1-3 s of the first window after a coordinator restart, when the
+ * central limiter admits most of it (#41: a keyed quota over 30 gateways through a restart, ~2%
+ * of the run's checks refused there). What a live process that is silent holds is not touched:
+ * its clock may place the window's end elsewhere.
+ */
+function deadPartBefore(e: Entry, windowIndex: number): boolean {
+  return (
+    e.client.clientId === centralClientId &&
+    e.leasedBefore(windowIndex) &&
+    (e.ahead === undefined || e.ahead.window < windowIndex)
+  )
 }
