@@ -325,7 +325,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     })
   }
 
-  /** A check that waited for the next family lease (a window's edge, a rise), decided now (it waits no more). */
+  /** A check that waited for the next family lease (a window's edge, a rise), decided now. */
   #decideAfterWait(key: string, cost: number): RemoteAnswer | Promise<RemoteAnswer> {
     if (this.#closed) return notAnswered
     const decided = this.#decide(key, cost, false)
@@ -631,7 +631,9 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
 
   /**
    * Resolves at the first family lease (not at a lease of 0 that says a share is rising to
-   * this process: at that share, or `risingWaitMs` after it, client/rise.ts); rejects when the coordinator refuses the family or the client stops. */
+   * this process: at that share, or `risingWaitMs` after it, client/rise.ts); rejects when the
+   * coordinator refuses the family or the client stops.
+   */
   ready(options: { timeoutMs?: number | undefined } = {}): Promise<void> {
     if (this.#shares.lease !== undefined && !this.#rise.pending) return Promise.resolve()
     if (this.#refusedError !== undefined) return Promise.reject(this.#refusedError)
