@@ -4,28 +4,13 @@ import { KeyedFamily } from '../../client/index.js'
 import { ManualClock, domainLimits, type LeaseGrant } from '../../shared/index.js'
 import type { ConfigInput } from '../../server/config/index.js'
 import { Cluster } from '../helpers/cluster.js'
+import { apikeyConfig, apikeyRefreshMs } from '../helpers/apikey-config.js'
 
 // Keyed families end to end: a real coordinator and real clients over WebSockets on a manual
 // clock. Every key of apikey/* is a limit of 10/s of its own, shared by the processes using it.
 
-const refreshMs = 100
-const config = (extra: Record<string, unknown> = {}): ConfigInput => ({
-  server: { limits: { roundDebounceMs: 0 } },
-  resources: [
-    {
-      match: 'apikey/*',
-      keyed: true,
-      kind: 'rate',
-      capacity: 10,
-      leaseTtlMs: 1000,
-      refreshMs,
-      graceMs: 200,
-      learningMs: 0,
-      unsafeLearning: true,
-      ...extra,
-    },
-  ],
-})
+const refreshMs = apikeyRefreshMs
+const config = apikeyConfig
 
 let cluster: Cluster | undefined
 afterEach(async () => {

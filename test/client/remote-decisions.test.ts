@@ -9,33 +9,17 @@ import {
   fastifyRateLimit,
   rateLimitOf,
 } from '../../client/http/index.js'
-import type { ConfigInput } from '../../server/config/index.js'
 import { decodeClientMessage, decodeServerMessage, type LeaseMessage } from '../../shared/index.js'
 import { Cluster } from '../helpers/cluster.js'
 import { TestClient } from '../helpers/ws-client.js'
+import { apikeyConfig, apikeyRefreshMs } from '../helpers/apikey-config.js'
 
 // Remote decisions end to end: a real coordinator and real clients over WebSockets on a manual
 // clock. A key of apikey/* is 10/s (burst 10) across every process; a check a process cannot
 // decide by its own part is asked of the coordinator, which decides it against its own part.
 
-const refreshMs = 100
-const config = (extra: Record<string, unknown> = {}): ConfigInput => ({
-  server: { limits: { roundDebounceMs: 0 } },
-  resources: [
-    {
-      match: 'apikey/*',
-      keyed: true,
-      kind: 'rate',
-      capacity: 10,
-      leaseTtlMs: 1000,
-      refreshMs,
-      graceMs: 200,
-      learningMs: 0,
-      unsafeLearning: true,
-      ...extra,
-    },
-  ],
-})
+const refreshMs = apikeyRefreshMs
+const config = apikeyConfig
 
 let cluster: Cluster | undefined
 const apps: ReturnType<typeof Fastify>[] = []

@@ -1,33 +1,17 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import { risingWaitMs } from '../../client/rise.js'
-import type { ConfigInput } from '../../server/config/index.js'
 import type { LeaseMessage } from '../../shared/index.js'
 import { Cluster } from '../helpers/cluster.js'
 import { TestClient } from '../helpers/ws-client.js'
+import { apikeyConfig, apikeyRefreshMs } from '../helpers/apikey-config.js'
 
 // A lease of 0 that says `rising` (docs/protocol.md): a holder joining while the others hold
 // the whole waits for its share, which comes as their falls are acknowledged. A real
 // coordinator and real clients over WebSockets on a manual clock; one holder is a raw client
 // whose acks the test sends, so the rise waits for the test.
 
-const refreshMs = 100
-const config = (family: Record<string, unknown> = {}): ConfigInput => ({
-  server: { limits: { roundDebounceMs: 0 } },
-  resources: [
-    {
-      match: 'apikey/*',
-      keyed: true,
-      kind: 'rate',
-      capacity: 10,
-      leaseTtlMs: 1000,
-      refreshMs,
-      graceMs: 200,
-      learningMs: 0,
-      unsafeLearning: true,
-      ...family,
-    },
-  ],
-})
+const refreshMs = apikeyRefreshMs
+const config = apikeyConfig
 
 let cluster: Cluster | undefined
 afterEach(async () => {
