@@ -15,6 +15,7 @@ import {
 } from '../shared/index.js'
 import { DemandMeter } from './demand-meter.js'
 import type { HelloHolding, Holder } from './holder.js'
+import { RiseWait } from './rise.js'
 import type { ResolvedResourceOptions } from './options.js'
 import { createEnforcers, type Enforcer, type Enforcers, type Permit } from './enforcer.js'
 import { WaitQueue } from '../shared/limiters/index.js'
@@ -117,6 +118,11 @@ export class Resource extends EventEmitter<ResourceEvents> implements Holder {
   /** Why the coordinator refuses this resource (until the next connection), if it does. */
   #refused: SluiceError | undefined
   readonly #readyWaiters: { resolve: () => void; reject: (e: SluiceError) => void }[] = []
+  /**
+   * A lease of 0 that says a share is rising to this process (client/rise.ts): `ready()` waits
+   * for that share, or `risingWaitMs` after the 0.
+   */
+  readonly #rise: RiseWait
   #lastReported = 0
   #learning = false
   #closed = false
@@ -157,6 +163,7 @@ export class Resource extends EventEmitter<ResourceEvents> implements Holder {
     })
     this.#enforcer = this.#enforcers[options.kind]
     this.#state = { mode: this.failureMode, lease: undefined }
+    this.#rise = new RiseWait(clock, () => this.#resolveReady())
     this.#applyCapacity()
   }
 
@@ -272,7 +279,8 @@ export class Resource extends EventEmitter<ResourceEvents> implements Holder {
   }
 
   /**
-   * Resolves at the first lease (at once if one is in force); rejects with
+   * Resolves at the first lease (at once if one is in force; not at a lease of 0 that says a
+   * share is rising to this process: at that share, or `risingWaitMs` after the 0, client/rise.ts); rejects with
    * the coded error when the coordinator refuses the resource or the client
    * stops, with SLUICE_ERR_CLIENT_TIMEOUT after `timeoutMs`, or with
    * SLUICE_ERR_CLIENT_ABORTED on `signal`. The way to wait before serving:
@@ -281,7 +289,7 @@ export class Resource extends EventEmitter<ResourceEvents> implements Holder {
   ready(
     options: { timeoutMs?: number | undefined; signal?: AbortSignal | undefined } = {},
   ): Promise<void> {
-    if (this.mode === 'leased') return Promise.resolve()
+    if (this.mode === 'leased' && !this.#rise.pending) return Promise.resolve()
     if (this.#refused !== undefined) return Promise.reject(this.#refused)
     if (this.#closed) return Promise.reject(new SluiceError('SLUICE_ERR_CLIENT_CLOSED', this.id))
     return new Promise<void>((resolve, reject) => {
@@ -513,8 +521,12 @@ export class Resource extends EventEmitter<ResourceEvents> implements Holder {
     // may hold tokens another holder gave up as it fell (`fill`: an ack's `gave`, handed on).
     this.#applyCapacity(grant.full === true, grant.fill ?? 0)
     this.emit('lease', grant)
-    for (const w of [...this.#readyWaiters]) w.resolve()
+    if (!this.#rise.note(grant)) this.#resolveReady()
     return this.drainedToLimit
+  }
+
+  #resolveReady(): void {
+    for (const w of [...this.#readyWaiters]) w.resolve()
   }
 
   /** Whether in-flight work is within the current limit (a decrease may be acknowledged). */
@@ -536,6 +548,7 @@ export class Resource extends EventEmitter<ResourceEvents> implements Holder {
    * Capacity 0 (`lapsed`) until a new lease comes.
    */
   revoke(): void {
+    this.#rise.cancel()
     this.#expiryTimer?.cancel()
     this.#expiryTimer = undefined
     this.#nextTimer?.cancel()
@@ -553,6 +566,7 @@ export class Resource extends EventEmitter<ResourceEvents> implements Holder {
 
   close(): void {
     this.#closed = true
+    this.#rise.cancel()
     this.#expiryTimer?.cancel()
     this.#nextTimer?.cancel()
     this.#holdTimer?.cancel()

@@ -151,3 +151,101 @@ describe('a lease of 0 that says its share is rising', () => {
     raw.ws.terminate()
   })
 })
+
+describe('a named resource leased 0 while its share rises', () => {
+  /**
+   * A raw holder of `api` (100/s) that wants 30 and holds the whole (the surplus spread to
+   * it), its leases acknowledged by `ackAll`; `surplus` as the resource's config says.
+   */
+  async function namedHolder(surplus: 'spread' | 'hold'): Promise<{
+    raw: TestClient
+    ackAll: () => Promise<LeaseMessage[]>
+  }> {
+    cluster = new Cluster()
+    await cluster.start({
+      server: { limits: { roundDebounceMs: 0 } },
+      resources: [
+        {
+          match: 'api',
+          kind: 'rate',
+          capacity: 100,
+          surplus,
+          leaseTtlMs: 1000,
+          refreshMs,
+          graceMs: 200,
+          learningMs: 0,
+          unsafeLearning: true,
+        },
+      ],
+    })
+    const raw = await TestClient.connect(`ws://127.0.0.1:${cluster.port}/v1/connect`)
+    await raw.hello('raw')
+    const ackAll = async (): Promise<LeaseMessage[]> => {
+      const leases: LeaseMessage[] = []
+      for (let m = raw.received.shift(); m !== undefined; m = raw.received.shift())
+        if (m.type === 'lease') {
+          raw.send({ type: 'ack', seq: m.seq })
+          leases.push(m)
+        }
+      await raw.flush()
+      return leases
+    }
+    raw.send({ type: 'demand', resources: [{ resource: 'api', wants: 30 }] })
+    for (let i = 0; i < 5; i++) {
+      await ackAll()
+      await cluster.step(refreshMs / 2)
+    }
+    await ackAll()
+    return { raw, ackAll }
+  }
+
+  const leasedTo = (leases: LeaseMessage[]): number[] =>
+    leases.flatMap((m) => m.leases.filter((l) => l.resource === 'api').map((l) => l.capacity))
+
+  it("holds a joining gateway's ready() until its share comes (the surplus spread to it), not resolved on the 0", async () => {
+    const { raw, ackAll } = await namedHolder('spread')
+    const c = cluster!
+    const late = (await c.client('late')).resource('api')
+    const ready = late.ready()
+    for (let i = 0; i < 3; i++) await c.step(10)
+    expect(late.lease?.capacity).toBe(0)
+    expect(late.lease?.rising).toBe(true)
+    expect(await settled(ready)).toBe(false)
+    // The raw holder acknowledges its fall (the whole to 65: its 30 and half the surplus).
+    const falls = leasedTo(await ackAll())
+    expect(falls.some((capacity) => capacity < 100)).toBe(true)
+    await c.step(10)
+    expect(await settled(ready)).toBe(true)
+    expect(late.lease?.capacity).toBeCloseTo(35, 6)
+    expect(late.lease?.rising).toBeUndefined()
+    raw.ws.terminate()
+  })
+
+  it('waits risingWaitMs at most for a fall never acknowledged', async () => {
+    const { raw } = await namedHolder('spread')
+    const c = cluster!
+    const late = (await c.client('late')).resource('api')
+    const ready = late.ready()
+    for (let i = 0; i < 3; i++) await c.step(10)
+    expect(late.lease?.rising).toBe(true)
+    const startMs = c.clock.now()
+    let readyAtMs: number | undefined
+    void ready.then(() => (readyAtMs = c.clock.now()))
+    while (readyAtMs === undefined && c.clock.now() - startMs < 3 * risingWaitMs) await c.step(50)
+    expect(readyAtMs).toBeDefined()
+    expect(readyAtMs! - startMs).toBeLessThanOrEqual(risingWaitMs + 50)
+    raw.ws.terminate()
+  })
+
+  it('is not said where the pool means 0 for a holder that reported nothing (surplus: hold)', async () => {
+    const { raw } = await namedHolder('hold')
+    const c = cluster!
+    const late = (await c.client('late')).resource('api')
+    const ready = late.ready()
+    for (let i = 0; i < 3; i++) await c.step(10)
+    expect(late.lease?.capacity).toBe(0)
+    expect(late.lease?.rising).toBeUndefined()
+    expect(await settled(ready)).toBe(true)
+    raw.ws.terminate()
+  })
+})
