@@ -166,21 +166,15 @@ function compare(central: readonly Answer[], sluice: readonly Answer[]) {
 }
 
 /**
- * The same requests admitted, but for the last units of a key's budget: each gateway holds a
- * block of what is left, and a gateway whose block is spent refuses while another still holds
- * one unit (docs/http.md). Measured: one such pair (request 119 refused, 120 admitted, of 150);
- * at most two allowed. Before a key's holders kept their seeded leases until they reported
- * it, there were 11 such pairs.
+ * The same requests admitted, request by request. Before remote decisions one pair differed at
+ * the end of a key's budget (a gateway whose block was spent refused while another still held
+ * a unit; at most two pairs allowed then, 11 before a key's holders kept their seeded leases
+ * until they reported it); now a check its block cannot decide is asked of the coordinator,
+ * which decides it against what the key has left: 0 differences in 12 of 12 runs (2026-12-07,
+ * six of them beside another test file).
  */
 function expectSameAnswers(central: readonly Answer[], sluice: readonly Answer[]): void {
-  const differ = compare(central, sluice)
-  const early = differ.filter((d) => d.central === 200)
-  const late = differ.filter((d) => d.sluice === 200)
-  expect(early.length, JSON.stringify(differ)).toBe(late.length)
-  expect(early.length, JSON.stringify(differ)).toBeLessThanOrEqual(2)
-  // Each refusal the central counter would not have made comes near the end of the budget,
-  // and is made up at once by an admission past it.
-  for (const d of early) expect(d.i, JSON.stringify(differ)).toBeGreaterThan(100)
+  expect(compare(central, sluice)).toEqual([])
 }
 
 describe('parity with express-rate-limit on a Redis store (rate-limit-redis), 3 gateways each', () => {
