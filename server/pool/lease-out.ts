@@ -233,7 +233,10 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
   }
   entry.refillDue = false
   // A fall a joiner waits for (shapes/family-share.ts): its holder gives up what fell, for it.
-  const handOn = r.handOnFalls && capacity < entry.newest - r.epsilon
+  const handOn =
+    (r.handOnFalls ||
+      (r.handOnToZero && capacity <= r.epsilon && entry.reportedMs < entry.seededMs)) &&
+    capacity < entry.newest - r.epsilon
   // A hot key's share handed on (held-handover.ts): what it earned since the leaver's release.
   // The heir held nothing of the key, so this rise is the leaver's share alone: its tokens are
   // the fresh part's (`fillWhole`), not a gift going at the rate gained.

@@ -25,6 +25,7 @@ export const hotKeyShape: Shape = Object.freeze<Shape>({
   round(pool, r, sharing, reserved, nowMs) {
     const wants: number[] = []
     let asked = false
+    let askers = 0
     // A process the coordinator's own part decides for (a crowded family, default-holders.ts)
     // holds none of the key, not even the surplus: the key's capacity stays where it is asked.
     // Looked up only in a crowded family (its last round said so): most rounds of most keys
@@ -63,7 +64,10 @@ export const hotKeyShape: Shape = Object.freeze<Shape>({
       // starting together left keys of rank 1-9 unheld for 0.8 s).
       if (standsFor !== undefined && e.client.clientId === centralClientId)
         d = Math.max(d, standsFor.get(e.client.tenant) ?? 0)
-      if (d > 0) asked = true
+      if (d > 0) {
+        asked = true
+        askers++
+      }
       wants.push(d)
     }
     // Nobody asks: nothing for anyone, so the key goes cold once that is acknowledged. But while
@@ -84,11 +88,15 @@ export const hotKeyShape: Shape = Object.freeze<Shape>({
     // joined): the falls made for it say `handOn`, so their holders give up what the slices
     // that fell held, and its rise starts with that (clients.ts `noteGiven`), not empty. Only
     // then: a fall nobody rises for keeps its excess going where it is (#41, "a 6th joins").
-    r.handOnFalls =
-      kindTraits[r.settings.kind].refills &&
-      sharing.some((e) => !e.everHeld && e.target > e.newest + r.epsilon)
+    // And where one holder alone asks for the key (its traffic concentrated there) and rises, a
+    // holder cut to 0 that never asked for it since it went hot gives up what it held of it for
+    // that rise (lease-out.ts): it would keep its excess going where nobody spends it.
+    const refills = kindTraits[r.settings.kind].refills
+    r.handOnFalls = refills && sharing.some((e) => !e.everHeld && e.target > e.newest + r.epsilon)
+    r.handOnToZero = refills && askers === 1 && sharing.some((e) => e.target > e.newest + r.epsilon)
     settle(pool, r, sharing, nowMs)
     r.handOnFalls = false
+    r.handOnToZero = false
   },
 })
 
