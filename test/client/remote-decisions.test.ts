@@ -67,15 +67,7 @@ async function drive(
 }
 
 /** `p`, stepping the clock 10 ms at a time until it settles (a remote answer may wait for a lease). */
-async function stepped<T>(p: Promise<T>): Promise<T> {
-  let done = false
-  void p.then(
-    () => (done = true),
-    () => (done = true),
-  )
-  for (let i = 0; i < 200 && !done; i++) await cluster!.step(10)
-  return p
-}
+const stepped = <T>(p: Promise<T>): Promise<T> => cluster!.stepUntil(p)
 
 describe('remote decisions (real sockets, manual clock)', () => {
   it('decides a key spread thin over many gateways at the coordinator: what a central limiter admits, never more', async () => {

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import { risingWaitMs } from '../../client/rise.js'
+import type { Resource } from '../../client/index.js'
 import type { LeaseMessage } from '../../shared/index.js'
 import { Cluster } from '../helpers/cluster.js'
 import { TestClient } from '../helpers/ws-client.js'
@@ -199,15 +200,21 @@ describe('a named resource leased 0 while its share rises', () => {
     return { raw, ackAll }
   }
 
+  /** A real gateway joins: its resource, its `ready()`, and three short steps for its first lease. */
+  async function joiner(): Promise<{ late: Resource; ready: Promise<void> }> {
+    const late = (await cluster!.client('late')).resource('api')
+    const ready = late.ready()
+    for (let i = 0; i < 3; i++) await cluster!.step(10)
+    return { late, ready }
+  }
+
   const leasedTo = (leases: LeaseMessage[]): number[] =>
     leases.flatMap((m) => m.leases.filter((l) => l.resource === 'api').map((l) => l.capacity))
 
   it("holds a joining gateway's ready() until its share comes (the surplus spread to it), not resolved on the 0", async () => {
     const { raw, ackAll } = await namedHolder('spread')
     const c = cluster!
-    const late = (await c.client('late')).resource('api')
-    const ready = late.ready()
-    for (let i = 0; i < 3; i++) await c.step(10)
+    const { late, ready } = await joiner()
     expect(late.lease?.capacity).toBe(0)
     expect(late.lease?.rising).toBe(true)
     expect(await settled(ready)).toBe(false)
@@ -224,9 +231,7 @@ describe('a named resource leased 0 while its share rises', () => {
   it('waits risingWaitMs at most for a fall never acknowledged', async () => {
     const { raw } = await namedHolder('spread')
     const c = cluster!
-    const late = (await c.client('late')).resource('api')
-    const ready = late.ready()
-    for (let i = 0; i < 3; i++) await c.step(10)
+    const { late, ready } = await joiner()
     expect(late.lease?.rising).toBe(true)
     const startMs = c.clock.now()
     let readyAtMs: number | undefined
@@ -240,9 +245,7 @@ describe('a named resource leased 0 while its share rises', () => {
   it('is not said where the pool means 0 for a holder that reported nothing (surplus: hold)', async () => {
     const { raw } = await namedHolder('hold')
     const c = cluster!
-    const late = (await c.client('late')).resource('api')
-    const ready = late.ready()
-    for (let i = 0; i < 3; i++) await c.step(10)
+    const { late, ready } = await joiner()
     expect(late.lease?.capacity).toBe(0)
     expect(late.lease?.rising).toBeUndefined()
     expect(await settled(ready)).toBe(true)

@@ -73,6 +73,17 @@ export class Cluster {
     if (this.clients.some((c) => !c.connected)) throw new Error('clients did not reconnect')
   }
 
+  /** `p`, stepping the clock `stepMs` at a time until it settles (a remote answer takes a round trip). */
+  async stepUntil<T>(p: Promise<T>, stepMs = 10, maxSteps = 200): Promise<T> {
+    let done = false
+    void p.then(
+      () => (done = true),
+      () => (done = true),
+    )
+    for (let i = 0; i < maxSteps && !done; i++) await this.step(stepMs)
+    return p
+  }
+
   async step(ms: number): Promise<void> {
     // What the clients sent since the last step (an ack of a lease, a report) reaches the
     // coordinator before the clock moves: the coordinator reads one frame per connection per

@@ -43,16 +43,8 @@ async function gateway(
   return { app, family }
 }
 
-/** `p`, stepping the clock 10 ms at a time until it settles (a remote answer takes a round trip). */
-async function stepped<T>(p: Promise<T>): Promise<T> {
-  let done = false
-  void p.then(
-    () => (done = true),
-    () => (done = true),
-  )
-  for (let i = 0; i < 200 && !done; i++) await cluster!.step(10)
-  return p
-}
+/** `p`, stepping the clock 10 ms at a time until it settles (a remote answer may wait for a lease). */
+const stepped = <T>(p: Promise<T>): Promise<T> => cluster!.stepUntil(p)
 
 const remainingOf = (header: unknown): number => Number(/r=(\d+)/.exec(String(header))?.[1])
 
