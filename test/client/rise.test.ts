@@ -244,7 +244,6 @@ describe('a named resource leased 0 while its share rises', () => {
 
   it('is not said where the pool means 0 for a holder that reported nothing (surplus: hold)', async () => {
     const { raw } = await namedHolder('hold')
-    const c = cluster!
     const { late, ready } = await joiner()
     expect(late.lease?.capacity).toBe(0)
     expect(late.lease?.rising).toBeUndefined()
