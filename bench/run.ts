@@ -1,5 +1,6 @@
 import { cpus } from 'node:os'
 import { benchAllocation } from './allocation.js'
+import { benchBurst } from './burst.js'
 import { benchClient } from './client.js'
 import { benchCoordinatorRows } from './coordinator.js'
 import { benchE2e, demands, limitPerSec } from './e2e.js'
@@ -156,6 +157,19 @@ if (only === 'efficiency') {
       console.log(efficiencyRow(r))
       for (const line of splitLines(r)) console.log(line)
     }
+}
+
+// Not in the default set: a customer's burst at one gateway of three (bench/burst.ts).
+if (only === 'burst') {
+  console.log(
+    '\n## a new customer\'s 105 requests at once at one gateway of three ("100 per minute" per key; real coordinator, loopback)\n',
+  )
+  console.log('| customer | gateway | admitted | one central limiter | last answer ms |')
+  console.log('| --- | --- | --- | --- | --- |')
+  for (const r of await benchBurst())
+    console.log(
+      `| ${r.customer} | gw-${r.gateway} | ${r.admitted} | ${r.central} | ${r.lastAnswerMs.toFixed(1)} |`,
+    )
 }
 
 // Not in the default set: a real coordinator. BENCH_REMOTE_PROCESSES, BENCH_REMOTE_PACED (asks/s),

@@ -120,6 +120,8 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
   readonly #readyWaiters: { resolve: () => void; reject: (e: SluiceError) => void }[] = []
   #earlyBudget: number
   #earlyRequested = false
+  /** The early report requested goes soon (`requestEarlyReport(true)`), not after the delay. */
+  #earlySoon = false
   #earlyTimer: Timer | undefined
   /** Reports numbered so far (`demand.n`), and when the newest of them were sent (by n mod the ring). */
   #reportCount = 0
@@ -371,29 +373,43 @@ export class SluiceClient extends EventEmitter<ClientEvents> implements Resource
     return this.#remote.ask(resource, cost)
   }
 
-  requestEarlyReport(): void {
+  requestEarlyReport(soon = false): void {
     // Cheap when nothing is due: the hot path's failure branch calls this.
-    if (this.#earlyRequested || this.#earlyBudget <= 0 || !this.connected) return
+    if (this.#earlyRequested && (!soon || this.#earlySoon)) return
+    if (this.#earlyBudget <= 0 || !this.connected) return
+    this.#earlyTimer?.cancel()
+    this.#earlyTimer = undefined
     this.#earlyRequested = true
-    this.#earlyTimer = this.options.clock.setTimeout(
-      () => {
-        this.#earlyRequested = false
-        this.#earlyTimer = undefined
-        let throttled = false
-        for (const h of this.#holders.values())
-          if (
-            h instanceof Resource
-              ? h.throttled(this.#reportPeriodMs)
-              : h.takeEarlyReportWish?.() === true
-          )
-            throttled = true
-        if (throttled && this.#earlyBudget > 0) {
-          this.#earlyBudget--
-          this.#report(true)
-        }
-      },
-      Math.max(1, this.#reportPeriodMs / (this.options.maxEarlyReportsPerRefresh + 1)),
-    )
+    this.#earlySoon = soon
+    // Soon: nothing to wait for (a key just leased here unasked: the coordinator keeps its
+    // seeded lease until it hears of it), so once the batch that brought it is applied, right
+    // behind its ack, not after the usual delay, which lets asking accumulate.
+    if (soon) queueMicrotask(() => this.#earlyReport())
+    else
+      this.#earlyTimer = this.options.clock.setTimeout(
+        () => this.#earlyReport(),
+        Math.max(1, this.#reportPeriodMs / (this.options.maxEarlyReportsPerRefresh + 1)),
+      )
+  }
+
+  /** The early report requested, if one is still due and some holder wishes it. */
+  #earlyReport(): void {
+    if (!this.#earlyRequested) return
+    this.#earlyRequested = false
+    this.#earlySoon = false
+    this.#earlyTimer = undefined
+    let throttled = false
+    for (const h of this.#holders.values())
+      if (
+        h instanceof Resource
+          ? h.throttled(this.#reportPeriodMs)
+          : h.takeEarlyReportWish?.() === true
+      )
+        throttled = true
+    if (throttled && this.#earlyBudget > 0) {
+      this.#earlyBudget--
+      this.#report(true)
+    }
   }
 
   drained(): void {

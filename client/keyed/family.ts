@@ -20,8 +20,8 @@ import type { Permit } from '../enforcer.js'
 import type { FallHeld, HelloHolding, Holder } from '../holder.js'
 import type { ResolvedKeyedOptions } from '../options.js'
 import type { RemoteAnswer } from '../remote.js'
-import { RiseWait } from '../rise.js'
-import { KeyLeaseWaits } from './key-lease-waits.js'
+import { RiseWait, risingWaitMs } from '../rise.js'
+import { KeyLeaseWaits, keyMoveFirstWaitMs } from './key-lease-waits.js'
 import type { KeyKind } from './key-kind.js'
 import type { KeyState } from './key-state.js'
 import { KeyView } from './key-view.js'
@@ -254,14 +254,19 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
    * for thinly at many processes moves to the coordinator's part whole.
    */
   decide(key: string, cost = 1): boolean | Promise<RemoteAnswer> {
-    return this.#decide(key, cost, true)
+    return this.#decide(key, cost, true, true)
   }
 
   /**
    * `decide`; `mayWait`: at a quota window's edge, a check waits for the next window; while a
    * share rises to this process, for that share.
    */
-  #decide(key: string, cost: number, mayWait: boolean): boolean | Promise<RemoteAnswer> {
+  #decide(
+    key: string,
+    cost: number,
+    mayWait: boolean,
+    mayWaitKey: boolean,
+  ): boolean | Promise<RemoteAnswer> {
     // The first says so in an early report: crowded, the coordinator's part then decides for
     // this process from the next round, not a refresh period later.
     if (!this.#decides) this.#startDeciding()
@@ -294,6 +299,25 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     // the coordinator's part, which holds nothing of a family that is not crowded.
     if (mayWait && !holdsPart && this.#rise.pending && !this.#closed && this.#riseWaits.hasRoom)
       return this.#riseWaits.wait(this.#rise.leftMs, () => this.#decideAfterWait(key, cost))
+    // A rate key that may be moving here: the check waits for the key's next lease (`#keyMoveWaitMs`).
+    if (mayWaitKey && !this.#closed) {
+      const waitMs = this.#keyMoveWaitMs(state, mayWait)
+      const waiting = waitMs > 0 ? this.#keyLeaseWaits.wait(key, waitMs) : undefined
+      if (waiting !== undefined) {
+        // Demand while it waits, as a caller waiting in `acquire` is (`takeReport`). On the
+        // default share, the key is asked for at once: an early report, now.
+        state.keyWaiting += cost
+        const first = state.lease === undefined
+        if (first) {
+          this.#earlyReportWish = true
+          this.#owner.requestEarlyReport(true)
+        }
+        return waiting.then(() => {
+          state.keyWaiting -= cost
+          return this.#decideAfterWait(key, cost, first)
+        })
+      }
+    }
     // Not asked (few processes, a part that refused): tryAcquire's refusal.
     if (!this.#asksRemote(key, state)) {
       state.asked += cost
@@ -325,14 +349,42 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     })
   }
 
-  /** A check that waited for the next family lease (a window's edge, a rise), decided now. */
-  #decideAfterWait(key: string, cost: number): RemoteAnswer | Promise<RemoteAnswer> {
+  /**
+   * A check that waited for the next family lease (a window's edge, a rise) or the key's, decided
+   * now; `mayWaitKey`: it may wait once more, for a rise the key's first lease says is coming.
+   */
+  #decideAfterWait(
+    key: string,
+    cost: number,
+    mayWaitKey = false,
+  ): RemoteAnswer | Promise<RemoteAnswer> {
     if (this.#closed) return notAnswered
-    const decided = this.#decide(key, cost, false)
+    const decided = this.#decide(key, cost, false, mayWaitKey)
     if (typeof decided !== 'boolean') return decided
     return decided
       ? { admitted: true, retryAfterMs: 0, window: this.leaseOf(key).window }
       : { admitted: false, retryAfterMs: this.msUntil(key, cost) }
+  }
+
+  /**
+   * How long a check of `key` its part here cannot decide may wait for the key's next lease, ms
+   * (0: not at all). A rate family's key, with few processes (crowded, the coordinator's part
+   * holds the keys and decides): on the default share, others holding parts of it, for its
+   * first own lease (`first`: the check's first wait), which the coordinator sends as the key
+   * goes hot, saying whether a rise is coming (`keyMoveFirstWaitMs`); leased on its own and told
+   * a rise is coming (`rising`), for that rise (`risingWaitMs` from the lease that said so, or
+   * `keyMoveFirstWaitMs` when that was the key's first own lease, at most).
+   */
+  #keyMoveWaitMs(state: KeyState, first: boolean): number {
+    if (!this.#keyKind.refills || this.#shares.lease === undefined || !this.#mayAskRemote())
+      return 0
+    if (this.#owner.connected === false || this.#shares.share < crowdedShare) return 0
+    // On the default share: only where others hold parts of the key (not the whole here).
+    if (state.lease === undefined)
+      return first && this.#shares.share < 1 - 1e-9 && this.#hotClock.now() >= state.quietUntilMs
+        ? keyMoveFirstWaitMs
+        : 0
+    return Math.max(0, state.risingUntilMs - this.#clock.now())
   }
 
   /** Whether the family's quota window is over here by time, the next one's lease not come. */
@@ -799,13 +851,39 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
       )
     }
     const nowMs = this.#hotClock.now()
-    // A quota's key leased here for the first time (it went hot, maybe elsewhere): the
-    // coordinator holds this process's seeded lease until it hears what was spent of the key
-    // (server/pool/shapes/named-quota.ts), so it hears at once, not at the next report.
-    if (state.lease === undefined && grant.window !== undefined) {
-      state.mustReport = true
-      this.#earlyReportWish = true
-      this.#owner.requestEarlyReport()
+    // A key leased here for the first time (it went hot, maybe elsewhere): the coordinator keeps
+    // this process's seeded lease until it hears what was spent of the key (a quota's,
+    // server/pool/shapes/named-quota.ts) or asked of it (a rate or concurrency key's,
+    // shapes/hot-key.ts). A quota's key is reported after the usual delay, with what it spent
+    // (its unasked holders keep a unit each). A rate or concurrency key never asked for here (in
+    // a family here for three refresh periods and more) says so at once, right behind the
+    // batch's ack: its seed then falls (to 0 where one holder alone asks, giving up what it held:
+    // the key moves whole there, #41) a round trip after the key went hot, not a refresh period
+    // later. A key asked for here is reported at the next period's report, with its asking over
+    // the period, as before: said at once, its asking over the few ms since the last report said
+    // little of it, and the key, taken from where it was asked, was refused there ("100 per
+    // minute", 3 gateways: 99.1% of the central limiter went to 87.6%); asked not for three
+    // periods, it was most often asked again soon (behind a random balancer, a key asked a few
+    // times a second over six gateways: "a 6th joins" went from 98.4% to 71.9%). Nor does a
+    // process younger than that: it has no past to judge by (a replacement handed its
+    // predecessor's share of the key gave it up at once, test/client/keyed.test.ts). Nor a seed
+    // of 0 (a crowded family's process that decides remotely): it holds nothing to keep.
+    const firstOwn = state.lease === undefined && grant.toDefault !== true
+    if (firstOwn) {
+      const quota = grant.window !== undefined
+      const atMs = this.#clock.now()
+      const lately = 3 * this.#shares.refreshMs
+      const unasked =
+        !quota &&
+        grant.capacity > 0 &&
+        state.asked === 0 &&
+        state.askedAtMs === -Infinity &&
+        atMs - this.#madeAtMs > lately
+      if (quota || unasked) {
+        state.mustReport = true
+        this.#earlyReportWish = true
+        this.#owner.requestEarlyReport(unasked)
+      }
     }
     // Its block of the next window starts no sooner than placed from the real time (the hot
     // clock's reading lags it): its times are counted from the reading (quota-keys.ts).
@@ -839,8 +917,17 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
       }
     }
     if (state.waiters !== undefined) this.#serve(state)
+    // A rise on its way (`rising`): waited for from the first lease that says so, at most
+    // `risingWaitMs`, or `keyMoveFirstWaitMs` when that is the key's first own lease (its seed:
+    // the key's first round is to come, and with it the other holders' word); any lease that
+    // does not say so ends the wait.
+    const wasRising = state.risingUntilMs > 0
+    if (grant.rising !== true) state.risingUntilMs = 0
+    else if (!wasRising)
+      state.risingUntilMs = this.#clock.now() + (firstOwn ? keyMoveFirstWaitMs : risingWaitMs)
     // A lease of more than nothing: a first of 0 is often followed by a rise at the key's round.
-    if (grant.capacity > 0) this.#keyLeaseWaits.wake(key)
+    // And one that ends a rise's wait, whatever it holds.
+    if (grant.capacity > 0 || (wasRising && grant.rising !== true)) this.#keyLeaseWaits.wake(key)
     // In force once what this process holds (slots) or spent (a quota) of the key fits it.
     return this.#keyKind.fits(state)
   }
@@ -902,8 +989,9 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     this.#familyAsked = 0
     const candidates: { state: KeyState; wants: number }[] = []
     for (const state of this.#keys.values()) {
-      // Callers waiting in acquire are demand too, every period they wait (as a named resource's).
-      const waiting = state.waiters?.totalCost() ?? 0
+      // Callers waiting in acquire are demand too, every period they wait (as a named resource's),
+      // and checks waiting for the key's next lease (`#keyMoveWaitMs`).
+      const waiting = (state.waiters?.totalCost() ?? 0) + state.keyWaiting
       const wants = kind.wants(state, elapsedSec, waiting)
       const refused = state.refused + waiting
       state.asked = 0

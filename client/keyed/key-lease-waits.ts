@@ -1,5 +1,17 @@
 import type { Clock, Timer } from '../../shared/index.js'
 
+/**
+ * How long a check of a rate key on the default share, which its part here cannot decide, waits
+ * for the key's first own lease (client/keyed/family.ts `#keyMoveWaitMs`), and then, when that
+ * lease says a rise is coming, for the rise: its early report goes at once, the coordinator
+ * makes the key hot and sends its seeds, the holders that never asked for the key say so, and
+ * their falls and the rise follow, each a round trip and a ledger write (a customer's 105
+ * requests at once at one gateway of three, loopback: all answered in 30-47 ms). Past it (the
+ * early reports of the period spent, a slow disk, other holders that asked for the key and keep
+ * their seeds until their next report), the check is decided as before.
+ */
+export const keyMoveFirstWaitMs = 250
+
 interface KeyLeaseWaiter {
   readonly key: string
   readonly timer: Timer
@@ -9,8 +21,10 @@ interface KeyLeaseWaiter {
 /**
  * Checks waiting for a key's own lease: the coordinator's part (server/coordinator/central.ts)
  * asked for a key it holds nothing of, whose budget the coordinator may lease it (what no
- * process holds of a keyed quota's key: the room kept for one process more). Its refusal asks
- * for the key (an early report); each check waits for that key's next lease (`wake`, in a
+ * process holds of a keyed quota's key: the room kept for one process more); or a process's
+ * check of a rate key its part cannot decide while the key may be moving to it (its first own
+ * lease to come, or a rise that lease said is coming: family.ts `#keyMoveWaitMs`). The refusal
+ * asks for the key (an early report); each check waits for that key's next lease (`wake`, in a
  * microtask, so after the whole batch that brought it) or `maxWaitMs`, then is decided as any
  * check then. Bounded: past `maxWaiting` a check is not held (`wait` says so; the caller
  * refuses it, as before).

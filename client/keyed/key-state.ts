@@ -34,7 +34,17 @@ export class KeyState {
   askNotBeforeMs = 0
   lastUsedMs = 0
   movedMs = 0
-  /** Quota: leased on its own unasked (it went hot elsewhere): its next report says what it spent. */
+  /**
+   * Rate: the key's own lease said a rise is coming (`rising`): a check its part cannot decide
+   * waits for the next lease until this (client clock); 0 when none is.
+   */
+  risingUntilMs = 0
+  /** Rate: the cost of checks waiting for the key's next lease (family.ts `#keyMoveWaitMs`). */
+  keyWaiting = 0
+  /**
+   * Leased on its own unasked (it went hot elsewhere): its next report names it, a quota's with
+   * what it spent, a rate or concurrency key's asking for nothing (family.ts, `applyKeyLease`).
+   */
   mustReport = false
   /** Quota: units spent in window `usedWindow` (the default share's and the key lease's alike). */
   used = 0

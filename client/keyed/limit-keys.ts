@@ -149,7 +149,8 @@ export function limitLeaseOf(
  * renewed, grown or shrunk. A key leased without being asked for here (it went hot elsewhere:
  * the lease of 0, or a share seeded from the default) is never reported as this process's
  * demand: what the coordinator leased here unasked goes back, and a key nobody asks for goes
- * cold (docs/keys.md).
+ * cold (docs/keys.md). Seeded here unasked, it is named once, asking for nothing, so that the
+ * coordinator need not keep the seed until a refresh period has passed.
  */
 export function limitLeasedEntry(
   state: KeyState,
@@ -158,6 +159,15 @@ export function limitLeasedEntry(
   lately: boolean,
 ): { leased: boolean; entry?: KeyReport | undefined } {
   if (state.lease === undefined) return { leased: false }
+  // Leased here unasked as the key went hot: named once (the coordinator keeps the seeded
+  // lease until it hears), asking for nothing, unless it was asked for since.
+  if (state.mustReport) {
+    state.mustReport = false
+    return {
+      leased: true,
+      entry: wants > 0 ? { resource: id, wants } : { resource: id, wants, unasked: true },
+    }
+  }
   return { leased: true, entry: wants > 0 || lately ? { resource: id, wants } : undefined }
 }
 

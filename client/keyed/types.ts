@@ -36,7 +36,8 @@ export interface KeyedEvents {
 
 /** What the family needs of the client that owns it. */
 export interface KeyedOwner {
-  requestEarlyReport(): void
+  /** An early report (`soon`: at once, not after the usual delay). */
+  requestEarlyReport(soon?: boolean): void
   drained(): void
   /**
    * Asks the coordinator to decide `cost` of `resource` (a key's id) against what it holds.
@@ -75,4 +76,6 @@ export interface KeyReport {
   usage?: Usage
   /** The family's entry: checks here ask the coordinator what this process cannot decide. */
   remote?: boolean
+  /** A key leased here on its own, never asked for here (shared/protocol/messages.ts). */
+  unasked?: true
 }

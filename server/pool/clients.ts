@@ -34,6 +34,8 @@ export interface DemandReport {
   readonly priority?: number | undefined
   /** A keyed family's entry: the client asks the coordinator what its part cannot decide. */
   readonly remote?: boolean | undefined
+  /** A key leased to the client on its own that it never asked for (shared/protocol/messages.ts). */
+  readonly unasked?: true | undefined
 }
 
 /** A keyed quota family's release: what its holder spent of each key by its share in `window`. */
@@ -251,10 +253,14 @@ export function reportDemand(
       if (settings === undefined) continue
       const hot = isFamilyKey(settings) && !pool.resources.has(report.resource)
       entry = subscribe(pool, client, report.resource, settings)
+      // Hot by this report, which asks for it: its seed says a rise may come (entry.ts).
+      if (hot) entry.riseAsked = report.wants > 0
       if (hot) seedKey(pool, entry.resource, nowMs, (e, c, n) => send(pool, e, c, n))
       ;(newResources ??= []).push(report.resource)
     }
     entry.history.record(report.wants)
+    // A seeded holder that says it never asked for the key, in its first report since the seed.
+    if (entry.reportedMs < entry.seededMs) entry.seedUnasked = report.unasked === true
     entry.reportedMs = Math.floor(nowMs)
     if (report.used !== undefined && report.window !== undefined) {
       // What a client says it used is held to what it was ever leased of the window, and what

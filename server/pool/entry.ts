@@ -198,6 +198,12 @@ export class ResourceState {
    */
   handOnToZero = false
   /**
+   * A hot key whose last round kept a holder's seeded lease (it has not said whether it asks
+   * for the key since it went hot, shapes/hot-key.ts): a rise waits for that holder's report
+   * (a refresh period at most), not for falls on their way, so no lease says `rising`.
+   */
+  seedsHeld = false
+  /**
    * A hot key's gifts (clients.ts `noteGiven`): tokens its falls gave up as their acks came
    * (`giftTokens`), kept for the rises they pay for (lease-out.ts, `fill`), and the burst of the
    * slices that gave them, free since (`giftRoom`). A joiner's rise is granted whole as the last
@@ -417,6 +423,17 @@ export class Entry {
    * known here (a quota's round keeps its lease meanwhile: shapes/named-quota.ts).
    */
   seededMs = neverReported
+  /**
+   * A hot rate key's holder whose report made the key hot, asking for it: its seed says `rising`
+   * (lease-out.ts), and its leases go on saying it until a round of the key finds no other
+   * holder's seed kept (each has said whether it asks for the key): from then on they say
+   * whether a rise is on its way (shapes/hot-key.ts).
+   */
+  riseAsked = false
+  /** Its first report since `seededMs` said it never asked for the key (`unasked`). */
+  seedUnasked = false
+  /** Its last lease said `rising`: a lease that does not must follow (shapes/hot-key.ts). */
+  saidRising = false
   /** A keyed quota's key: the `elsewhere` its newest lease said (lease-out.ts). */
   sentElsewhere = 0
   /** A rate key reset (reset.ts): the next lease sent says to fill the bucket (`full`), once. */

@@ -234,8 +234,7 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
   entry.refillDue = false
   // A fall a joiner waits for (shapes/family-share.ts): its holder gives up what fell, for it.
   const handOn =
-    (r.handOnFalls ||
-      (r.handOnToZero && capacity <= r.epsilon && entry.reportedMs < entry.seededMs)) &&
+    (r.handOnFalls || (r.handOnToZero && capacity <= r.epsilon && seededUnasked(entry))) &&
     capacity < entry.newest - r.epsilon
   // A hot key's share handed on (held-handover.ts): what it earned since the leaver's release.
   // The heir held nothing of the key, so this rise is the leaver's share alone: its tokens are
@@ -258,11 +257,19 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
   // (`surplus: spread`, the default), so a joiner is starved, and rising, only then. Not a hot
   // key's own lease (a family's check of it is not held by it), nor a quota's: its block frees as
   // its holder reports, not within a round trip.
+  // A rate key's own lease below what the pool means its holder to hold, the rest waiting for
+  // falls on their way (a round trip; not for a holder's seeded lease kept until it reports,
+  // `seedsHeld`), or its seed to the holder whose report asked past it (the key's first round
+  // is to come, shapes/hot-key.ts): it says so too, and a check its holder's part cannot decide
+  // waits for the next lease of the key (#41: a customer's 105 requests at once at one gateway
+  // of three: its third admitted, the rest refused while the other two thirds moved to it).
   const rising =
-    capacity <= 0 &&
     window === undefined &&
-    (r.shape.familyShare || s.family === undefined) &&
-    r.starved.has(entry)
+    ((capacity <= 0 && (r.shape.familyShare || s.family === undefined) && r.starved.has(entry)) ||
+      (r.shape.hotKey &&
+        kindTraits[s.kind].refills &&
+        (entry.riseAsked || (entry.target > capacity + r.epsilon && !r.seedsHeld))))
+  entry.saidRising = rising
   if (capacity > 0) entry.everHeld = true
   // The fallback never exceeds the lease: what a silent client may enforce is what it was leased.
   const safeShare = s.safeCapacity ?? s.capacity / Math.max(1, r.entries.size)
@@ -399,6 +406,17 @@ export function elsewhere(
   const own = spentOf(entry, windowIndex)
   const left = r.settings.capacity + r.resetUnits(windowIndex) - memo.sum
   return Math.max(0, Math.floor(left - Math.max(0, entry.newest - own)))
+}
+
+/**
+ * A hot key's holder seeded with its default share as the key went hot that has not asked for
+ * it since: it has not reported the key since, or its first report said it never asked for it
+ * (`unasked`, client/keyed/family.ts), and none since asked for it. Not a holder that asked for
+ * it before and reported since, asking for nothing: it may ask again, and spend its excess
+ * where it is.
+ */
+function seededUnasked(e: Entry): boolean {
+  return e.reportedMs < e.seededMs || (e.seedUnasked && !e.hasChecked)
 }
 
 /** What a holder of a quota key spent of window `windowIndex`, as far as the pool knows (`elsewhere`). */

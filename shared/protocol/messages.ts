@@ -137,6 +137,13 @@ export const demandEntry = z
      * coordinator's own part, which decides for it.
      */
     remote: z.boolean().optional(),
+    /**
+     * A keyed family's key leased here on its own without this process ever having asked for it
+     * (seeded as it went hot elsewhere): said at once, asking for nothing. The coordinator need
+     * not keep the seed for this process's report, and where it falls to 0 for the one process
+     * that asks, what it held goes to that rise (server/pool/lease-out.ts, `handOn`).
+     */
+    unasked: z.literal(true).optional(),
   })
   .refine((e) => (e.used === undefined) === (e.window === undefined), {
     message: 'used and window come together (what was used of which window), or neither',
@@ -419,7 +426,10 @@ export const leaseGrant = z.strictObject({
    * A keyed family's share (rate, concurrency), a lease of 0 below what the coordinator means this client to hold:
    * the rest is granted as other holders acknowledge their falls (a round trip), or in part at a
    * round after a second. The client waits for it (`ready()`, a check its share cannot decide:
-   * `risingWaitMs` at most) rather than take 0 for its share.
+   * `risingWaitMs` at most) rather than take 0 for its share. A rate key's own lease, of any
+   * capacity, below what the coordinator means this client to hold of the key (or the seed of a
+   * key its own report made hot: the key's first round is to come): a check of the key its part
+   * cannot decide waits for the key's next lease (docs/protocol.md).
    */
   rising: z.literal(true).optional(),
   /**

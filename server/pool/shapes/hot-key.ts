@@ -3,9 +3,18 @@ import type { Entry, ResourceState } from '../entry.js'
 import { subscribe } from '../registry.js'
 import type { PoolState } from '../state.js'
 import { demandOf } from '../hot-keys.js'
+import { send } from '../lease-out.js'
 import { centralClientId, decidedCentrally } from './default-holders.js'
 import { maxMinTargets } from './max-min.js'
 import { settle, type Shape } from './shape.js'
+
+/**
+ * How long after its seed a holder that never asked for a key has said so (its ack and report
+ * come together, a round trip after the seed left): a round of the key that comes sooner (a
+ * prompt round with no debounce) leaves the asker's seed saying `rising`; one that comes later
+ * (the prompt round after the default 20 ms debounce) decides it.
+ */
+const seedAnswerMs = 10
 
 /**
  * One hot key of a rate or concurrency family, shared by weighted max-min
@@ -80,10 +89,15 @@ export const hotKeyShape: Shape = Object.freeze<Shape>({
     // part for a remote decision): a holder that has not reported it since keeps the lease it
     // was seeded with until it does, or for a refresh period, as a quota key's holder does
     // (named-quota.ts): cut at once, its bucket would lose what its default share still held.
+    r.seedsHeld = false
+    let seedsJustSent = false
     if (asked)
       for (const e of sharing as Entry[])
-        if (e.reportedMs < e.seededMs && nowMs - e.seededMs < r.settings.refreshMs)
+        if (e.reportedMs < e.seededMs && nowMs - e.seededMs < r.settings.refreshMs) {
           e.target = Math.max(e.target, e.newest)
+          r.seedsHeld = true
+          if (nowMs - e.seededMs < seedAnswerMs) seedsJustSent = true
+        }
     // A rate key's holder that never held any of it waits for its first part (a process that
     // joined): the falls made for it say `handOn`, so their holders give up what the slices
     // that fell held, and its rise starts with that (clients.ts `noteGiven`), not empty. Only
@@ -94,9 +108,20 @@ export const hotKeyShape: Shape = Object.freeze<Shape>({
     const refills = kindTraits[r.settings.kind].refills
     r.handOnFalls = refills && sharing.some((e) => !e.everHeld && e.target > e.newest + r.epsilon)
     r.handOnToZero = refills && askers === 1 && sharing.some((e) => e.target > e.newest + r.epsilon)
+    // The seed to the holder whose report made the key hot said a rise may come (lease-out.ts,
+    // `rising`): once the holders seeded with it have had time to say that they never asked for
+    // the key (each does at once, right behind its ack, client/keyed/family.ts), its leases say
+    // whether one is on its way. A seed kept past that is a holder that asked for the key and
+    // says so at its next report: the rise, if any, waits for that, and nobody waits for it.
+    if (!seedsJustSent) for (const e of sharing) e.riseAsked = false
     settle(pool, r, sharing, nowMs)
     r.handOnFalls = false
     r.handOnToZero = false
+    // A holder told a rise was on its way that this round gives none (and sent nothing): told
+    // so, or its checks would wait for a lease that is not coming (`risingWaitMs`, a second).
+    for (const e of sharing)
+      if (e.saidRising && !e.riseAsked && (r.seedsHeld || !(e.target > e.newest + r.epsilon)))
+        send(pool, e, e.newest, nowMs)
   },
 })
 
