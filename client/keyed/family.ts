@@ -875,6 +875,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
       const lately = 3 * this.#shares.refreshMs
       const unasked =
         !quota &&
+        grant.reportNow === true &&
         grant.capacity > 0 &&
         state.asked === 0 &&
         state.askedAtMs === -Infinity &&
@@ -1015,8 +1016,11 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
         candidates.push({ state, wants })
     }
     candidates.sort((a, b) => b.wants - a.wants)
-    for (const c of candidates.slice(0, this.#maxKeysPerReport))
-      out.push(kind.candidateEntry(shares, c.state, keyIdOf(this.prefix, c.state.key), c.wants))
+    for (const c of candidates.slice(0, this.#maxKeysPerReport)) {
+      const entry = kind.candidateEntry(shares, c.state, keyIdOf(this.prefix, c.state.key), c.wants)
+      // Checks wait here for its lease: the other holders are asked to say at once what they ask.
+      out.push(c.state.keyWaiting > 0 ? { ...entry, waits: true } : entry)
+    }
     return out
   }
 

@@ -78,4 +78,6 @@ export interface KeyReport {
   remote?: boolean
   /** A key leased here on its own, never asked for here (shared/protocol/messages.ts). */
   unasked?: true
+  /** A key whose checks here wait for its own lease (shared/protocol/messages.ts). */
+  waits?: true
 }

@@ -36,6 +36,8 @@ export interface DemandReport {
   readonly remote?: boolean | undefined
   /** A key leased to the client on its own that it never asked for (shared/protocol/messages.ts). */
   readonly unasked?: true | undefined
+  /** A key whose checks wait at the client for its own lease (shared/protocol/messages.ts). */
+  readonly waits?: true | undefined
 }
 
 /** A keyed quota family's release: what its holder spent of each key by its share in `window`. */
@@ -253,9 +255,14 @@ export function reportDemand(
       if (settings === undefined) continue
       const hot = isFamilyKey(settings) && !pool.resources.has(report.resource)
       entry = subscribe(pool, client, report.resource, settings)
-      // Hot by this report, which asks for it: its seed says a rise may come (entry.ts).
-      if (hot) entry.riseAsked = report.wants > 0
-      if (hot) seedKey(pool, entry.resource, nowMs, (e, c, n) => send(pool, e, c, n))
+      // Hot by this report, with checks waiting for it there: its seed says a rise may come
+      // (entry.ts), and the others' seeds ask them to say at once whether they ask (`reportNow`).
+      if (hot) {
+        entry.riseAsked = report.wants > 0 && report.waits === true
+        entry.resource.seedsAsk = entry.riseAsked
+        seedKey(pool, entry.resource, nowMs, (e, c, n) => send(pool, e, c, n))
+        entry.resource.seedsAsk = false
+      }
       ;(newResources ??= []).push(report.resource)
     }
     entry.history.record(report.wants)

@@ -289,6 +289,7 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
   putLease(batch, {
     ...(handOn ? { handOn: true as const } : {}),
     ...(rising ? { rising: true as const } : {}),
+    ...(r.seedsAsk && !entry.riseAsked ? { reportNow: true as const } : {}),
     ...(inherit === undefined ? {} : { inherit }),
     ...(handed === undefined ? {} : { handed }),
     resource: s.id,

@@ -144,6 +144,12 @@ export const demandEntry = z
      * that asks, what it held goes to that rise (server/pool/lease-out.ts, `handOn`).
      */
     unasked: z.literal(true).optional(),
+    /**
+     * A keyed family's key: checks here wait for its own lease (`decide`, `check`, the HTTP
+     * edge, whose part here cannot decide them). A report that makes the key hot with it asks the
+     * other holders to say at once whether they ask for the key (`reportNow`), so it can move.
+     */
+    waits: z.literal(true).optional(),
   })
   .refine((e) => (e.used === undefined) === (e.window === undefined), {
     message: 'used and window come together (what was used of which window), or neither',
@@ -415,6 +421,13 @@ export const leaseGrant = z.strictObject({
    * fresh part holds the tokens, as the leaver's bucket would have.
    */
   fillWhole: z.literal(true).optional(),
+  /**
+   * A rate or concurrency key's seed (its first own lease, as it went hot elsewhere), where the
+   * process that made it hot has checks waiting for it: a client that never asked for the key
+   * says so at once (an early report naming it, `unasked`), so the coordinator need not keep the
+   * seed until its next report.
+   */
+  reportNow: z.literal(true).optional(),
   /**
    * Rate, a keyed family's own resource, a fall of the default share: a process joining waits
    * for its first share. The client gives up what the part that fell holds (each key's bucket
