@@ -387,6 +387,19 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     return Math.max(0, state.risingUntilMs - this.#clock.now())
   }
 
+  /**
+   * Whether checks of a key wait here for its lease in a burst: half its part's burst here or
+   * more (a customer's requests at once at this gateway). Then its report says `waits`, and the
+   * other holders are asked to say at once whether they ever asked for the key, so that it can
+   * move here whole. Not for a check or two (behind a random balancer, a key refused at one
+   * gateway is soon asked at the others, and a holder cut at once refused its first check of it:
+   * first checks at a gateway under 5 s old 100% -> 99.6% of the central limiter's in "home").
+   */
+  #burstWaits(state: KeyState): boolean {
+    if (state.keyWaiting <= 0) return false
+    return state.keyWaiting >= this.#keyKind.leaseOf(this.#shares, state.key, state).burst / 2
+  }
+
   /** Whether the family's quota window is over here by time, the next one's lease not come. */
   #atEdge(): boolean {
     const nowMs = this.#hotClock.now()
@@ -1018,8 +1031,7 @@ export class KeyedFamily extends EventEmitter<KeyedEvents> implements Holder {
     candidates.sort((a, b) => b.wants - a.wants)
     for (const c of candidates.slice(0, this.#maxKeysPerReport)) {
       const entry = kind.candidateEntry(shares, c.state, keyIdOf(this.prefix, c.state.key), c.wants)
-      // Checks wait here for its lease: the other holders are asked to say at once what they ask.
-      out.push(c.state.keyWaiting > 0 ? { ...entry, waits: true } : entry)
+      out.push(this.#burstWaits(c.state) ? { ...entry, waits: true } : entry)
     }
     return out
   }
