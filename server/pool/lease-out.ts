@@ -254,15 +254,15 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
   // same (#41: of three gateways starting together, the two that joined while the first held the
   // whole refused their first checks: 76.7-86.7% of the first checks a central limiter admits);
   // there the pool means more for a holder that reported nothing only by the surplus it spreads
-  // (`surplus: spread`, the default), so a joiner is starved, and rising, only then. Not a hot
-  // key's own lease (a family's check of it is not held by it), nor a quota's: its block frees as
-  // its holder reports, not within a round trip.
-  // A rate key's own lease below what the pool means its holder to hold, the rest waiting for
-  // falls on their way (a round trip; not for a holder's seeded lease kept until it reports,
-  // `seedsHeld`), or its seed to the holder whose report asked past it (the key's first round
-  // is to come, shapes/hot-key.ts): it says so too, and a check its holder's part cannot decide
-  // waits for the next lease of the key (#41: a customer's 105 requests at once at one gateway
-  // of three: its third admitted, the rest refused while the other two thirds moved to it).
+  // (`surplus: spread`, the default), so a joiner is starved, and rising, only then. Not a
+  // quota's: its block frees as its holder reports, not within a round trip.
+  // A rate key's own lease, of any capacity, below what the pool means its holder to hold, the
+  // rest waiting for falls on their way (a round trip; not for a holder's seeded lease kept until
+  // it reports, `seedsHeld`), or its seed to the holder whose report made it hot with checks
+  // waiting (`riseAsked`: the key's first round is to come, shapes/hot-key.ts): it says so too,
+  // and a check its holder's part cannot decide waits for the next lease of the key (#41: a
+  // customer's 105 requests at once at one gateway of three: its third admitted, the rest
+  // refused while the other two thirds moved to it).
   const rising =
     window === undefined &&
     ((capacity <= 0 && (r.shape.familyShare || s.family === undefined) && r.starved.has(entry)) ||
