@@ -48,14 +48,12 @@ const stepped = <T>(p: Promise<T>): Promise<T> => cluster!.stepUntil(p)
 
 const remainingOf = (header: unknown): number => Number(/r=(\d+)/.exec(String(header))?.[1])
 
-/** Three gateways, the third joined 1.5 s ago; then `n` requests of a new key at it, `gapMs` apart. */
-async function newCustomer(
-  n: number,
-  gapMs: number,
-): Promise<{ admitted: number; central: number; bound: number; firstRemaining: number }> {
+/** A real coordinator on a fresh ledger (as `npm start` first runs it), "100 per minute" per API key. */
+async function startCoordinator(): Promise<Cluster> {
   dataDir = mkdtempSync(join(tmpdir(), 'sluice-data-'))
-  cluster = new Cluster()
-  await cluster.start({
+  const started = new Cluster()
+  cluster = started
+  await started.start({
     server: { dataDir, limits: { roundDebounceMs: 0 } },
     resources: [
       {
@@ -69,6 +67,15 @@ async function newCustomer(
       },
     ],
   })
+  return started
+}
+
+/** Three gateways, the third joined 1.5 s ago; then `n` requests of a new key at it, `gapMs` apart. */
+async function newCustomer(
+  n: number,
+  gapMs: number,
+): Promise<{ admitted: number; central: number; bound: number; firstRemaining: number }> {
+  cluster = await startCoordinator()
   const old = [await gateway('gw-0'), await gateway('gw-1')]
   // Ten seconds of other customers' traffic at the two old gateways.
   for (let t = 0; t < 100; t++) {
@@ -121,22 +128,7 @@ async function newCustomerAtOnce(n: number): Promise<{
   answeredInMs: number
   retryAfter: string[]
 }> {
-  dataDir = mkdtempSync(join(tmpdir(), 'sluice-data-'))
-  cluster = new Cluster()
-  await cluster.start({
-    server: { dataDir, limits: { roundDebounceMs: 0 } },
-    resources: [
-      {
-        match: 'apikey/*',
-        keyed: true,
-        kind: 'rate',
-        capacity: 100,
-        per: '1m',
-        learningMs: 0,
-        unsafeLearning: true,
-      },
-    ],
-  })
+  cluster = await startCoordinator()
   const gws = [await gateway('gw-0'), await gateway('gw-1'), await gateway('gw-2')]
   // Ten seconds of other customers' traffic at every gateway.
   for (let t = 0; t < 100; t++) {
