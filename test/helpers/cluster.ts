@@ -59,7 +59,10 @@ export class Cluster {
   }
 
   async settle(): Promise<void> {
-    for (let i = 0; i < 3; i++) await Promise.all(this.clients.map((c) => c.roundTrip()))
+    for (let i = 0; i < 3; i++) {
+      await this.ledgerIdle()
+      await Promise.all(this.clients.map((c) => c.roundTrip()))
+    }
     // One real request through the loopback as well, so connection attempts of clients that are
     // not connected (which roundTrip skips) make progress between steps.
     if (this.clients.some((c) => !c.connected))
@@ -90,8 +93,18 @@ export class Cluster {
     // turn of the event loop (server/transport/gateway.ts), so a test's continuation may run
     // before a frame that arrived with it is handled.
     await Promise.all(this.clients.map((c) => c.roundTrip()))
+    await this.ledgerIdle()
     this.clock.advance(ms)
     await this.settle()
+  }
+
+  /**
+   * With a ledger, leases leave once the write that covers them is durable: real time, not the
+   * manual clock's. Waiting for it here keeps a step's outcome from depending on how fast the
+   * disk is (a loaded CI machine otherwise moved the clock on while a lease was being written).
+   */
+  async ledgerIdle(): Promise<void> {
+    await this.server.coordinator.ledgerIdle()
   }
 
   committed(resource: string): number {

@@ -163,7 +163,8 @@ describe('a new customer asking at once at one gateway of three ("100 per minute
     const r = await newCustomerAtOnce(105)
     const seen = JSON.stringify(r)
     expect(r.admitted, seen).toBeLessThanOrEqual(r.bound)
-    expect(r.admitted, seen).toBeGreaterThanOrEqual(95)
+    // Measured 100 (answered 20 ms on) in every run, also with four busy loops beside it.
+    expect(r.admitted, seen).toBeGreaterThanOrEqual(100)
     // The rest: refused with when the next token comes (0.6 s: 100 per minute), not a window.
     for (const ra of r.retryAfter) expect(Number(ra), seen).toBeLessThanOrEqual(1)
   })
@@ -179,9 +180,10 @@ describe('a new customer at a gateway that just joined ("100 per minute", the HT
     // Its own third of the burst at once; the key, hot here alone, moves here, and the two
     // thirds the other gateways held of it, never spent there, come with it (their falls to 0
     // give them up: pool/shapes/hot-key.ts). Measured 101-105 in 15 runs (41 before, when they
-    // kept them). Held at 90: one run of a fresh clone's first test pass failed this case, its
-    // figures not kept (2026-12-07); the message now says them.
-    expect(r.admitted, seen).toBeGreaterThanOrEqual(90)
+    // kept them). A CI run once measured 89 here: the clock moved on while a lease was being
+    // written to the ledger (real time); Cluster.step now waits for the ledger's writes, and the
+    // run gives 103 every time, also with four busy loops beside it (2026-12-07).
+    expect(r.admitted, seen).toBeGreaterThanOrEqual(100)
     // The first answer says what the key has left across the gateways (a central counter: 99).
     expect(r.firstRemaining, seen).toBeGreaterThanOrEqual(90)
   })
