@@ -258,10 +258,8 @@ export function reportDemand(
       // Hot by this report, with checks waiting for it there: its seed says a rise may come
       // (entry.ts), and the others' seeds ask them to say at once whether they ask (`reportNow`).
       if (hot) {
-        entry.riseAsked = report.wants > 0 && report.waits === true
-        entry.resource.seedsAsk = entry.riseAsked
-        seedKey(pool, entry.resource, nowMs, (e, c, n) => send(pool, e, c, n))
-        entry.resource.seedsAsk = false
+        const asks = (entry.riseAsked = report.wants > 0 && report.waits === true)
+        seedKey(pool, entry.resource, nowMs, (e, c, n) => send(pool, e, c, n, asks && !e.riseAsked))
       }
       ;(newResources ??= []).push(report.resource)
     }

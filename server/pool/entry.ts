@@ -203,8 +203,6 @@ export class ResourceState {
    * (a refresh period at most), not for falls on their way, so no lease says `rising`.
    */
   seedsHeld = false
-  /** The key's seeds being sent say `reportNow` (clients.ts: the key went hot with checks waiting). */
-  seedsAsk = false
   /**
    * A hot key's gifts (clients.ts `noteGiven`): tokens its falls gave up as their acks came
    * (`giftTokens`), kept for the rises they pay for (lease-out.ts, `fill`), and the burst of the

@@ -52,9 +52,15 @@ function familyPayload(f: FamilySettings): NonNullable<LeaseGrant['family']> {
 export const firstShareFill = 1
 
 /** Sends `entry` a lease of `capacity` now (and, for a family's own resource, its hot keys'). */
-export function send(pool: PoolState, entry: Entry, capacity: number, nowMs: number): void {
+export function send(
+  pool: PoolState,
+  entry: Entry,
+  capacity: number,
+  nowMs: number,
+  reportNow = false,
+): void {
   const r = entry.resource
-  if (!r.shape.familyShare) return sendOne(pool, entry, capacity, nowMs)
+  if (!r.shape.familyShare) return sendOne(pool, entry, capacity, nowMs, reportNow)
   // A keyed quota's holder starts anew each window: its first family lease of a window is a first.
   const window = pool.windowOf(r, nowMs)
   // Its share of the window sent ahead and in force (ahead.ts) was never sent as a lease of the
@@ -184,7 +190,14 @@ function holdsNothing(entry: Entry): boolean {
 }
 
 /** Records a lease of `capacity` for `entry` and puts it in its client's batch. */
-export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: number): void {
+export function sendOne(
+  pool: PoolState,
+  entry: Entry,
+  capacity: number,
+  nowMs: number,
+  /** A key's seed asking its holder to say at once whether it asks for the key (clients.ts). */
+  reportNow = false,
+): void {
   const batch = batchOf(pool, entry.client)
   const r = entry.resource
   const s = r.settings
@@ -289,7 +302,7 @@ export function sendOne(pool: PoolState, entry: Entry, capacity: number, nowMs: 
   putLease(batch, {
     ...(handOn ? { handOn: true as const } : {}),
     ...(rising ? { rising: true as const } : {}),
-    ...(r.seedsAsk && !entry.riseAsked ? { reportNow: true as const } : {}),
+    ...(reportNow ? { reportNow: true as const } : {}),
     ...(inherit === undefined ? {} : { inherit }),
     ...(handed === undefined ? {} : { handed }),
     resource: s.id,
