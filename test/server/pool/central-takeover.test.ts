@@ -181,3 +181,105 @@ describe("a keyed quota's coordinator part taken over, at the next window", () =
     expect(pool.committed('q/a', 20_050)).toBe(100)
   })
 })
+
+describe("a restarted coordinator's part, when its predecessor's end is known", () => {
+  /**
+   * Six processes decide remotely (crowded): the coordinator's part holds the family's default
+   * shares and the whole of hot key key/a. The ledger is restored by a new pool at 5,200 ms,
+   * the dead process having ended at `endedMs` (a file ledger's lock records it); the new part
+   * says hello, asks, and is leased at 5,300 ms. Returns its first leases of the family and of
+   * the key.
+   */
+  function restart(endedMs: number | undefined) {
+    const config = new CompiledConfig(
+      parseConfig({
+        resources: [{ match: 'key/*', keyed: true, kind: 'rate', capacity: 10, refreshMs: 1000 }],
+      }),
+    )
+    const options = { learn: false, track: true }
+    let pool = new Pool(0, (id) => config.settingsFor(id), options)
+    const ledger = new MemoryLedger()
+    const sent: LeaseBatch[] = []
+    const take = (out: readonly LeaseBatch[], nowMs: number): void => {
+      for (const b of out) {
+        sent.push(b)
+        // What an ack frees (a fall acknowledged: the rise it waited for) goes out too.
+        take(pool.acknowledge(b.clientKey, b.seq, undefined, nowMs), nowMs)
+      }
+      ledger.write(pool.takeChanges((ms) => ms))
+    }
+    const period = (keys: readonly string[], nowMs: number): void => {
+      for (const key of keys)
+        take(
+          pool.reportDemand(
+            key,
+            [
+              { resource: 'key/*', wants: 100, remote: key !== 'central' },
+              ...(key === 'central' ? [{ resource: 'key/a', wants: 40 }] : []),
+            ],
+            nowMs,
+          ).batches,
+          nowMs,
+        )
+      take(pool.roundMany([...pool.familyIds('key/*')], nowMs), nowMs)
+    }
+    const processes = ['p', 'q', 'r', 's', 't', 'u']
+    const all = ['central', ...processes]
+    pool.connect('central', centralClientId, undefined, 'central-1', 0)
+    for (const p of processes) pool.connect(p, p, undefined, `${p}-1`, 0)
+    for (let t = 1000; t <= 5000; t += 1000) period(all, t)
+    // The family's own resource counts shares of every key (its capacity: the whole, 1).
+    const familyCapacity = config.settingsFor('key/*')!.capacity
+    const heldShare = pool.committedBy('central', 'key/*', 5000) / familyCapacity
+    expect(heldShare).toBeGreaterThan(0.5)
+    expect(pool.committedBy('central', 'key/a', 5000)).toBe(10)
+
+    pool = new Pool(0, (id) => config.settingsFor(id), options)
+    pool.restore(ledger.entries(), (ms) => ms, 5200, endedMs)
+    // The processes come back first and report (as gateways reconnect before the part's first
+    // remote ask); then the new part says hello, and everyone reports, the part last.
+    for (const p of processes) pool.connect(p, p, undefined, `${p}-1`, 5200)
+    period(processes, 5200)
+    expect(pool.connect('central', centralClientId, undefined, 'central-2', 5250)).toBe('replaced')
+    sent.length = 0
+    take(pool.takeBatches(), 5250)
+    // A round before the new part's first report: no part is there yet, so the processes are
+    // the family's default holders by traffic (shapes/default-holders.ts); the dead part's share
+    // still waits for the new part, not for one of them.
+    take(pool.roundMany([...pool.familyIds('key/*')], 5260), 5260)
+    for (let t = 5300; t <= 7300; t += 1000) period([...processes, 'central'], t)
+    const first = (id: string) =>
+      sent
+        .filter((b) => b.clientKey === 'central')
+        .flatMap((b) => b.leases)
+        .find((l) => l.resource === id && l.capacity > 0)
+    return { heldShare, family: first('key/*'), key: first('key/a'), pool }
+  }
+
+  it('hands the dead part’s shares to the new one with what they earned since that end, at most their burst', () => {
+    // Ended 300 ms before the new part is leased: 0.3 of a refill (burst 10 at 10/s: 1 s).
+    const recent = restart(5000)
+    expect(recent.family?.handed?.level).toBeCloseTo(0.3 * recent.heldShare, 6)
+    expect(recent.family?.capacity).toBeGreaterThanOrEqual(recent.heldShare - 1e-9)
+    // The hot key's whole share, with 3 of its 10 tokens (`fill`: tokens, on a key's lease).
+    expect(recent.key?.capacity).toBe(10)
+    expect(recent.key?.fill).toBeCloseTo(3, 6)
+    expect(recent.key?.fillWhole).toBe(true)
+    // Ended 1.3 s before: a whole refill, so full; never more than the burst.
+    const long = restart(4000)
+    expect(long.family?.handed?.level).toBeCloseTo(long.heldShare, 6)
+    expect(long.key?.fill).toBeCloseTo(10, 6)
+    // The share moved, it was not doubled: once the new part acknowledged it, the dead part's
+    // counts no more (the pool's model test holds the tokens to one central bucket).
+    expect(long.pool.committed('key/*', 7300)).toBeLessThanOrEqual(1 + 1e-9)
+    expect(long.pool.committed('key/a', 7300)).toBeLessThanOrEqual(10 + 1e-9)
+  })
+
+  it('hands nothing when the end is not known: the new part’s buckets start empty, as before', () => {
+    const unknown = restart(undefined)
+    // Leased the family again, within the periods, with nothing handed.
+    expect(unknown.family?.capacity).toBeGreaterThan(0)
+    expect(unknown.family?.handed).toBeUndefined()
+    expect(unknown.key?.fill ?? 0).toBe(0)
+  })
+})
