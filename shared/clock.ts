@@ -1,5 +1,3 @@
-import { readFileSync } from 'node:fs'
-
 /**
  * Time is injected. This file is the only one allowed to read the ambient
  * clock or to arm real timers (lint enforces it); everything else takes a
@@ -23,12 +21,6 @@ export interface Clock {
   setTimeout(callback: () => void, delayMs: number): Timer
   /** Runs `callback` every `periodMs` (clamped to ≥ 1) until cancelled. */
   setInterval(callback: () => void, periodMs: number): Timer
-  /**
-   * Milliseconds since the machine booted, as every process on it reads them (/proc/uptime,
-   * 10 ms steps): what another process recorded on this clock can be placed on `now`'s.
-   * Absent, or undefined where the machine has none, for a clock of its own (a manual clock).
-   */
-  bootMs?(): number | undefined
 }
 
 /**
@@ -65,14 +57,6 @@ export const systemClock: Clock = Object.freeze({
     new SystemTimer(setTimeout(callback, Math.max(0, delayMs)), false),
   setInterval: (callback: () => void, periodMs: number): Timer =>
     new SystemTimer(setInterval(callback, Math.max(1, periodMs)), true),
-  bootMs: (): number | undefined => {
-    try {
-      const ms = Number(readFileSync('/proc/uptime', 'utf8').split(' ')[0]) * 1000
-      return Number.isFinite(ms) ? ms : undefined
-    } catch {
-      return undefined
-    }
-  },
 })
 
 class ManualTimer implements Timer {

@@ -33,12 +33,6 @@ export class PoolStart {
   #startingMs = 0
   /** Its ledger was new (nothing was ever leased from it): a first lease may start full. */
   #neverLeased = false
-  /**
-   * When the process that held the ledger before this one attached it had ended (the machine's
-   * boot clock, `Clock.bootMs`), for the restore that follows the attaching only: what a later
-   * pool restores may be this process's own.
-   */
-  #predecessorEndedBootMs: number | undefined = undefined
 
   constructor(clock: Clock, settings: SettingsSource, ledger: () => Ledger | undefined) {
     this.#clock = clock
@@ -64,7 +58,6 @@ export class PoolStart {
   elected(restored: boolean): Pool {
     this.#startedMs = this.#clock.now()
     this.#startingMs = 0
-    this.#predecessorEndedBootMs = undefined
     this.#restored = restored
     this.#neverLeased = false
     return this.pool()
@@ -78,7 +71,6 @@ export class PoolStart {
     // A ledger never written before, trusted: nothing was ever leased, so no bucket anywhere
     // holds a token of any resource.
     this.#neverLeased = ledger.fresh && restored
-    this.#predecessorEndedBootMs = ledger.predecessorEndedAtBootMs
     return this.pool()
   }
 
@@ -141,25 +133,6 @@ export class PoolStart {
       latencyMs = 0
     }
     if (lastMs > -Infinity) this.#windows.resume(lastMs, this.#startingMs, latencyMs)
-    return pool.restore(
-      entries,
-      restoredUntilFor(entries, nowWallMs, nowMs),
-      nowMs,
-      this.#predecessorEndedMs(nowMs),
-    )
-  }
-
-  /**
-   * When the process that held the ledger before had ended, on this clock (undefined: not
-   * known): its end as the ledger's lock recorded it, on the machine's boot clock, which a
-   * clock of its own (a manual one) cannot place. /proc/uptime steps by 10 ms: 10 ms later.
-   */
-  #predecessorEndedMs(nowMs: number): number | undefined {
-    const endedBootMs = this.#predecessorEndedBootMs
-    this.#predecessorEndedBootMs = undefined
-    const bootMs = this.#clock.bootMs?.()
-    if (endedBootMs === undefined || bootMs === undefined) return undefined
-    const agoMs = bootMs - endedBootMs - 10
-    return agoMs >= 0 ? nowMs - agoMs : undefined
+    return pool.restore(entries, restoredUntilFor(entries, nowWallMs, nowMs), nowMs)
   }
 }

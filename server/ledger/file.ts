@@ -112,11 +112,6 @@ export class FileLedger implements Ledger {
     return this.#aliveWindowsMs
   }
 
-  /** When the directory's last holder had ended (ms since the machine's boot), when on record (file-lock.ts). */
-  get predecessorEndedAtBootMs(): number | undefined {
-    return this.#lock?.predecessorEndedAtBootMs
-  }
-
   /**
    * A sign of life: `windowsMs` written to `ledger.alive` beside the ledger, with its id (a
    * sign of another ledger's writer says nothing of this one's). Not synced, one at a time,
@@ -157,8 +152,7 @@ export class FileLedger implements Ledger {
         if (error.code === 'ENOENT') return undefined
         throw error
       })
-      // The lock and its holders' record of their end (file-lock.ts) are not a ledger's.
-      existed = before !== undefined && before.some((name) => !name.startsWith(lockName))
+      existed = before !== undefined && before.some((name) => name !== lockName)
       await mkdir(this.#dir, { recursive: true })
       this.#lock = await lockDirectory(join(this.#dir, lockName))
     } catch (error) {

@@ -179,12 +179,6 @@ export interface Ledger {
   markAlive?(windowsMs: number): Promise<void> | void
   /** Its writer's last `markAlive` as `load` found it (this ledger's, none other's). */
   readonly aliveWindowsMs?: number | undefined
-  /**
-   * When the process that held the store before `load` took it had ended, in ms since the
-   * machine's boot (`Clock.bootMs`): after then it decided nothing. Undefined when that is not
-   * known (a file ledger's lock keeps it: file-lock.ts; none other does).
-   */
-  readonly predecessorEndedAtBootMs?: number | undefined
 }
 
 /**

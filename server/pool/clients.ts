@@ -155,32 +155,15 @@ export function connect(
  * and its keys leased on their own keep only that. A quota's part it cannot vouch for is set
  * aside with the rest, as any replaced process's: what it spent of its window died with it (a
  * share sent in a window is spent of every key until the window ends, keyed-quota-share.ts).
- *
- * When the pool knows when the process whose ledger it restored had ended (a file ledger's
- * lock keeps it: server/ledger/file-lock.ts), that process's part decided nothing since: its
- * rate families' shares are released as a clean close releases them with nothing held, and
- * handed on whole to the new part (held-handover.ts) with what they earned since that end, at
- * most their burst, as the dead part's idle buckets would have: a fresh part of each share
- * granted empty then, earning its rate, held by nobody else meanwhile (the dead part's leases
- * counted until now). Its hot keys go beside them, each with what its share earned since then.
- * Before, the new part's buckets started empty at the takeover: a coordinator SIGKILLed and
- * restarted 0.5 s later, its gateways back about 1.1 s after the kill, refused a burst of every
- * key its part decides that a central limiter, never down, admitted (docs/keys.md).
  */
 function freeDeadCentral(pool: PoolState, client: ClientState, nowMs: number): void {
   const ids: string[] = []
-  const held: HeldReport[] = []
-  const idleFromMs = client.restored ? pool.predecessorEndedMs : undefined
-  for (const e of client.entries.values()) {
-    const s = e.resource.settings
-    if (s.kind !== 'rate' || s.quotaWindow !== undefined) continue
-    ids.push(s.id)
-    if (idleFromMs !== undefined && e.resource.shape.familyShare)
-      held.push({ resource: s.id, level: 0, keys: [] })
-  }
+  for (const e of client.entries.values())
+    if (e.resource.settings.kind === 'rate' && e.resource.settings.quotaWindow === undefined)
+      ids.push(e.resource.settings.id)
   const quota = deadCentralSpent(pool, client, nowMs)
   ids.push(...quota.ids)
-  if (ids.length > 0) release(pool, client.key, ids, nowMs, quota.spent, held, idleFromMs)
+  if (ids.length > 0) release(pool, client.key, ids, nowMs, quota.spent)
 }
 
 /**
@@ -524,7 +507,6 @@ export function release(
   nowMs: number,
   spent: readonly SpentReport[] = [],
   held: readonly HeldReport[] = [],
-  idleFromMs?: number,
 ): void {
   const client = pool.clients.get(key)
   if (client === undefined) return
@@ -544,7 +526,7 @@ export function release(
     }
     // A rate family's share whose release said what it held may be handed on with it.
     const said = held.find((x) => x.resource === id)
-    const vacancy = said && heldVacancy(entry, said, randomUUID(), nowMs, idleFromMs)
+    const vacancy = said && heldVacancy(entry, said, randomUUID(), nowMs)
     if (vacancy !== undefined) {
       ;(vacancies ??= []).push([entry, vacancy])
       continue

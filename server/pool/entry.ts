@@ -86,8 +86,6 @@ export class ClientState {
   /** The process's instance nonce from its hello; undefined when it sent none. */
   instance: string | undefined
   connected = true
-  /** Filled back from a ledger (its leases were sent by the process that wrote it). */
-  restored = false
   /** Batches numbered below this were sent on an earlier connection: their acks are void. */
   sinceSeq = 1
   /** Sequence number of the newest batch sent to this client; 0 before any. */

@@ -2,7 +2,6 @@ import { keyIdOf, keyLimits, kindTraits } from '../../shared/index.js'
 import type { Entry, ResourceState } from './entry.js'
 import { send } from './lease-out.js'
 import { burstRefillMs, subscribe, unsubscribe } from './registry.js'
-import { centralClientId } from './shapes/index.js'
 import type { PoolState } from './state.js'
 
 /**
@@ -58,12 +57,6 @@ export interface HeldVacancy {
   readonly keys: readonly (readonly [string, number])[]
   /** When it was released. */
   readonly sinceMs: number
-  /**
-   * Since when its holder decided nothing, when earlier than the release: a dead coordinator's
-   * part, released at its successor's takeover, ended with its process (clients.ts
-   * `freeDeadCentral`). What the share earned is counted from then.
-   */
-  readonly idleFromMs?: number | undefined
   /** Its id: a client takes a handover once, however often told (random: no client can name it). */
   readonly id: string
   /** The holder it was handed to, until that one acknowledges. */
@@ -102,7 +95,6 @@ export function heldVacancy(
   said: { readonly level: number; readonly keys: readonly (readonly [string, number])[] },
   id: string,
   nowMs: number,
-  idleFromMs?: number,
 ): HeldVacancy | undefined {
   const r = entry.resource
   const s = r.settings
@@ -111,12 +103,7 @@ export function heldVacancy(
     return undefined
   const share = s.capacity > 0 ? Math.min(1, entry.committed / s.capacity) : 0
   if (!(share > 0)) return undefined
-  return {
-    ...heldWithin(family, said, share),
-    sinceMs: nowMs,
-    id,
-    ...(idleFromMs !== undefined && idleFromMs < nowMs ? { idleFromMs } : {}),
-  }
+  return { ...heldWithin(family, said, share), sinceMs: nowMs, id }
 }
 
 /**
@@ -175,10 +162,9 @@ export function handOverHeld(
     }
     taken.add(heir)
     v.heir = heir
-    // What the share earned since the release (or since its holder was idle, if earlier), as
-    // the leaver's buckets would have, idle: a fresh part of the share granted then, empty,
-    // earning its rate to its burst.
-    const gapMs = Math.max(0, nowMs - (v.idleFromMs ?? v.sinceMs))
+    // What the share earned since the release, as the leaver's buckets would have, idle: a
+    // fresh part of the share granted then, empty, earning its rate to its burst.
+    const gapMs = Math.max(0, nowMs - v.sinceMs)
     const s = r.settings
     const family = s.family!
     const share = s.capacity > 0 ? Math.min(1, e.committed / s.capacity) : 0
@@ -316,11 +302,6 @@ function heirOf(
     // Never sent a share: its buckets hold nothing, each key's is one part (the client takes a
     // handover only then, client/keyed/family.ts).
     if (e.everHeld || (e.handed !== undefined && !handedTo(e, e.handed.id))) continue
-    // A dead coordinator's part goes to its successor: to a gateway that came back first, the
-    // share and its hot keys would move on to the part as the family turned crowded again, and
-    // the part's buckets start empty (a moved share brings no burst).
-    if (vacancy.client.clientId === centralClientId && e.client.clientId !== centralClientId)
-      continue
     if (e.client.tenant === vacancy.client.tenant) return e
     best ??= e
   }

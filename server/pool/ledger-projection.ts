@@ -207,7 +207,6 @@ export function restoreEntries(
     if (client === undefined) {
       client = new ClientState(le.clientKey, le.clientId, le.tenant, le.instance)
       client.connected = false
-      client.restored = true
       pool.clients.set(le.clientKey, client)
     }
     const entry = subscribe(pool, client, le.resource, settings)

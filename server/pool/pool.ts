@@ -98,19 +98,12 @@ export class Pool extends PoolView {
     return ledgerEntries(this.state, toWallMs, stamp)
   }
 
-  /**
-   * Starts from what a ledger kept (see `restoreEntries`); returns how many entries it took.
-   * `predecessorEndedMs`: when the process that wrote it had ended, if known (the shares its
-   * own part held earn from then: clients.ts `freeDeadCentral`).
-   */
+  /** Starts from what a ledger kept (see `restoreEntries`); returns how many entries it took. */
   restore(
     entries: readonly LedgerEntry[],
     toMonoMs: (wallMs: number, entry: LedgerEntry) => number,
     nowMs: number,
-    predecessorEndedMs?: number,
   ): number {
-    if (predecessorEndedMs !== undefined && predecessorEndedMs <= nowMs)
-      this.state.predecessorEndedMs = predecessorEndedMs
     const restored = restoreEntries(this.state, entries, toMonoMs, nowMs)
     for (const r of this.state.resources.values()) sweepResource(this.state, r, nowMs)
     return restored.length

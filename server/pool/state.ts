@@ -106,12 +106,6 @@ export class PoolState {
   readonly reserveDirty = new Map<Entry, Map<number, Set<number>>>()
   readonly startMs: number
   readonly quietSinceMs: number
-  /**
-   * When the process whose ledger this pool restored had ended, on this pool's clock (undefined:
-   * not known): its own part decided nothing after, so the shares it held earn from then for
-   * whoever takes them (clients.ts `freeDeadCentral`).
-   */
-  predecessorEndedMs: number | undefined = undefined
   readonly settingsFor: SettingsLookup
   /** Whether changes are kept for a ledger (`takeChanges`); without one nothing piles up. */
   readonly track: boolean

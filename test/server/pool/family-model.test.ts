@@ -254,9 +254,8 @@ class World {
 
   /**
    * The coordinator is SIGKILLed and restarted from its ledger: every connection drops (what
-   * was on its way is lost), its own part dies with it (a new instance takes its id, and is
-   * handed the dead one's shares with what they earned since), and the processes go on
-   * enforcing what they hold until they connect again (`join`).
+   * was on its way is lost), its own part dies with it (a new instance takes its id), and the
+   * processes go on enforcing what they hold until they connect again (`join`).
    */
   restartCoordinator(): void {
     for (const p of this.processes.values()) {
@@ -269,10 +268,7 @@ class World {
     this.processes.set(central, next)
     const settings = this.#settings
     this.pool = new Pool(this.nowMs, (id) => settings.get(id), { track: true, learn: false })
-    // The dead process ended now, as its ledger's lock records it (server/ledger/file-lock.ts):
-    // its part's shares go to the new one with what they earn from now (clients.ts
-    // `freeDeadCentral`), which the central buckets check.
-    this.pool.restore(this.ledger.entries(), (ms) => ms, this.nowMs, this.nowMs)
+    this.pool.restore(this.ledger.entries(), (ms) => ms, this.nowMs)
     // As the coordinator does (coordinator.ts, #restore): what the restore learned is written.
     this.ledger.write(this.pool.takeChanges((ms) => ms))
   }
@@ -858,55 +854,6 @@ describe('keyed families in the pool (model)', () => {
           },
         ),
         { numRuns: fc.readConfigureGlobal().numRuns ?? 100 },
-      )
-    },
-  )
-
-  // The coordinator SIGKILLed while its part holds the crowded family's default shares and
-  // decides for p, q and r: the restarted pool knows when the dead process ended (its ledger's
-  // lock records it), so the new part is handed the dead one's shares and hot keys with what
-  // they earned since (server/pool/clients.ts `freeDeadCentral`). Those tokens must be ones a
-  // central bucket of each key holds too: the dead part may have spent its buckets just before.
-  it(
-    'never lets a restarted coordinator’s part, handed its dead predecessor’s shares with what they earned since its end, admit more of a key than one central bucket',
-    { timeout: 120_000 },
-    async () => {
-      await fc.assert(
-        fc.asyncProperty(
-          fc.boolean(),
-          fc.constantFrom(0, 20, 150, 400, 1200),
-          fc.array(fc.constantFrom(...ids), { minLength: 1, maxLength: 7 }),
-          fc.array(step, { minLength: 0, maxLength: 80, size: 'max' }),
-          async (hot, downMs, back, steps) => {
-            await run(
-              [
-                { op: 'join', p: 'p' },
-                { op: 'join', p: 'q' },
-                { op: 'join', p: 'r' },
-                ...crowd,
-                // The deciders ask for every key, p for more than k/a's capacity when `hot`, and
-                // the part (c: what it is asked remotely) spends every key to its last token.
-                ...(['p', 'q', 'r', 'c'] as const).flatMap((p): Step[] =>
-                  keys.map((_, key) => ({
-                    op: 'want',
-                    p,
-                    key,
-                    wants: p === 'c' || (hot && p === 'p' && key === 0) ? 40 : 5,
-                  })),
-                ),
-                ...Array.from({ length: 8 }, () => tick),
-                { op: 'restart-coordinator' },
-                { op: 'advance', ms: downMs },
-                ...back.map((p): Step => ({ op: 'join', p })),
-                { op: 'join', p: 'c' },
-                ...Array.from({ length: 3 }, () => tick),
-                ...steps,
-              ],
-              hot ? manyHotKeys : familySettings(1),
-            )
-          },
-        ),
-        { numRuns: Math.min(300, fc.readConfigureGlobal().numRuns ?? 100) },
       )
     },
   )
